@@ -1,0 +1,42 @@
+# The two commands of the README, plus the build they share.
+#   make demo   run the main job on the bundled default
+#   make test   build and run the test suite (ctest)
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+CTEST_FLAGS ?= --output-on-failure
+
+.PHONY: all deps configure build test demo bench format sanitize clean
+
+all: build
+
+deps:
+	@tools/install_deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) > $(BUILD).configure.log 2>&1 || (cat $(BUILD).configure.log; exit 1)
+	@grep -E "LiBai-Actor" $(BUILD).configure.log || true
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	@cd $(BUILD) && ctest -j $(JOBS) $(CTEST_FLAGS) -LE slow
+
+test-all: build
+	@cd $(BUILD) && ctest -j $(JOBS) $(CTEST_FLAGS)
+
+demo: build
+	@tools/demo.sh $(BUILD)
+
+bench: build
+	@tools/run_benchmarks.sh $(BUILD)
+
+sanitize:
+	@$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DLIBAI_SANITIZE=address,undefined -DLIBAI_WITH_CUDA=OFF -DLIBAI_BUILD_BENCH=OFF"
+
+format:
+	@git ls-files '*.h' '*.cc' '*.cu' | xargs clang-format -i
+
+clean:
+	@rm -rf $(BUILD) build-asan

@@ -1,0 +1,30 @@
+# Every dependency comes from a Debian package; nothing is downloaded at build time.
+find_package(Threads REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(yaml-cpp REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(CapnProto REQUIRED)
+find_package(ucx REQUIRED)
+
+# CAF 0.17 ships no CMake config: link its libraries by name.
+find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
+find_library(CAF_CORE_LIBRARY caf_core REQUIRED)
+find_library(CAF_IO_LIBRARY caf_io REQUIRED)
+add_library(libai_caf INTERFACE)
+target_include_directories(libai_caf INTERFACE ${CAF_INCLUDE_DIR})
+target_link_libraries(libai_caf INTERFACE ${CAF_IO_LIBRARY} ${CAF_CORE_LIBRARY} Threads::Threads)
+
+# OpenBLAS (Debian's pthread build through the alternatives link).
+find_path(OPENBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas openblas-pthread REQUIRED)
+find_library(OPENBLAS_LIBRARY NAMES openblas REQUIRED)
+
+# CLI11 is header-only; Debian 12 ships headers and a CMake config.
+find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
+
+if(LIBAI_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  include(GoogleTest)
+endif()
+if(LIBAI_BUILD_BENCH)
+  find_package(benchmark REQUIRED)
+endif()

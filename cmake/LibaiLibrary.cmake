@@ -1,0 +1,60 @@
+# One shared library per layer, each over the one below (DESIGN.md):
+#   libai_runtime  runtime/   tensor, autograd, config, communicators, checkpoint I/O
+#   libai_ops      ops/       kernels (they register from static initialisers, kept by a shared library)
+#   libai_models   models/
+#   libai_schedule schedule/  (pure: standard library and runtime value types only)
+#   libai_actors   actors/    the only place that knows CAF
+# `libai` is the umbrella target a consumer links.
+function(libai_collect out_var folder)
+  file(GLOB_RECURSE found CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${folder}/*.cc)
+  list(FILTER found EXCLUDE REGEX "/cuda/")
+  if(LIBAI_HAVE_CUDA)
+    file(GLOB_RECURSE cuda_found CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${folder}/cuda/*.cc
+         ${PROJECT_SOURCE_DIR}/${folder}/cuda/*.cu)
+    list(APPEND found ${cuda_found})
+  endif()
+  set(${out_var} ${found} PARENT_SCOPE)
+endfunction()
+
+function(libai_layer_library name folder)
+  libai_collect(sources ${folder})
+  if(NOT sources)
+    set(sources ${PROJECT_SOURCE_DIR}/cmake/empty.cc)
+  endif()
+  add_library(${name} SHARED ${sources})
+  set_target_properties(${name} PROPERTIES PREFIX "")
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  if(LIBAI_HAVE_CUDA)
+    target_link_libraries(${name} PRIVATE CUDA::cudart CUDA::cublas)
+    target_compile_options(${name} PRIVATE
+      $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-fPIC -Xcompiler=-Wall>)
+  endif()
+endfunction()
+
+libai_layer_library(libai_runtime runtime)
+target_include_directories(libai_runtime PUBLIC ${OPENBLAS_INCLUDE_DIR} ${CLI11_INCLUDE_DIR})
+target_link_libraries(libai_runtime PUBLIC spdlog::spdlog yaml-cpp nlohmann_json::nlohmann_json
+                                           Threads::Threads ${OPENBLAS_LIBRARY}
+                                    PRIVATE ucx::ucp ucx::uct ucx::ucs)
+target_compile_definitions(libai_runtime PUBLIC LIBAI_VERSION="${PROJECT_VERSION}")
+if(LIBAI_HAVE_CUDA)
+  target_compile_definitions(libai_runtime PUBLIC LIBAI_HAVE_CUDA=1)
+  target_link_libraries(libai_runtime PRIVATE ${NCCL_LIBRARY})
+  target_include_directories(libai_runtime PRIVATE ${NCCL_INCLUDE_DIR})
+endif()
+
+libai_layer_library(libai_ops ops)
+target_link_libraries(libai_ops PUBLIC libai_runtime PRIVATE ${OPENBLAS_LIBRARY})
+
+libai_layer_library(libai_models models)
+target_link_libraries(libai_models PUBLIC libai_ops)
+
+libai_layer_library(libai_schedule schedule)
+target_link_libraries(libai_schedule PUBLIC libai_runtime)
+
+libai_layer_library(libai_actors actors)
+target_link_libraries(libai_actors PUBLIC libai_models libai_schedule libai_wire libai_caf
+                                          ucx::ucp ucx::ucs)
+
+add_library(libai INTERFACE)
+target_link_libraries(libai INTERFACE libai_actors)

@@ -1,0 +1,116 @@
+#include "runtime/allocator.h"
+
+#include <array>
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+#include "runtime/error.h"
+
+namespace libai {
+namespace {
+
+// Blocks up to 1 GiB are pooled by power-of-two class; larger ones go straight to the OS.
+constexpr int kMinClassLog2 = 6;   // 64 bytes
+constexpr int kMaxClassLog2 = 30;  // 1 GiB
+constexpr size_t kMaxCachedBytes = size_t(4) << 30;
+
+int size_class(size_t nbytes) {
+  int log2 = kMinClassLog2;
+  while ((size_t(1) << log2) < nbytes) ++log2;
+  return log2;
+}
+
+class PooledCpuAllocator final : public Allocator {
+ public:
+  ~PooledCpuAllocator() override { empty_cache(); }
+
+  void* allocate(size_t nbytes) override {
+    if (nbytes == 0) nbytes = 1;
+    int cls = size_class(nbytes);
+    size_t block = size_t(1) << cls;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (cls <= kMaxClassLog2) {
+        auto& list = free_[cls - kMinClassLog2];
+        if (!list.empty()) {
+          void* p = list.back();
+          list.pop_back();
+          stats_.cached_bytes -= block;
+          note_allocated(block, true);
+          return p;
+        }
+      }
+      note_allocated(block, false);
+    }
+    void* p = std::aligned_alloc(kCpuAlignment, block);
+    if (p == nullptr) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_.allocated_bytes -= block;
+      LIBAI_THROW(IoError, "out of host memory allocating ", nbytes, " bytes");
+    }
+    return p;
+  }
+
+  void deallocate(void* ptr, size_t nbytes) override {
+    if (ptr == nullptr) return;
+    if (nbytes == 0) nbytes = 1;
+    int cls = size_class(nbytes);
+    size_t block = size_t(1) << cls;
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.allocated_bytes -= block;
+    if (cls <= kMaxClassLog2 && stats_.cached_bytes + block <= kMaxCachedBytes) {
+      free_[cls - kMinClassLog2].push_back(ptr);
+      stats_.cached_bytes += block;
+      return;
+    }
+    std::free(ptr);
+  }
+
+  void empty_cache() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& list : free_) {
+      for (void* p : list) std::free(p);
+      list.clear();
+    }
+    stats_.cached_bytes = 0;
+  }
+
+  Stats stats() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+ private:
+  void note_allocated(size_t block, bool hit) {
+    stats_.allocated_bytes += block;
+    if (stats_.allocated_bytes > stats_.peak_allocated_bytes)
+      stats_.peak_allocated_bytes = stats_.allocated_bytes;
+    (hit ? stats_.pool_hits : stats_.pool_misses)++;
+  }
+
+  mutable std::mutex mutex_;
+  std::array<std::vector<void*>, kMaxClassLog2 - kMinClassLog2 + 1> free_;
+  Stats stats_;
+};
+
+Allocator* (*g_cuda_factory)(int) = nullptr;
+
+}  // namespace
+
+Allocator& cpu_allocator() {
+  // Leaked on purpose: tensors in static storage may be freed after main returns.
+  static auto* allocator = new PooledCpuAllocator();
+  return *allocator;
+}
+
+void register_cuda_allocator(Allocator* (*factory)(int)) { g_cuda_factory = factory; }
+
+Allocator& allocator_for(Device device) {
+  if (device.is_cpu()) return cpu_allocator();
+  LIBAI_CHECK_KIND(Unsupported, g_cuda_factory != nullptr, "device ", device,
+                   " requested, but this build of LiBai-Actor has no CUDA backend");
+  return *g_cuda_factory(device.index);
+}
+
+}  // namespace libai

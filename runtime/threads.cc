@@ -1,0 +1,172 @@
+#include "runtime/threads.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/error.h"
+
+namespace libai {
+namespace {
+
+// A fixed pool of workers executing one parallel region at a time.
+class ThreadPool {
+ public:
+  explicit ThreadPool(int workers) {
+    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
+  }
+  ~ThreadPool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  int workers() const { return int(threads_.size()); }
+
+  void run(int64_t chunks, const std::function<void(int64_t)>& task) {
+    std::lock_guard<std::mutex> region(region_mutex_);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      task_ = &task;
+      chunks_ = chunks;
+      next_.store(0);
+      done_ = 0;
+      ++generation_;
+    }
+    wake_.notify_all();
+    drain();
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_.wait(lock, [&] { return done_ == chunks_; });
+    task_ = nullptr;
+  }
+
+ private:
+  void drain() {
+    int64_t completed = 0;
+    for (int64_t c; (c = next_.fetch_add(1)) < chunks_;) {
+      (*task_)(c);
+      ++completed;
+    }
+    if (completed > 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ += completed;
+      if (done_ == chunks_) finished_.notify_all();
+    }
+  }
+  void work() {
+    uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || (generation_ != seen && task_ != nullptr); });
+        if (stop_) return;
+        seen = generation_;
+      }
+      drain();
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::mutex region_mutex_, mutex_;
+  std::condition_variable wake_, finished_;
+  const std::function<void(int64_t)>* task_ = nullptr;
+  int64_t chunks_ = 0;
+  std::atomic<int64_t> next_{0};
+  int64_t done_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+struct Budgets {
+  std::mutex mutex;
+  std::map<int, int> threads;  // cpu index -> budget
+  std::map<int, std::unique_ptr<ThreadPool>> pools;
+};
+
+Budgets& budgets() {
+  static auto* b = new Budgets();  // leaked: pools may be used during static destruction
+  return *b;
+}
+
+thread_local Device t_current = Device::cpu(0);
+thread_local bool t_in_parallel = false;
+
+ThreadPool* pool_for(Device device) {
+  Budgets& b = budgets();
+  std::lock_guard<std::mutex> lock(b.mutex);
+  auto it = b.threads.find(device.index);
+  int threads = it == b.threads.end() ? hardware_cores() : it->second;
+  auto& pool = b.pools[device.index];
+  if (!pool || pool->workers() != threads - 1) pool = std::make_unique<ThreadPool>(threads - 1);
+  return pool.get();
+}
+
+}  // namespace
+
+int hardware_cores() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+void set_thread_budget(Device device, int threads) {
+  LIBAI_CHECK(device.is_cpu(), "thread budgets apply to cpu devices, not ", device);
+  LIBAI_CHECK(threads >= 1, "thread budget of ", device, " must be at least 1, got ", threads);
+  Budgets& b = budgets();
+  std::lock_guard<std::mutex> lock(b.mutex);
+  int total = threads;
+  for (auto& [index, n] : b.threads)
+    if (index != device.index) total += n;
+  LIBAI_CHECK(total <= hardware_cores(), "thread budgets would total ", total,
+              " threads but this host has ", hardware_cores(), " cores (setting ", device, " to ",
+              threads, ")");
+  b.threads[device.index] = threads;
+}
+
+int thread_budget(Device device) {
+  Budgets& b = budgets();
+  std::lock_guard<std::mutex> lock(b.mutex);
+  auto it = b.threads.find(device.index);
+  return it == b.threads.end() ? hardware_cores() : it->second;
+}
+
+void set_current_cpu_device(Device device) { t_current = device; }
+Device current_cpu_device() { return t_current; }
+
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn) {
+  if (end <= begin) return;
+  grain = std::max<int64_t>(grain, 1);
+  int64_t total = end - begin;
+  int threads = t_in_parallel ? 1 : thread_budget(t_current);
+  int64_t chunks = std::min<int64_t>(threads, (total + grain - 1) / grain);
+  if (chunks <= 1) {
+    fn(begin, end);
+    return;
+  }
+  int64_t step = (total + chunks - 1) / chunks;
+  pool_for(t_current)->run(chunks, [&](int64_t c) {
+    bool was = t_in_parallel;
+    t_in_parallel = true;
+    int64_t b0 = begin + c * step;
+    int64_t e0 = std::min(end, b0 + step);
+    if (b0 < e0) fn(b0, e0);
+    t_in_parallel = was;
+  });
+}
+
+void sync_blas_threads() {
+  static thread_local int last = -1;
+  int n = thread_budget(t_current);
+  if (n != last) {
+    openblas_set_num_threads(n);
+    last = n;
+  }
+}
+
+}  // namespace libai

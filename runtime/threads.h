@@ -1,0 +1,33 @@
+// Thread budgets: each CPU device gets a number of compute threads, and the sum over the
+// devices of a process never exceeds the cores. Kernels split work with parallel_for on
+// the budget of the device they run on; OpenBLAS gets the same count.
+//
+//   set_thread_budget(Device::cpu(0), 2);
+//   parallel_for(0, rows, /*grain=*/64, [&](int64_t begin, int64_t end) { ... });
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "runtime/device.h"
+
+namespace libai {
+
+int hardware_cores();
+// Throws InvalidArgument when the budgets of all CPU devices would exceed the cores.
+void set_thread_budget(Device device, int threads);
+int thread_budget(Device device);
+
+// The device whose budget the calling thread uses (set by stage threads; default cpu:0).
+void set_current_cpu_device(Device device);
+Device current_cpu_device();
+
+// Splits [begin, end) into chunks of at least `grain` and runs them on the current device's
+// pool; the calling thread takes part. Runs inline when one chunk suffices.
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn);
+
+// Tells OpenBLAS how many threads to use (the current device's budget).
+void sync_blas_threads();
+
+}  // namespace libai
