@@ -1,0 +1,136 @@
+#include "schedule/partition.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <random>
+
+#include "runtime/error.h"
+
+namespace libai::schedule {
+namespace {
+
+TEST(Partition, UniformMatchesLibaiCounts) {
+  EXPECT_EQ(uniform_partition(12, 4), (StageAssignment{0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3}));
+  EXPECT_EQ(uniform_partition(5, 2), (StageAssignment{0, 0, 0, 1, 1}));
+  EXPECT_THROW(uniform_partition(3, 4), InvalidArgument);
+}
+
+TEST(Partition, CustomIsValidatedWithThePosition) {
+  EXPECT_EQ(custom_partition({0, 0, 1, 1, 1}, 5, 2), (StageAssignment{0, 0, 1, 1, 1}));
+  auto message = [](const std::vector<int64_t>& ids, int layers, int stages) {
+    try {
+      custom_partition(ids, layers, stages);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({0, 0, 1}, 4, 2).find("3 entries but pipeline_num_layers is 4"),
+            std::string::npos);
+  EXPECT_NE(message({0, 2, 2, 3}, 4, 4).find("custom_pipeline_stage_id[1] = 2"), std::string::npos);
+  EXPECT_NE(message({0, 1, 0, 1}, 4, 2).find("[2] = 0"), std::string::npos);
+  EXPECT_NE(message({0, 0, 1, 5}, 4, 2).find("out of range"), std::string::npos);
+  EXPECT_NE(message({0, 0, 0, 0}, 4, 2).find("every stage needs"), std::string::npos);
+}
+
+// Independent reference: try every composition of L layers into S non-empty stages.
+double brute_force_bottleneck(const CostModel& cost) {
+  const int L = cost.num_layers(), S = cost.num_stages();
+  double best = std::numeric_limits<double>::infinity();
+  StageAssignment a = StageAssignment(size_t(L));
+  std::function<void(int, int)> go = [&](int layer, int stage) {
+    if (layer == L) {
+      if (stage != S - 1) return;
+      Partition p = evaluate(cost, a);
+      for (int s = 0; s < S; ++s)
+        if (cost.memory_cap[size_t(s)] > 0 &&
+            p.stage_memory[size_t(s)] > cost.memory_cap[size_t(s)])
+          return;
+      best = std::min(best, p.bottleneck);
+      return;
+    }
+    a[size_t(layer)] = stage;
+    go(layer + 1, stage);
+    if (layer > 0 && stage + 1 < S) {
+      a[size_t(layer)] = stage + 1;
+      go(layer + 1, stage + 1);
+    }
+  };
+  a[0] = 0;
+  go(1, 0);
+  if (L == 1 && S == 1) best = evaluate(cost, a).bottleneck;
+  return best;
+}
+
+TEST(Partition, BalancedIsOptimalAgainstBruteForce) {
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<double> time(0.5, 3.0), mem(1.0, 4.0);
+  for (int trial = 0; trial < 200; ++trial) {
+    int L = 2 + int(rng() % 9), S = 1 + int(rng() % std::min(L, 4));
+    CostModel cost;
+    std::vector<double> base = std::vector<double>(size_t(L));
+    for (auto& t : base) t = time(rng);
+    for (int s = 0; s < S; ++s) {
+      double slowdown = 1.0 + double(rng() % 4);  // mixed devices
+      std::vector<double> row;
+      for (double t : base) row.push_back(t * slowdown);
+      cost.layer_time.push_back(row);
+      cost.memory_cap.push_back(trial % 3 == 0 ? 0.0 : mem(rng) * double(L) / double(S) * 1.5);
+    }
+    for (int l = 0; l < L; ++l) cost.layer_memory.push_back(mem(rng));
+    double expected = brute_force_bottleneck(cost);
+    if (std::isinf(expected)) {
+      EXPECT_THROW(balanced_partition(cost), InvalidArgument) << "trial " << trial;
+      continue;
+    }
+    Partition p = balanced_partition(cost);
+    EXPECT_NEAR(p.bottleneck, expected, 1e-9) << "trial " << trial << ": " << describe(p.stage_of);
+  }
+}
+
+TEST(Partition, BalancedGivesTheSlowDeviceFewerLayers) {
+  // 12 equal layers, device 1 four times slower: the optimum puts ~4/5 on device 0.
+  CostModel cost;
+  cost.layer_time = {std::vector<double>(12, 1.0), std::vector<double>(12, 4.0)};
+  cost.layer_memory = std::vector<double>(12, 1.0);
+  cost.memory_cap = {0.0, 0.0};
+  Partition p = balanced_partition(cost);
+  EXPECT_EQ(std::count(p.stage_of.begin(), p.stage_of.end(), 0), 10);
+  EXPECT_DOUBLE_EQ(p.bottleneck, 10.0);
+  // Uniform and memory-proportional both leave device 0 idle most of the time.
+  EXPECT_DOUBLE_EQ(evaluate(cost, uniform_partition(12, 2)).bottleneck, 24.0);
+}
+
+TEST(Partition, MemoryCapsBindAndImpossibleSplitsAreNamed) {
+  CostModel cost;
+  cost.layer_time = {std::vector<double>(6, 1.0), std::vector<double>(6, 1.0)};
+  cost.layer_memory = std::vector<double>(6, 10.0);
+  cost.memory_cap = {20.0, 0.0};  // stage 0 holds at most 2 layers
+  Partition p = balanced_partition(cost);
+  EXPECT_EQ(p.stage_of, (StageAssignment{0, 0, 1, 1, 1, 1}));
+  cost.memory_cap = {20.0, 20.0};
+  try {
+    balanced_partition(cost);
+    FAIL();
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("fits the devices' memory"), std::string::npos);
+  }
+}
+
+TEST(Partition, MemoryProportionalBaseline) {
+  CostModel cost;
+  cost.layer_time = {std::vector<double>(12, 1.0), std::vector<double>(12, 1.0),
+                     std::vector<double>(12, 1.0)};
+  cost.layer_memory = std::vector<double>(12, 1.0);
+  cost.memory_cap = {100, 100, 200};
+  StageAssignment a = memory_proportional_partition(cost);
+  EXPECT_EQ(std::count(a.begin(), a.end(), 2), 6);
+  EXPECT_EQ(std::count(a.begin(), a.end(), 0), 3);
+  EXPECT_EQ(describe(a), "stage 0: layers 0-2, stage 1: layers 3-5, stage 2: layers 6-11");
+}
+
+}  // namespace
+}  // namespace libai::schedule
