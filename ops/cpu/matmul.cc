@@ -1,0 +1,218 @@
+// CPU kernel of ops/matmul.h: OpenBLAS GEMM over strided operands.
+#include <cblas.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include "ops/matmul.h"
+#include "runtime/threads.h"
+
+namespace libai::ops::cpu {
+namespace {
+
+// How BLAS can read a strided [rows, cols] matrix: row-major as is, as the transpose of a
+// row-major matrix, or not at all (then it is gathered into a row-major copy).
+struct Form {
+  CBLAS_TRANSPOSE trans = CblasNoTrans;
+  int64_t ld = 1;
+  bool direct = false;
+};
+
+Form form_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  const int64_t r1 = std::max<int64_t>(rows, 1), c1 = std::max<int64_t>(cols, 1);
+  if ((cs == 1 || cols == 1) && (rows == 1 || rs >= c1))
+    return {CblasNoTrans, rows == 1 ? c1 : rs, true};
+  if ((rs == 1 || rows == 1) && (cols == 1 || cs >= r1))
+    return {CblasTrans, cols == 1 ? r1 : cs, true};
+  return {CblasNoTrans, c1, false};
+}
+
+void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
+               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c) {
+  cblas_sgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), 1.0f, a, blasint(lda), b,
+              blasint(ldb), beta, c, blasint(n));
+}
+void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
+               const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c) {
+  cblas_dgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), 1.0, a, blasint(lda), b,
+              blasint(ldb), beta, c, blasint(n));
+}
+
+// Note [16-bit GEMM]
+// bf16 and f16 operands are stored in 16 bits but multiplied in f32: OpenBLAS's
+// cblas_sbgemm (bf16 in, f32 out) when the library exports it and its core has native bf16
+// dot products (Cooper Lake, Sapphire Rapids); otherwise each operand matrix is converted to
+// f32 (O(mk + kn) work against O(mnk) for the product, reused across broadcast batches)
+// and multiplied by sgemm. Results accumulate in an f32 buffer, so sums over batch dims
+// round once. Debian's OpenBLAS 0.3.21 declares cblas_sbgemm in cblas.h but is built
+// without BUILD_BFLOAT16 and does not export it, hence the run-time lookup.
+using SbgemmFn = void (*)(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, blasint, blasint, blasint,
+                          float, const bfloat16*, blasint, const bfloat16*, blasint, float, float*,
+                          blasint);
+
+SbgemmFn native_sbgemm() {
+  static const SbgemmFn fn = []() -> SbgemmFn {
+    void* symbol = dlsym(RTLD_DEFAULT, "cblas_sbgemm");
+    if (symbol == nullptr) return nullptr;
+    std::string core = openblas_get_corename();
+    std::transform(core.begin(), core.end(), core.begin(),
+                   [](unsigned char ch) { return char(std::tolower(ch)); });
+    bool native =
+        core.find("cooperlake") != std::string::npos || core.find("sapphire") != std::string::npos;
+    return native ? reinterpret_cast<SbgemmFn>(symbol) : nullptr;
+  }();
+  return fn;
+}
+
+// One operand matrix as BLAS will read it, in element type C (converted/gathered as needed).
+template <typename T, typename C>
+struct Operand {
+  std::vector<C> scratch;
+  int64_t cached_offset = -1;
+  Form cached_form;
+  const C* ptr = nullptr;
+  Form form;
+
+  void prepare(const T* base, int64_t offset, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+    form = form_of(rows, cols, rs, cs);
+    if constexpr (std::is_same_v<T, C>) {
+      if (form.direct) {
+        ptr = base + offset;
+        return;
+      }
+    }
+    if (offset == cached_offset) {  // same matrix as the previous batch (broadcast)
+      form = cached_form;
+      return;
+    }
+    cached_offset = offset;
+    scratch.resize(size_t(rows * cols));
+    C* dst = scratch.data();
+    const T* src = base + offset;
+    if (form.direct) {
+      // Convert the physical rows as they lie: lines of `len` elements, `ld` apart.
+      const bool t = form.trans == CblasTrans;
+      const int64_t lines = t ? cols : rows, len = t ? rows : cols, ld = form.ld;
+      parallel_for(0, lines, std::max<int64_t>(1, 16384 / std::max<int64_t>(len, 1)),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t i = b; i < e; ++i)
+                       for (int64_t j = 0; j < len; ++j)
+                         dst[i * len + j] = C(load(src[i * ld + j]));
+                   });
+      form.ld = std::max<int64_t>(len, 1);
+    } else {
+      parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)),
+                   [&](int64_t b, int64_t e) {
+                     for (int64_t i = b; i < e; ++i)
+                       for (int64_t j = 0; j < cols; ++j)
+                         dst[i * cols + j] = C(load(src[i * rs + j * cs]));
+                   });
+    }
+    ptr = dst;
+    cached_form = form;
+  }
+};
+
+// Walks the batch dims of a, b and out together; calls fn(a_off, b_off, out_off, first).
+template <typename Fn>
+void for_each_batch(const Tensor& a, const Tensor& b, const Tensor& out, Fn&& fn) {
+  const int br = a.dim() - 2;
+  Shape out_stride(size_t(br), 0);
+  for (int d = 0; d < br; ++d)
+    if (out.shape()[d] != 1) out_stride[d] = out.strides()[d];
+  std::vector<int64_t> index(size_t(br), 0);
+  const int64_t total = shape_numel(Shape(a.shape().begin(), a.shape().end() - 2));
+  for (int64_t done = 0; done < total; ++done) {
+    int64_t ao = a.offset(), bo = b.offset(), oo = 0;
+    bool first = true;
+    for (int d = 0; d < br; ++d) {
+      ao += index[d] * a.strides()[d];
+      bo += index[d] * b.strides()[d];
+      oo += index[d] * out_stride[d];
+      if (out_stride[d] == 0 && index[d] != 0) first = false;
+    }
+    fn(ao, bo, oo, first);
+    for (int d = br - 1; d >= 0; --d) {
+      if (++index[d] < a.shape()[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+template <typename T>
+void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
+  using C = compute_t<T>;
+  const int r = a.dim();
+  const int64_t m = a.shape()[r - 2], k = a.shape()[r - 1], n = b.shape()[r - 1];
+  const int64_t ars = a.strides()[r - 2], acs = a.strides()[r - 1];
+  const int64_t brs = b.strides()[r - 2], bcs = b.strides()[r - 1];
+  const T* abase = static_cast<const T*>(a.storage()->data);
+  const T* bbase = static_cast<const T*>(b.storage()->data);
+  // [out_batch..., m, n]: written in place for f32/f64, through an f32 buffer for 16-bit.
+  std::vector<C> buffer;
+  C* obase;
+  if constexpr (std::is_same_v<T, C>) {
+    obase = out.data<T>();
+  } else {
+    buffer.resize(size_t(out.numel()));
+    obase = buffer.data();
+  }
+  std::vector<C> bias_row;
+  if (bias.defined()) {
+    const T* pb = bias.data<T>();
+    for (int64_t j = 0; j < n; ++j) bias_row.push_back(C(load(pb[j])));
+  }
+  SbgemmFn sbgemm = std::is_same_v<T, bf16> ? native_sbgemm() : nullptr;
+  Operand<T, C> pa, pb;
+  Operand<T, T> ha, hb;  // for sbgemm: bf16 operands read in place or gathered
+  for_each_batch(a, b, out, [&](int64_t ao, int64_t bo, int64_t oo, bool first) {
+    C* c = obase + oo;
+    C beta = first ? C(0) : C(1);
+    if (first && (bias.defined() || k == 0)) {
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) c[i * n + j] = bias.defined() ? bias_row[size_t(j)] : C(0);
+      beta = C(1);
+    }
+    if (k == 0 || m == 0 || n == 0) return;
+    if constexpr (std::is_same_v<T, bf16>) {
+      if (sbgemm != nullptr) {
+        ha.prepare(abase, ao, m, k, ars, acs);
+        hb.prepare(bbase, bo, k, n, brs, bcs);
+        sbgemm(CblasRowMajor, ha.form.trans, hb.form.trans, blasint(m), blasint(n), blasint(k),
+               1.0f, reinterpret_cast<const bfloat16*>(ha.ptr), blasint(ha.form.ld),
+               reinterpret_cast<const bfloat16*>(hb.ptr), blasint(hb.form.ld), beta, c, blasint(n));
+        return;
+      }
+    }
+    pa.prepare(abase, ao, m, k, ars, acs);
+    pb.prepare(bbase, bo, k, n, brs, bcs);
+    blas_gemm(pa.form.trans, pb.form.trans, m, n, k, pa.ptr, pa.form.ld, pb.ptr, pb.form.ld, beta,
+              c);
+  });
+  if constexpr (!std::is_same_v<T, C>) {
+    T* o = out.data<T>();
+    parallel_for(0, out.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) o[i] = store<T>(buffer[size_t(i)]);
+    });
+  }
+}
+
+void gemm_cpu(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
+  const int r = a.dim();
+  LIBAI_ASSERT(r >= 2 && b.dim() == r && out.dim() == r && out.is_contiguous());
+  for (int d = 0; d < r; ++d)
+    LIBAI_CHECK(a.shape()[d] < (int64_t(1) << 31) && b.shape()[d] < (int64_t(1) << 31),
+                "matmul: dimension ", d, " of ", shape_str(a.shape()), " x ", shape_str(b.shape()),
+                " exceeds the 32-bit BLAS index range");
+  sync_blas_threads();
+  dispatch_floating(out.dtype(), "matmul", [&]<typename T>() { gemm_typed<T>(a, b, bias, out); });
+}
+
+}  // namespace
+
+LIBAI_REGISTER_KERNEL(gemm, DeviceType::cpu, gemm_cpu);
+
+}  // namespace libai::ops::cpu
