@@ -1,0 +1,138 @@
+// Vectorisable f32 math for the CPU kernels. A plain loop over these inline functions
+// compiles to SIMD code with -O2 -march=native and without -ffast-math: glibc's expf and
+// erff are scalar calls that would keep such a loop scalar. f64 kernels use <cmath>.
+//
+//   for (int64_t i = 0; i < n; ++i) y[i] = cpu::exp_f32(x[i]);
+//   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * cpu::normal_cdf_f32(x[i]);   // gelu
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace libai::ops::cpu {
+
+// e^x, within 2 ulp over the whole f32 range: overflow gives inf, small results go through
+// the denormals to 0, NaN stays NaN.
+inline float exp_f32(float x) {
+  constexpr float kLog2e = 1.44269504f;
+  constexpr float kLn2Hi = 0.693145751953125f;  // ln 2 = hi + lo, hi with 12 zero low bits
+  constexpr float kLn2Lo = 1.42860677e-6f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds
+  const float c = std::min(std::max(x, -104.0f), 89.0f);
+  const float n = (c * kLog2e + kRound) - kRound;
+  float r = std::fma(-n, kLn2Hi, c);
+  r = std::fma(-n, kLn2Lo, r);  // |r| <= ln2 / 2
+  // Taylor polynomial of degree 7: truncation error below 6e-9 relative on |r| <= ln2 / 2.
+  float p = 1.0f / 5040;
+  p = std::fma(p, r, 1.0f / 720);
+  p = std::fma(p, r, 1.0f / 120);
+  p = std::fma(p, r, 1.0f / 24);
+  p = std::fma(p, r, 1.0f / 6);
+  p = std::fma(p, r, 0.5f);
+  p = std::fma(p, r, 1.0f);
+  p = std::fma(p, r, 1.0f);
+  // 2^n as two normal factors so that n in [-150, 128] needs no special case.
+  const int32_t ni = int32_t(n), half = ni >> 1;
+  const float s1 = std::bit_cast<float>((half + 127) << 23);
+  const float s2 = std::bit_cast<float>((ni - half + 127) << 23);
+  const float y = p * s1 * s2;
+  return x != x ? x : y;
+}
+
+// Logistic sigmoid 1 / (1 + e^-x); saturates cleanly to 0 and 1.
+inline float sigmoid_f32(float x) { return 1.0f / (1.0f + exp_f32(-x)); }
+
+// Note [erfc through erfcx]
+// erfc(z) = e^(-z^2) * erfcx(z) for z >= 0, and erfcx(z) / t with t = 1 / (1 + z / 2) is a
+// smooth function of t on [0.174, 1] (z in [0, 9.5]); a degree-10 Chebyshev interpolant
+// (fitted for this file) matches it within 5e-9 relative. e^(-x^2 / 2) is evaluated with
+// x^2 split into hi + lo (an fma), so the tail of the normal CDF keeps f32 relative accuracy
+// where 1 + erf(x / sqrt 2) would cancel.
+inline float normal_cdf_and_density_f32(float x, float& density) {
+  constexpr float kInvSqrt2 = 0.70710678f, kInvSqrt2Pi = 0.39894228f;
+  const float z = std::min(std::fabs(x) * kInvSqrt2, 10.0f);
+  const float t = 1.0f / (1.0f + 0.5f * z);
+  float p = 3.118522379e-02f;
+  p = std::fma(p, t, -1.642942573e-01f);
+  p = std::fma(p, t, 3.131141783e-01f);
+  p = std::fma(p, t, -1.892399295e-01f);
+  p = std::fma(p, t, -1.156375876e-01f);
+  p = std::fma(p, t, 9.332047397e-02f);
+  p = std::fma(p, t, 3.092143341e-02f);
+  p = std::fma(p, t, 1.921270554e-01f);
+  p = std::fma(p, t, 2.440577999e-01f);
+  p = std::fma(p, t, 2.823616777e-01f);
+  p = std::fma(p, t, 2.820839338e-01f);
+  const float erfcx = p * t;
+  const float hi = x * x, lo = std::fma(x, x, -hi);
+  const float e = exp_f32(-0.5f * hi) * (1.0f - 0.5f * lo);  // e^(-x^2 / 2)
+  density = kInvSqrt2Pi * e;
+  const float half_erfc = 0.5f * e * erfcx;  // = Phi(-|x|)
+  return x < 0.0f ? half_erfc : 1.0f - half_erfc;
+}
+
+inline float normal_cdf_f32(float x) {
+  float density;
+  return normal_cdf_and_density_f32(x, density);
+}
+
+}  // namespace libai::ops::cpu
+
+namespace libai::ops::cpu {
+
+// Row reductions with 16 independent lanes: without -ffast-math the compiler keeps one
+// sequential accumulator (IEEE order), so the lanes are written out to let it vectorise.
+constexpr int kLanes = 16;
+
+inline float max_f32(const float* x, int64_t n) {
+  float acc[kLanes];
+  for (int l = 0; l < kLanes; ++l) acc[l] = -INFINITY;
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+  float m = -INFINITY;
+  for (int l = 0; l < kLanes; ++l) m = acc[l] > m ? acc[l] : m;
+  for (; j < n; ++j) m = x[j] > m ? x[j] : m;
+  return m;
+}
+
+// sum_j a[j] * b[j] (b == nullptr: sum_j a[j]).
+inline float dot_f32(const float* a, const float* b, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t j = 0;
+  if (b) {
+    for (; j + kLanes <= n; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) acc[l] += a[j + l] * b[j + l];
+  } else {
+    for (; j + kLanes <= n; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) acc[l] += a[j + l];
+  }
+  float s = 0.0f;
+  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  for (; j < n; ++j) s += b ? a[j] * b[j] : a[j];
+  return s;
+}
+
+// out[j] = e^(x[j] - shift) (out == nullptr: not stored); returns their sum.
+inline float exp_sum_f32(const float* x, float shift, float* out, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const float e = exp_f32(x[j + l] - shift);
+      if (out) out[j + l] = e;
+      acc[l] += e;
+    }
+  float s = 0.0f;
+  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  for (; j < n; ++j) {
+    const float e = exp_f32(x[j] - shift);
+    if (out) out[j] = e;
+    s += e;
+  }
+  return s;
+}
+
+}  // namespace libai::ops::cpu
