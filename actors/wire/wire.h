@@ -1,0 +1,118 @@
+// Control messages as bytes: plain C++ values <-> Cap'n Proto (actors/wire/control.capnp).
+//
+//   libai::wire::JoinRequest join{.node_rank = 1, .token = "s3cret", .hostname = "node1"};
+//   std::vector<std::uint8_t> bytes = libai::wire::encode(join);
+//   auto back = libai::wire::decode<libai::wire::JoinRequest>(bytes);  // CorruptInput if bad
+//
+// Bytes come from other processes, so decoding trusts nothing: the reader is bounded (traversal
+// and nesting limits), the whole message is validated and copied into values before anything
+// is returned, and every Cap'n Proto failure (kj::Exception) becomes libai::CorruptInput.
+// Other schemas use the lower level pair to_bytes(builder) / read_message<Schema>(bytes, fn).
+#pragma once
+
+#include <capnp/message.h>
+#include <kj/exception.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actors/wire/control.capnp.h"
+#include "runtime/dtype.h"
+#include "runtime/error.h"
+
+namespace libai::wire {
+
+using Bytes = std::vector<std::uint8_t>;
+
+struct DeviceProfile {
+  std::string name;  // "cpu:0", "cuda:1"
+  double matmul_gflops = 0;
+  double memory_bandwidth_gbs = 0;
+  std::uint64_t free_memory_bytes = 0;
+  bool operator==(const DeviceProfile&) const = default;
+};
+
+struct JoinRequest {
+  std::uint32_t node_rank = 0;
+  std::string token;
+  std::string hostname;
+  std::vector<DeviceProfile> devices;
+  bool operator==(const JoinRequest&) const = default;
+};
+
+struct JoinReply {
+  bool accepted = false;
+  std::string reason;
+  bool operator==(const JoinReply&) const = default;
+};
+
+// Describes tensor bytes that travel on the data plane under the UCX tag `tag`.
+// Decoding checks that `bytes` equals numel(shape) * dtype_size(dtype).
+struct TensorHeader {
+  DType dtype = DType::f32;
+  std::vector<std::int64_t> shape;
+  std::uint64_t bytes = 0;
+  std::uint64_t tag = 0;
+  bool operator==(const TensorHeader&) const = default;
+};
+
+// Control messages are small: 1 Mi words (8 MiB) of traversal is far above any real one and
+// still stops amplification tricks (lists of empty structs) cold.
+struct ReadLimits {
+  std::uint64_t traversal_limit_words = 1u << 20;
+  int nesting_limit = 32;
+};
+
+Bytes encode(const JoinRequest& message);
+Bytes encode(const JoinReply& message);
+Bytes encode(const TensorHeader& message);
+Bytes encode(const DeviceProfile& message);
+
+// Defined for the four value types above; throws CorruptInput on malformed bytes.
+template <typename T>
+T decode(std::span<const std::uint8_t> bytes, const ReadLimits& limits = {});
+
+// Flat bytes (segment table + segments) of a built message.
+Bytes to_bytes(capnp::MessageBuilder& message);
+
+// A validated, aligned, bounded reader over bytes: the framing is checked, nothing may follow
+// the message, and the whole pointer graph is walked once (totalSize) so that later field
+// reads cannot meet a bad pointer.
+class BoundedReader {
+ public:
+  BoundedReader(std::span<const std::uint8_t> bytes, const ReadLimits& limits);
+  ~BoundedReader();
+  BoundedReader(const BoundedReader&) = delete;
+  BoundedReader& operator=(const BoundedReader&) = delete;
+
+  template <typename Schema>
+  typename Schema::Reader root() {
+    auto root = message().getRoot<Schema>();
+    root.totalSize();  // validates every pointer within the traversal limit
+    return root;
+  }
+
+ private:
+  capnp::MessageReader& message();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Runs `read(root)` on a message of `Schema` and returns its result; the reader is valid only
+// inside `read`. Any Cap'n Proto failure, framing or field access, becomes CorruptInput.
+template <typename Schema, typename Fn>
+auto read_message(std::span<const std::uint8_t> bytes, Fn&& read, const ReadLimits& limits = {}) {
+  try {
+    BoundedReader reader(bytes, limits);
+    return std::forward<Fn>(read)(reader.template root<Schema>());
+  } catch (const kj::Exception& e) {
+    LIBAI_THROW(CorruptInput, "malformed control message (", bytes.size(),
+                " bytes): ", e.getDescription().cStr());
+  }
+}
+
+}  // namespace libai::wire
