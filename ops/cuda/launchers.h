@@ -1,0 +1,32 @@
+// Host entry points of the .cu kernels of ops/cuda/. They take raw device pointers (with the
+// operands' offsets applied), runtime/dtype.h codes and collapsed strided layouts, so the
+// .cu files need neither Tensor nor the dispatch machinery; the .cc files next to them turn
+// tensors into these arguments and register the kernels into the ops' slots.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "runtime/cuda/strided_layout.h"
+
+namespace libai::ops::cuda {
+
+using libai::cuda::StridedLayout;
+
+// out = a (op) b; layout strides: [0] out, [1] a, [2] b. op: ops::BinaryOp's value.
+void launch_binary(int op, int dtype, void* out, const void* a, const void* b,
+                   const StridedLayout<3>& layout, cudaStream_t stream);
+// out = x * factor + offset; layout strides: [0] out, [1] x.
+void launch_affine(int dtype, void* out, const void* x, double factor, double offset,
+                   const StridedLayout<2>& layout, cudaStream_t stream);
+
+// For each output j over `kept` (strides [0] x, [1] out), reduces x over `reduced`
+// (strides [0] x): the sum, or the max with its position (the first on ties; NaN wins).
+void launch_reduce_sum(int dtype, void* out, const void* x, const StridedLayout<2>& kept,
+                       const StridedLayout<1>& reduced, cudaStream_t stream);
+void launch_reduce_max(int dtype, void* values, int64_t* indices, const void* x,
+                       const StridedLayout<2>& kept, const StridedLayout<1>& reduced,
+                       cudaStream_t stream);
+
+}  // namespace libai::ops::cuda
