@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ops/attention.h"
+#include "ops/cpu/vector_math.h"
 #include "runtime/threads.h"
 
 namespace libai::ops::cpu {
@@ -23,6 +24,18 @@ namespace {
 
 constexpr int64_t kQueryTile = 32;
 constexpr int64_t kKeyTile = 64;
+
+// e^x, exactly 0 for x = -inf (masked scores, or rows whose lse is +inf). f32 uses the
+// vectorisable exp so that the softmax loops stay SIMD; f64 keeps <cmath> for gradcheck.
+template <typename C>
+inline C exp_or_zero(C x) {
+  C y;
+  if constexpr (std::is_same_v<C, float>)
+    y = exp_f32(x);
+  else
+    y = std::exp(x);
+  return x == -std::numeric_limits<C>::infinity() ? C(0) : y;
+}
 
 // A strided [batch, heads, len, width] tensor read row by row.
 template <typename T>
@@ -103,13 +116,16 @@ struct Problem {
               const C* kt, C* s) const {
     constexpr C kNegInf = -std::numeric_limits<C>::infinity();
     for (int64_t r = 0; r < rows; ++r) {
-      C* sr = s + r * kKeyTile;
-      for (int64_t j = 0; j < kKeyTile; ++j) sr[j] = C(0);
+      // A local row of kKeyTile sums stays in vector registers across the d loop.
+      C row[kKeyTile] = {};
+      const C* qr = qs + r * d;
       for (int64_t c = 0; c < d; ++c) {
-        const C qv = qs[r * d + c];
+        const C qv = qr[c];
         const C* kc = kt + c * kKeyTile;
-        for (int64_t j = 0; j < kKeyTile; ++j) sr[j] += qv * kc[j];
+        for (int64_t j = 0; j < kKeyTile; ++j) row[j] += qv * kc[j];
       }
+      C* sr = s + r * kKeyTile;
+      std::copy(row, row + kKeyTile, sr);
       const int64_t i = i0 + r;
       if (bias != nullptr) {
         const T* br = bias + b * bias_s[0] + h * bias_s[1] + i * bias_s[2] + j0 * bias_s[3];
@@ -126,6 +142,25 @@ struct Problem {
     }
   }
 };
+
+// out [dv] += Σ_j p[j] · v[j, :] for v [cols, dv]. Full 64-wide column blocks go through a
+// local array that the compiler keeps in vector registers across the j loop.
+template <typename C>
+void accumulate_pv(const C* p, const C* v, int64_t cols, int64_t dv, C* out) {
+  int64_t c0 = 0;
+  for (; c0 + kKeyTile <= dv; c0 += kKeyTile) {
+    C part[kKeyTile];
+    std::copy(out + c0, out + c0 + kKeyTile, part);
+    for (int64_t j = 0; j < cols; ++j) {
+      const C pj = p[j];
+      const C* vr = v + j * dv + c0;
+      for (int64_t c = 0; c < kKeyTile; ++c) part[c] += pj * vr[c];
+    }
+    std::copy(part, part + kKeyTile, out + c0);
+  }
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t c = c0; c < dv; ++c) out[c] += p[j] * v[j * dv + c];
+}
 
 template <typename T>
 void forward_typed(const Tensor& tq, const Tensor& tk, const Tensor& tv, const AttentionParams& p,
@@ -160,21 +195,15 @@ void forward_typed(const Tensor& tq, const Tensor& tk, const Tensor& tv, const A
           for (int64_t j = 0; j < cols; ++j) tile_max = std::max(tile_max, sr[j]);
           const C m_new = std::max(m[r], tile_max);
           if (m_new == -std::numeric_limits<C>::infinity()) continue;  // all masked so far
-          const C alpha = std::exp(m[r] - m_new);
+          const C alpha = exp_or_zero(m[r] - m_new);
+          for (int64_t j = 0; j < cols; ++j) sr[j] = exp_or_zero(sr[j] - m_new);
           C sum = 0;
-          for (int64_t j = 0; j < cols; ++j) {
-            sr[j] = std::exp(sr[j] - m_new);
-            sum += sr[j];
-          }
+          for (int64_t j = 0; j < cols; ++j) sum += sr[j];
           l[r] = l[r] * alpha + sum;
           m[r] = m_new;
           C* ar = acc.data() + r * dv;
           for (int64_t c = 0; c < dv; ++c) ar[c] *= alpha;
-          for (int64_t j = 0; j < cols; ++j) {
-            const C pj = sr[j];
-            const C* vr = vt.data() + j * dv;
-            for (int64_t c = 0; c < dv; ++c) ar[c] += pj * vr[c];
-          }
+          accumulate_pv(sr, vt.data(), cols, dv, ar);
         }
       }
       for (int64_t r = 0; r < rows; ++r) {
@@ -243,7 +272,7 @@ void backward_typed(const Tensor& tq, const Tensor& tk, const Tensor& tv, const 
             C* pr_row = s.data() + r * kKeyTile;  // becomes P, then dS
             C* dpr = dp.data() + r * kKeyTile;
             const C* dor = dos.data() + r * dv;
-            for (int64_t j = 0; j < cols; ++j) pr_row[j] = std::exp(pr_row[j] - lse);
+            for (int64_t j = 0; j < cols; ++j) pr_row[j] = exp_or_zero(pr_row[j] - lse);
             for (int64_t j = 0; j < cols; ++j) {  // dV += Pᵀ dO
               C* dvr = dv_acc.data() + j * dv;
               for (int64_t c = 0; c < dv; ++c) dvr[c] += pr_row[j] * dor[c];

@@ -74,6 +74,7 @@ TEST(Attention, ForwardMatchesNaiveReference) {
       {2, 3, 7, 13, 16, 16, true, true, true},    {1, 2, 70, 70, 8, 8, true, false, false},
       {1, 2, 45, 150, 5, 9, true, true, true},    {2, 1, 13, 7, 4, 4, true, false, false},
       {1, 1, 1, 100, 8, 8, true, true, false},  // one decoding step against a KV cache
+      {1, 2, 9, 70, 8, 80, true, true, true},   // dv = one 64-wide block + a tail
   };
   uint64_t seed = 1;
   for (const Case& c : cases) {
