@@ -18,6 +18,10 @@ if(NOT LIBAI_WITH_CUDA STREQUAL "OFF")
     find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
     find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
     set(LIBAI_HAVE_CUDA ON)
+    # CMake 3.25 does not know nvcc's C++20 flag (targets inherit CXX_STANDARD 20 and then
+    # fail to configure); tell it, nvcc 12+ accepts -std=c++20.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
     set(CMAKE_CUDA_STANDARD 20)
     message(STATUS "LiBai-Actor: CUDA backend ON (${CMAKE_CUDA_COMPILER_VERSION}, arch ${CMAKE_CUDA_ARCHITECTURES})")
   elseif(LIBAI_WITH_CUDA STREQUAL "ON")

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <exception>
+#include <utility>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,13 +49,21 @@ class ThreadPool {
     std::unique_lock<std::mutex> lock(mutex_);
     finished_.wait(lock, [&] { return done_ == chunks_; });
     task_ = nullptr;
+    // A chunk that threw: the region still completed (every chunk ran or was skipped), and
+    // the first error is rethrown on the calling thread, where the caller can handle it.
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
  private:
   void drain() {
     int64_t completed = 0;
     for (int64_t c; (c = next_.fetch_add(1)) < chunks_;) {
-      (*task_)(c);
+      try {
+        (*task_)(c);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
       ++completed;
     }
     if (completed > 0) {
@@ -84,6 +94,7 @@ class ThreadPool {
   int64_t done_ = 0;
   uint64_t generation_ = 0;
   bool stop_ = false;
+  std::exception_ptr error_;
 };
 
 struct Budgets {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 
 #include "runtime/allocator.h"
@@ -103,6 +104,19 @@ TEST(Threads, BudgetNeverExceedsCores) {
     for (int64_t i = b; i < e; ++i) hits[i]++;
   });
   for (int h : hits) EXPECT_EQ(h, 1);
+}
+
+TEST(Threads, ParallelForPassesErrorsToTheCaller) {
+  set_thread_budget(Device::cpu(0), hardware_cores());
+  EXPECT_THROW(parallel_for(0, 1000, 1,
+                            [&](int64_t b, int64_t) {
+                              LIBAI_CHECK(b != 0, "chunk starting at ", b, " failed");
+                            }),
+               InvalidArgument);
+  // The pool is still usable afterwards.
+  std::atomic<int64_t> total{0};
+  parallel_for(0, 100, 1, [&](int64_t b, int64_t e) { total += e - b; });
+  EXPECT_EQ(total.load(), 100);
 }
 
 TEST(Errors, CheckMacrosCarryKindAndMessage) {
