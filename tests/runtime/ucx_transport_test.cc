@@ -177,7 +177,8 @@ TEST(UcxTransport_Dist, SendToADeadPeerFails) {
       UcxContext context;
       UcxWorker worker(context, "short-lived child");
       send_blob(fds[1], worker.address());
-      code = 0;
+      char connected = 0;  // exit only once the parent holds an endpoint to us
+      code = read_all(fds[1], &connected, 1, kFdTimeoutMs) ? 0 : 4;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "ucx child: %s\n", e.what());
     }
@@ -188,6 +189,8 @@ TEST(UcxTransport_Dist, SendToADeadPeerFails) {
   UcxContext context;
   UcxWorker worker(context, "parent");
   UcxEndpoint peer(worker, recv_blob(fds[0]), "dead child");
+  const char connected = 1;
+  ASSERT_TRUE(write_all(fds[0], &connected, 1));
   ASSERT_EQ(child.wait(20s), 0);
   ::close(fds[0]);
   std::vector<std::uint8_t> big(kBytes, 9);
