@@ -30,3 +30,26 @@ void launch_reduce_max(int dtype, void* values, int64_t* indices, const void* x,
                        cudaStream_t stream);
 
 }  // namespace libai::ops::cuda
+
+namespace libai::ops::cuda {
+
+// Pointwise activations over n contiguous elements; op is ops::UnaryOp's value. The backward
+// takes v = x, or the forward output y for the ops whose derivative reads it.
+void launch_unary(int op, int dtype, double param, void* out, const void* x, int64_t n,
+                  cudaStream_t stream);
+void launch_unary_backward(int op, int dtype, double param, void* grad_in, const void* v,
+                           const void* grad, int64_t n, cudaStream_t stream);
+
+}  // namespace libai::ops::cuda
+
+namespace libai::ops::cuda {
+
+// Softmax over the last dim of a contiguous [rows_total, cols]; causal/padding as in
+// ops::SoftmaxArgs (mask: contiguous one-byte [batch, cols], or null).
+void launch_softmax_forward(int dtype, void* out, const void* x, int64_t rows_total, int64_t cols,
+                            bool log, bool causal, int64_t rows, int64_t rows_per_batch,
+                            const uint8_t* mask, cudaStream_t stream);
+void launch_softmax_backward(int dtype, void* grad_in, const void* y, const void* grad,
+                             int64_t rows_total, int64_t cols, bool log, cudaStream_t stream);
+
+}  // namespace libai::ops::cuda

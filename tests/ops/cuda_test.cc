@@ -4,9 +4,11 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/activation.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
+#include "ops/softmax.h"
 #include "runtime/allocator.h"
 #include "tests/ops/gradcheck.h"
 
@@ -194,6 +196,52 @@ TEST_P(CudaOps, MatmulBackward) {
   auto on_cpu = grads(x, w);
   compare(on_gpu[0], on_cpu[0], "dx");
   compare(on_gpu[1], on_cpu[1], "dw");
+}
+
+TEST_P(CudaOps, Activations) {
+  REQUIRE_CUDA();
+  Tensor x = input({7, 33}, 22);
+  Tensor pos = random({7, 33}, 23, GetParam(), 0.1, 2.0);
+  compare(ops::gelu(gpu(x)), ops::gelu(x), "gelu");
+  compare(ops::gelu(gpu(x), ops::GeluApprox::tanh), ops::gelu(x, ops::GeluApprox::tanh),
+          "gelu tanh");
+  compare(ops::relu(gpu(x)), ops::relu(x), "relu");
+  compare(ops::silu(gpu(x)), ops::silu(x), "silu");
+  compare(ops::sigmoid(gpu(x)), ops::sigmoid(x), "sigmoid");
+  compare(ops::tanh(gpu(x)), ops::tanh(x), "tanh");
+  compare(ops::exp(gpu(x)), ops::exp(x), "exp");
+  compare(ops::log(gpu(pos)), ops::log(pos), "log");
+  compare(ops::rsqrt(gpu(pos)), ops::rsqrt(pos), "rsqrt");
+  compare(ops::pow_scalar(gpu(pos), 1.5), ops::pow_scalar(pos, 1.5), "pow");
+  auto grads = [](Tensor x) {
+    x.set_requires_grad(true);
+    Tensor y = ops::mul(ops::gelu(x), ops::sigmoid(ops::silu(x)));
+    return autograd::grad(ops::sum_all(ops::mul(y, y)), {x})[0];
+  };
+  compare(grads(gpu(x)), grads(x), "gelu/silu/sigmoid backward");
+}
+
+TEST_P(CudaOps, Softmax) {
+  REQUIRE_CUDA();
+  Tensor x = input({2, 3, 5, 300}, 24);
+  compare(ops::softmax(gpu(x)), ops::softmax(x), "softmax");
+  compare(ops::log_softmax(gpu(x)), ops::log_softmax(x), "log_softmax");
+  compare(ops::softmax(gpu(x), 1), ops::softmax(x, 1), "softmax over dim 1");
+  Tensor pad = Tensor::zeros({2, 300}, DType::u8);
+  for (int j = 250; j < 300; ++j) pad.data<uint8_t>()[j] = 1;
+  for (int j = 0; j < 300; ++j) pad.data<uint8_t>()[300 + j] = 1;  // a fully masked batch
+  ops::SoftmaxMask mask{.causal = true, .key_padding_mask = pad};
+  ops::SoftmaxMask gpu_mask{.causal = true, .key_padding_mask = gpu(pad)};
+  compare(ops::softmax(gpu(x), -1, gpu_mask), ops::softmax(x, -1, mask), "masked softmax");
+  // exp() maps the masked -inf to 0, which the comparison can subtract.
+  compare(ops::exp(ops::log_softmax(gpu(x), -1, gpu_mask)), ops::exp(ops::log_softmax(x, -1, mask)),
+          "masked log_softmax");
+  auto grads = [](Tensor x, const ops::SoftmaxMask& m) {
+    x.set_requires_grad(true);
+    Tensor y = ops::add(ops::softmax(x, -1, m), ops::scale(ops::log_softmax(x), 0.01));
+    return autograd::grad(ops::sum_all(ops::mul(y, y)), {x})[0];
+  };
+  compare(grads(gpu(x), gpu_mask), grads(x, mask), "softmax backward");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuda, CudaOps, ::testing::Values(DType::f32, DType::bf16, DType::f64),
