@@ -259,8 +259,11 @@ std::string format_float(double value) {
   char buffer[64];
   const auto result = std::to_chars(buffer, buffer + sizeof(buffer), value);
   std::string text(buffer, result.ptr);
-  // "1" would read back as an integer; keep the float-ness visible.
-  if (text.find_first_of(".eE") == std::string::npos) text += ".0";
+  // "1" would read back as an integer; keep the float-ness visible. "1.0e-04" rather than
+  // "1e-04" because YAML 1.1 readers (PyYAML) take an exponent without a dot for a string.
+  const std::size_t exponent = text.find('e');
+  if (text.find('.') == std::string::npos)
+    text.insert(exponent == std::string::npos ? text.size() : exponent, ".0");
   return text;
 }
 

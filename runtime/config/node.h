@@ -110,7 +110,7 @@ const char* kind_name(Node::Kind kind);
 std::vector<std::string> split_path(std::string_view dotted, std::string_view what);
 std::string join_path(const std::string& parent, const std::string& key);
 
-// Shortest text that reads back as the same double and as a float ("1.0", "1e-05", ".inf").
+// Shortest text that reads back as the same double and as a float ("1.0", "1.0e-05", ".inf").
 std::string format_float(double value);
 // A string in double quotes with YAML/JSON escapes.
 std::string quote_string(std::string_view text);

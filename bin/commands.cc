@@ -1,0 +1,37 @@
+// The one table of libai-actor's subcommands (see commands.h).
+#include "bin/commands.h"
+
+#include <iostream>
+
+namespace libai::cli {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"run", "train or serve a job config on this node (run it on every node)",
+       setup_not_implemented},
+      {"generate", "generate text from a model", setup_not_implemented},
+      {"plan", "print the parallel plan of a job config", setup_not_implemented},
+      {"convert", "convert a checkpoint between Hugging Face and libai layouts",
+       setup_not_implemented},
+      {"bench", "measure ops, layers and devices", setup_not_implemented},
+      {"embed", "mean-pooled, L2-normalised sentence embeddings", setup_not_implemented},
+      {"fill-mask", "predict the [MASK] tokens of a text", setup_not_implemented},
+      {"classify", "classify a text or an image", setup_not_implemented},
+      {"forward", "raw logits or hidden states of a model, for parity checks",
+       setup_not_implemented},
+      {"config", "show a resolved config", setup_config},
+  };
+  return table;
+}
+
+CommandAction setup_not_implemented(CLI::App& command) {
+  // Later options of the real command are not known yet: accept anything.
+  command.allow_extras();
+  const std::string name = command.get_name();
+  return [name] {
+    std::cerr << "libai-actor " << name << ": not implemented yet in this build\n";
+    return kExitNotImplemented;
+  };
+}
+
+}  // namespace libai::cli

@@ -1,0 +1,48 @@
+// The subcommands of libai-actor, in one table (commands.cc), so a new command touches that
+// table and its own bin/cmd_<name>.cc and nothing else.
+//
+//   // bin/cmd_plan.cc
+//   CommandAction setup_plan(CLI::App& command) {
+//     auto config = std::make_shared<std::string>();
+//     command.add_option("CONFIG", *config, "job config (YAML)")->required();
+//     return [config] { print(make_plan(load_libai_config(*config))); return kExitOk; };
+//   }
+//   // bin/commands.cc: replace {"plan", ..., setup_not_implemented} by {..., setup_plan}
+//
+// A setup adds the command's options and returns what runs when the command is chosen. The
+// action returns the exit code; it throws libai::Error for the user's mistakes, which the
+// driver prints as one line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <vector>
+
+namespace libai::cli {
+
+// Exit codes are part of the command-line contract (scripts test them).
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;           // a libai::Error: bad config, missing file, ...
+constexpr int kExitUsage = 2;           // unknown subcommand or option, missing argument
+constexpr int kExitNotImplemented = 3;  // the command exists but this build lacks it
+
+using CommandAction = std::function<int()>;
+using CommandSetup = CommandAction (*)(CLI::App& command);
+
+struct Command {
+  const char* name;
+  const char* summary;
+  CommandSetup setup;
+};
+
+const std::vector<Command>& commands();
+
+// Parses argv, runs the chosen command and turns errors into one line and an exit code.
+int run_cli(int argc, char** argv);
+
+CommandAction setup_config(CLI::App& command);
+// Accepts any arguments, prints "libai-actor <name>: not implemented yet in this build".
+CommandAction setup_not_implemented(CLI::App& command);
+
+}  // namespace libai::cli

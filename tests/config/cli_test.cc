@@ -1,0 +1,148 @@
+// The libai-actor command line: exit codes and output are a contract that scripts rely on.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "runtime/config/config.h"
+#include "tests/config/test_files.h"
+
+namespace libai::config {
+namespace {
+
+const std::string kBinary = LIBAI_BINARY_DIR "/bin/libai-actor";
+const std::string kDefault = LIBAI_SOURCE_DIR "/configs/default.yaml";
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kBinary)) GTEST_SKIP() << "libai-actor is not built";
+  }
+
+  Result run(const std::string& arguments) {
+    const std::string err_path = scratch_.file("stderr.txt");
+    const std::string command = "'" + kBinary + "' " + arguments + " 2>'" + err_path + "'";
+    Result result;
+    FILE* pipe = popen(command.c_str(), "r");
+    if (pipe == nullptr) {
+      ADD_FAILURE() << "popen failed";
+      return result;
+    }
+    char buffer[4096];
+    std::size_t n;
+    while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.out.append(buffer, n);
+    const int status = pclose(pipe);
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream err(err_path);
+    std::stringstream text;
+    text << err.rdbuf();
+    result.err = text.str();
+    return result;
+  }
+
+  static std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+  testing::TempDir scratch_;
+};
+
+TEST_F(Cli, Version) {
+  const Result r = run("--version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "libai-actor " LIBAI_VERSION "\n");
+}
+
+TEST_F(Cli, HelpListsEverySubcommand) {
+  const Result r = run("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* name : {"run", "generate", "plan", "convert", "bench", "embed", "fill-mask",
+                           "classify", "forward", "config"})
+    EXPECT_NE(r.out.find(std::string("  ") + name + " "), std::string::npos) << name;
+}
+
+TEST_F(Cli, UnknownSubcommandIsOneLineThenUsage) {
+  const Result r = run("foo");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(first_line(r.err), "libai-actor: unknown subcommand 'foo'");
+  EXPECT_NE(r.err.find("Usage: libai-actor"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(first_line(run("confg show x").err),
+            "libai-actor: unknown subcommand 'confg' (did you mean 'config'?)");
+}
+
+TEST_F(Cli, UnknownOptionIsOneLineThenUsage) {
+  const Result top = run("--frob");
+  EXPECT_EQ(top.exit_code, 2);
+  EXPECT_EQ(first_line(top.err), "libai-actor: unknown option '--frob'");
+  const Result nested = run("config show '" + kDefault + "' --bogus");
+  EXPECT_EQ(nested.exit_code, 2);
+  EXPECT_EQ(first_line(nested.err), "libai-actor config show: unknown option '--bogus'");
+  EXPECT_NE(nested.err.find("Usage: libai-actor config show"), std::string::npos) << nested.err;
+}
+
+TEST_F(Cli, MissingArgumentIsAUsageError) {
+  const Result r = run("config show");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(first_line(r.err).find("CONFIG is required"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, UnimplementedCommandsExitThree) {
+  for (const char* name : {"run", "generate", "plan", "convert", "bench", "embed", "fill-mask",
+                           "classify", "forward"}) {
+    const Result r = run(std::string(name) + " --model x");
+    EXPECT_EQ(r.exit_code, 3) << name;
+    EXPECT_EQ(r.err, "libai-actor " + std::string(name) + ": not implemented yet in this build\n");
+  }
+}
+
+TEST_F(Cli, ConfigShowAppliesOverrides) {
+  const Result r =
+      run("config show '" + kDefault +
+          "' train.dist.tensor_parallel_size=2 'train.dist.custom_pipeline_stage_id=[0,0,1,1]'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Config shown = Config::parse(r.out, "shown.yaml");
+  EXPECT_EQ(shown.get<int>("train.dist.tensor_parallel_size"), 2);
+  EXPECT_EQ(shown.get_list<int>("train.dist.custom_pipeline_stage_id"),
+            (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(shown.get<std::string>("optim._target_"), "adamw");
+}
+
+TEST_F(Cli, ConfigShowJson) {
+  const Result r = run("config show '" + kDefault + "' train.seed=7 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(json["train"]["seed"], 7);
+  EXPECT_TRUE(json["train"]["global_batch_size"].is_null());
+}
+
+TEST_F(Cli, BadKeyIsOneErrorLineWithFileAndLine) {
+  const std::string path = scratch_.write(
+      "job.yaml", "_base_: '" + kDefault + "'\ntrain:\n  dist:\n    tensor_paralel_size: 2\n");
+  const Result r = run("config show '" + path + "'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "libai-actor: error: " + path +
+                       ":4:26: unknown key 'train.dist.tensor_paralel_size' (did you mean "
+                       "'tensor_parallel_size'?)\n");
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(Cli, BadOverrideValueIsAnError) {
+  const Result r = run("config show '" + kDefault + "' train.amp.dtype=fp8");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("libai-actor: error: <command line>: key 'train.amp.dtype'"),
+            std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace libai::config
