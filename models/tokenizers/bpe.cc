@@ -1,0 +1,195 @@
+// The BPE model: merges applied lowest rank first (leftmost on ties), one pair at a time, as
+// the Hugging Face implementation does.
+#include <cstdio>
+#include <unordered_map>
+
+#include "models/tokenizers/pipeline.h"
+#include "models/tokenizers/unicode.h"
+#include "runtime/error.h"
+
+namespace libai::tokenizers {
+namespace {
+
+uint64_t pair_key(int32_t a, int32_t b) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+}
+
+struct BpeOptions {
+  std::optional<std::string> unk_token;
+  std::string continuing_subword_prefix, end_of_word_suffix;
+  bool fuse_unk = false, byte_fallback = false, ignore_merges = false;
+};
+
+class Bpe : public Model {
+ public:
+  Bpe(std::vector<std::pair<std::string, int32_t>> vocab,
+      const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options,
+      const JsonPlace& place)
+      : options_(std::move(options)) {
+    for (auto& [token, id] : vocab) {
+      id_to_token_[id] = token;
+      vocab_.emplace(std::move(token), id);
+    }
+    const size_t prefix = options_.continuing_subword_prefix.size();
+    for (size_t rank = 0; rank < merges.size(); ++rank) {
+      const auto& [a, b] = merges[rank];
+      auto ia = vocab_.find(a), ib = vocab_.find(b);
+      // The merged token drops b's continuation prefix, as HF does.
+      std::string joined =
+          a +
+          (prefix && b.rfind(options_.continuing_subword_prefix, 0) == 0 ? b.substr(prefix) : b);
+      auto ij = vocab_.find(joined);
+      if (ia == vocab_.end() || ib == vocab_.end() || ij == vocab_.end())
+        LIBAI_THROW(CorruptInput, place.file, ": field '", place.at("merges").field, "[", rank,
+                    "]': merge '", a, " ", b, "' uses a token missing from the vocabulary");
+      merges_.emplace(pair_key(ia->second, ib->second),
+                      std::pair<uint32_t, int32_t>(static_cast<uint32_t>(rank), ij->second));
+    }
+    if (options_.unk_token && !vocab_.count(*options_.unk_token))
+      unk_error_ = str_cat(place.file, ": field '", place.at("unk_token").field, "': '",
+                           *options_.unk_token, "' is not in the vocabulary");
+  }
+
+  void tokenize(const std::string& piece, std::vector<Token>& out) const override {
+    if (piece.empty()) return;
+    if (options_.ignore_merges) {
+      if (auto it = vocab_.find(piece); it != vocab_.end()) {
+        out.push_back({it->second, piece});
+        return;
+      }
+    }
+    struct Symbol {
+      int32_t id;
+      std::string text;
+    };
+    std::vector<Symbol> symbols;
+    const std::u32string chars = utf8_decode(piece);
+    bool last_was_unk = false;
+    for (size_t i = 0; i < chars.size(); ++i) {
+      std::string text = utf8_encode(std::u32string_view(chars).substr(i, 1));
+      if (i > 0) text = options_.continuing_subword_prefix + text;
+      if (i + 1 == chars.size()) text += options_.end_of_word_suffix;
+      if (auto it = vocab_.find(text); it != vocab_.end()) {
+        symbols.push_back({it->second, text});
+        last_was_unk = false;
+        continue;
+      }
+      if (options_.byte_fallback && push_bytes(text, symbols)) continue;
+      if (!options_.unk_token) continue;  // dropped, as HF does without an unknown token
+      LIBAI_CHECK_KIND(CorruptInput, unk_error_.empty(), unk_error_);
+      const int32_t unk = vocab_.at(*options_.unk_token);
+      if (options_.fuse_unk && last_was_unk) continue;
+      symbols.push_back({unk, *options_.unk_token});
+      last_was_unk = true;
+    }
+    while (symbols.size() > 1) {
+      size_t best = 0;
+      uint32_t best_rank = UINT32_MAX;
+      int32_t best_id = 0;
+      for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+        auto it = merges_.find(pair_key(symbols[i].id, symbols[i + 1].id));
+        if (it != merges_.end() && it->second.first < best_rank) {
+          best = i, best_rank = it->second.first, best_id = it->second.second;
+        }
+      }
+      if (best_rank == UINT32_MAX) break;
+      symbols[best].id = best_id;
+      symbols[best].text = id_to_token_.at(best_id);
+      symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+    }
+    for (auto& s : symbols) out.push_back({s.id, std::move(s.text)});
+  }
+
+  std::optional<int32_t> token_to_id(std::string_view token) const override {
+    auto it = vocab_.find(std::string(token));
+    if (it == vocab_.end()) return std::nullopt;
+    return it->second;
+  }
+  std::optional<std::string> id_to_token(int32_t id) const override {
+    auto it = id_to_token_.find(id);
+    if (it == id_to_token_.end()) return std::nullopt;
+    return it->second;
+  }
+  size_t vocab_size() const override { return vocab_.size(); }
+
+ private:
+  template <typename Symbols>
+  bool push_bytes(const std::string& text, Symbols& symbols) const {
+    std::vector<int32_t> ids;
+    for (unsigned char b : text) {
+      char name[8];
+      std::snprintf(name, sizeof(name), "<0x%02X>", b);
+      auto it = vocab_.find(name);
+      if (it == vocab_.end()) return false;
+      ids.push_back(it->second);
+    }
+    for (int32_t id : ids) symbols.push_back({id, id_to_token_.at(id)});
+    return true;
+  }
+
+  BpeOptions options_;
+  std::string unk_error_;  // set when the unknown token is missing; raised when first needed
+  std::unordered_map<std::string, int32_t> vocab_;
+  std::unordered_map<int32_t, std::string> id_to_token_;
+  std::unordered_map<uint64_t, std::pair<uint32_t, int32_t>> merges_;  // -> (rank, merged id)
+};
+
+std::optional<std::string> optional_string(const json& section, const char* key,
+                                           const JsonPlace& place) {
+  if (!section.contains(key) || section[key].is_null()) return std::nullopt;
+  return json_string(section, key, place);
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_bpe(std::vector<std::pair<std::string, int32_t>> vocab,
+                                std::vector<std::pair<std::string, std::string>> merges,
+                                std::optional<std::string> unk_token) {
+  BpeOptions options;
+  options.unk_token = std::move(unk_token);
+  return std::make_unique<Bpe>(std::move(vocab), merges, std::move(options),
+                               JsonPlace{"merges.txt", ""});
+}
+
+std::unique_ptr<Model> make_bpe_from_json(const json& section, const JsonPlace& place) {
+  const json& vocab_json = json_field(section, "vocab", place);
+  if (!vocab_json.is_object()) json_error(place.at("vocab"), "expected an object token -> id");
+  std::vector<std::pair<std::string, int32_t>> vocab;
+  for (auto it = vocab_json.begin(); it != vocab_json.end(); ++it) {
+    if (!it.value().is_number_integer())
+      json_error(place.at("vocab." + it.key()), "expected an id");
+    vocab.emplace_back(it.key(), it.value().get<int32_t>());
+  }
+  const json& merges_json = json_field(section, "merges", place);
+  if (!merges_json.is_array()) json_error(place.at("merges"), "expected an array");
+  std::vector<std::pair<std::string, std::string>> merges;
+  for (size_t i = 0; i < merges_json.size(); ++i) {
+    const json& m = merges_json[i];
+    if (m.is_string()) {  // "a b" (older files)
+      const std::string s = m.get<std::string>();
+      const size_t space = s.find(' ');
+      if (space == std::string::npos)
+        json_error(place.at("merges"), "merge '" + s + "' has no space");
+      merges.emplace_back(s.substr(0, space), s.substr(space + 1));
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+    } else {
+      json_error(place.at("merges[" + std::to_string(i) + "]"), "expected \"a b\" or [a, b]");
+    }
+  }
+  BpeOptions options;
+  options.unk_token = optional_string(section, "unk_token", place);
+  options.continuing_subword_prefix =
+      optional_string(section, "continuing_subword_prefix", place).value_or("");
+  options.end_of_word_suffix = optional_string(section, "end_of_word_suffix", place).value_or("");
+  options.fuse_unk = json_bool(section, "fuse_unk", false, place);
+  options.byte_fallback = json_bool(section, "byte_fallback", false, place);
+  options.ignore_merges = json_bool(section, "ignore_merges", false, place);
+  if (section.contains("dropout") && !section["dropout"].is_null() &&
+      section["dropout"].get<double>() > 0)
+    LIBAI_THROW(Unsupported, place.file, ": field '", place.at("dropout").field,
+                "': BPE dropout is not supported");
+  return std::make_unique<Bpe>(std::move(vocab), merges, std::move(options), place);
+}
+
+}  // namespace libai::tokenizers

@@ -1,0 +1,223 @@
+#include "models/tokenizers/unicode.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace libai::tokenizers {
+namespace {
+
+constexpr char32_t kReplacement = 0xFFFD;
+constexpr char32_t kHangulBase = 0xAC00, kHangulL = 0x1100, kHangulV = 0x1161, kHangulT = 0x11A7;
+constexpr uint32_t kHangulCount = 11172, kVCount = 21, kTCount = 28, kNCount = kVCount * kTCount;
+
+// Entries of a "(first << shift) | value" run table: the run containing c.
+uint32_t run_value(const uint32_t* runs, size_t size, char32_t c, int shift) {
+  const uint32_t key = (static_cast<uint32_t>(c) << shift) | ((1u << shift) - 1);
+  const uint32_t* it = std::upper_bound(runs, runs + size, key);
+  if (it == runs) return 0;
+  return *(it - 1) & ((1u << shift) - 1);
+}
+
+int combining_class(char32_t c) {
+  return static_cast<int>(run_value(tables::kCombiningRuns, tables::kCombiningRuns_size, c, 8));
+}
+
+const tables::Decomposition* find_decomposition(char32_t c) {
+  const auto* begin = tables::kDecompositions;
+  const auto* end = begin + tables::kDecompositions_size;
+  const auto* it = std::lower_bound(
+      begin, end, c, [](const tables::Decomposition& d, char32_t v) { return d.code_point < v; });
+  return it != end && it->code_point == c ? it : nullptr;
+}
+
+void decompose(char32_t c, std::u32string& out) {
+  if (c >= kHangulBase && c < kHangulBase + kHangulCount) {
+    const uint32_t s = c - kHangulBase;
+    out.push_back(kHangulL + s / kNCount);
+    out.push_back(kHangulV + (s % kNCount) / kTCount);
+    if (s % kTCount != 0) out.push_back(kHangulT + s % kTCount);
+    return;
+  }
+  const tables::Decomposition* d = find_decomposition(c);
+  if (d == nullptr) {
+    out.push_back(c);
+    return;
+  }
+  decompose(d->first, out);
+  if (d->second != 0) decompose(d->second, out);
+}
+
+char32_t compose_pair(char32_t a, char32_t b) {
+  if (a >= kHangulL && a < kHangulL + 19 && b >= kHangulV && b < kHangulV + kVCount)
+    return kHangulBase + ((a - kHangulL) * kVCount + (b - kHangulV)) * kTCount;
+  if (a >= kHangulBase && a < kHangulBase + kHangulCount && (a - kHangulBase) % kTCount == 0 &&
+      b > kHangulT && b < kHangulT + kTCount)
+    return a + (b - kHangulT);
+  static const auto* pairs = [] {
+    auto* map = new std::unordered_map<uint64_t, char32_t>();
+    for (size_t i = 0; i < tables::kDecompositions_size; ++i) {
+      const auto& d = tables::kDecompositions[i];
+      if (d.composes) map->emplace((uint64_t{d.first} << 32) | d.second, d.code_point);
+    }
+    return map;
+  }();
+  auto it = pairs->find((uint64_t{a} << 32) | b);
+  return it == pairs->end() ? 0 : it->second;
+}
+
+}  // namespace
+
+CharClass char_class(char32_t c) {
+  return static_cast<CharClass>(run_value(tables::kClassRuns, tables::kClassRuns_size, c, 3));
+}
+
+bool is_white_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
+}
+
+bool is_alphanumeric(char32_t c) {
+  const CharClass k = char_class(c);
+  return k == CharClass::letter || k == CharClass::number;
+}
+
+char32_t simple_lower(char32_t c) {
+  if (c < 0x80) return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+  const auto* begin = tables::kLowerRuns;
+  const auto* end = begin + tables::kLowerRuns_size;
+  const auto* it = std::upper_bound(
+      begin, end, c, [](char32_t v, const tables::LowerRun& r) { return v < r.first; });
+  if (it == begin) return c;
+  const tables::LowerRun& run = *(it - 1);
+  const uint32_t offset = c - run.first;
+  if (offset % run.stride != 0 || offset / run.stride >= run.count) return c;
+  return static_cast<char32_t>(static_cast<int64_t>(c) + run.delta);
+}
+
+void append_lower(std::u32string& out, char32_t c) {
+  if (c == 0x130) {  // the one code point whose lowercase is two: i + combining dot above
+    out.push_back(U'i');
+    out.push_back(0x307);
+    return;
+  }
+  out.push_back(simple_lower(c));
+}
+
+std::u32string nfd(std::u32string_view text) {
+  std::u32string out;
+  out.reserve(text.size());
+  for (char32_t c : text) decompose(c, out);
+  // Canonical ordering: a stable sort by combining class inside each run of non-starters.
+  for (size_t i = 0; i < out.size();) {
+    if (combining_class(out[i]) == 0) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < out.size() && combining_class(out[j]) != 0) ++j;
+    std::stable_sort(out.begin() + i, out.begin() + j, [](char32_t a, char32_t b) {
+      return combining_class(a) < combining_class(b);
+    });
+    i = j;
+  }
+  return out;
+}
+
+std::u32string nfc(std::u32string_view text) {
+  const std::u32string decomposed = nfd(text);
+  std::u32string out;
+  out.reserve(decomposed.size());
+  size_t starter = std::u32string::npos;
+  int last_class = 0;
+  for (char32_t c : decomposed) {
+    const int cls = combining_class(c);
+    if (starter != std::u32string::npos) {
+      const bool adjacent = starter + 1 == out.size();
+      if (adjacent || (last_class != 0 && last_class < cls)) {
+        if (char32_t composite = compose_pair(out[starter], c)) {
+          out[starter] = composite;
+          continue;
+        }
+      }
+    }
+    if (cls == 0) starter = out.size();
+    last_class = cls;
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::u32string utf8_decode(std::string_view text) {
+  std::u32string out;
+  out.reserve(text.size());
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char b = s[i];
+    if (b < 0x80) {
+      out.push_back(b);
+      ++i;
+      continue;
+    }
+    int need = 0;
+    char32_t cp = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (b >= 0xC2 && b <= 0xDF) {
+      need = 1, cp = b & 0x1F;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      need = 2, cp = b & 0x0F;
+      if (b == 0xE0) lo = 0xA0;
+      if (b == 0xED) hi = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      need = 3, cp = b & 0x07;
+      if (b == 0xF0) lo = 0x90;
+      if (b == 0xF4) hi = 0x8F;
+    } else {
+      out.push_back(kReplacement);
+      ++i;
+      continue;
+    }
+    size_t j = i + 1;
+    bool ok = true;
+    for (int k = 0; k < need; ++k, ++j) {
+      const unsigned char min = k == 0 ? lo : 0x80, max = k == 0 ? hi : 0xBF;
+      if (j >= n || s[j] < min || s[j] > max) {
+        ok = false;
+        break;
+      }
+      cp = (cp << 6) | (s[j] & 0x3F);
+    }
+    out.push_back(ok ? cp : kReplacement);
+    i = j;
+  }
+  return out;
+}
+
+void utf8_append(std::string& out, char32_t c) {
+  if (c < 0x80) {
+    out.push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else if (c < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (c >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  }
+}
+
+std::string utf8_encode(std::u32string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char32_t c : text) utf8_append(out, c);
+  return out;
+}
+
+}  // namespace libai::tokenizers

