@@ -1,8 +1,11 @@
 // `_target_` instantiation: a registry per base type maps names to factories.
 //
 //   struct Optimizer { virtual ~Optimizer() = default; };
-//   struct AdamW : Optimizer { explicit AdamW(const Node& cfg) : lr(cfg.at("lr").as<double>()) {}
-//   double lr; }; static Registration<Optimizer> adamw("adamw", [](const Node& cfg) {
+//   struct AdamW : Optimizer {
+//     explicit AdamW(const Node& cfg) : lr(cfg.at("lr").as<double>()) {}
+//     double lr;
+//   };
+//   static Registration<Optimizer> adamw("adamw", [](const Node& cfg) {
 //     return std::make_unique<AdamW>(cfg);
 //   });
 //
