@@ -81,6 +81,9 @@ class UcxWorker {
 // A connection to a peer's worker, made from the peer's address bytes; the worker must outlive
 // it. Peer failures are reported (UCP_ERR_HANDLING_MODE_PEER), so a dead peer is an error, not
 // a hang. After a failed or timed-out send the endpoint is closed and every later send throws.
+// Cost: UCX 1.13 has no peer-failure support in sysv/posix/cma, so this mode runs same-host
+// traffic over TCP loopback. The mode without it cannot cancel a timed-out rendezvous send
+// (force-close leaves it pending), so it would need sends that own their buffers.
 class UcxEndpoint {
  public:
   UcxEndpoint(UcxWorker& worker, std::span<const std::uint8_t> peer_address,
