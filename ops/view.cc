@@ -69,7 +69,7 @@ SliceBounds slice_bounds(int64_t size, int64_t start, int64_t end, int64_t step)
     return std::clamp<int64_t>(i, 0, size);
   };
   int64_t s = clamp(start), e = clamp(end);
-  int64_t length = e > s ? (e - s + step - 1) / step : 0;
+  int64_t length = e > s ? (e - s - 1) / step + 1 : 0;  // no overflow for huge steps
   return {s, length};
 }
 

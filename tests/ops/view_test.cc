@@ -74,6 +74,22 @@ TEST(View, ReshapeOfTransposedCopiesAndViewRefuses) {
   EXPECT_EQ(s.to_vector<double>(), t.to_vector<double>());
 }
 
+TEST(View, ReshapeOfColumnSliceViewsOnlyWhereStridesAllow) {
+  Tensor x = random({4, 6}, 17);
+  Tensor cols = ops::slice(x, 1, 0, 3);  // [4, 3], row stride 6
+  Tensor split_rows = ops::reshape(cols, {2, 2, 3});
+  EXPECT_TRUE(split_rows.shares_storage(x));
+  EXPECT_EQ(split_rows.strides(), (Shape{12, 6, 1}));
+  Tensor merged = ops::reshape(cols, {12});  // rows are not adjacent: copy
+  EXPECT_FALSE(merged.shares_storage(x));
+  EXPECT_EQ(merged.to_vector<double>(), cols.to_vector<double>());
+  EXPECT_THROW(ops::view(cols, {12}), InvalidArgument);
+  // Size-1 dims anywhere do not prevent a view.
+  Tensor u = ops::view(ops::unsqueeze(cols, 1), {4, 1, 1, 3});
+  EXPECT_TRUE(u.shares_storage(x));
+  EXPECT_EQ(ops::slice(x, 1, 1, std::numeric_limits<int64_t>::max(), kEnd).shape(), (Shape{4, 1}));
+}
+
 TEST(View, PermuteAndContiguousMatchLoops) {
   Tensor x = random({2, 3, 4}, 3);
   Tensor p = ops::permute(x, {2, 0, -2});  // [4, 2, 3]
