@@ -74,8 +74,18 @@ ByteRegion copy_bytes(const void* data, size_t size, std::string name) {
   return region;
 }
 
+void check_bool_bytes(const uint8_t* data, size_t n, const std::string& what) {
+  for (size_t i = 0; i < n; ++i) {
+    LIBAI_CHECK_KIND(CorruptInput, data[i] <= 1, what, ": bool element ", i, " has byte value ",
+                     int(data[i]), ", expected 0 or 1");
+  }
+}
+
 Tensor view_bytes(const ByteRegion& region, size_t offset, const Shape& shape, DType dtype) {
   const uint8_t* address = region.data + offset;
+  if (dtype == DType::boolean) {
+    check_bool_bytes(address, size_t(shape_numel(shape)), region.name);
+  }
   // Storage is written through only by the caller's own in-place ops (copy-on-write pages).
   void* mutable_address = const_cast<uint8_t*>(address);
   if (reinterpret_cast<uintptr_t>(address) % dtype_size(dtype) == 0) {

@@ -31,7 +31,12 @@ ByteRegion copy_bytes(const void* data, size_t size, std::string name);
 // A contiguous tensor over region bytes [offset, offset + numel(shape) * dtype size). The caller
 // has checked the bounds. Zero-copy when the address is aligned for the dtype; otherwise (a
 // hand-made file) the bytes are copied, because a misaligned typed access is undefined.
+// Bool bytes are validated (check_bool_bytes).
 Tensor view_bytes(const ByteRegion& region, size_t offset, const Shape& shape, DType dtype);
+
+// Bool tensors must hold bytes 0 or 1: any other byte read as a C++ bool is undefined
+// behaviour. Throws CorruptInput naming `what`.
+void check_bool_bytes(const uint8_t* data, size_t n, const std::string& what);
 
 // a * b, or false when it overflows 64 bits (sizes in headers are untrusted).
 bool checked_mul(uint64_t a, uint64_t b, uint64_t& out);

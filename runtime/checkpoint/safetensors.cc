@@ -220,7 +220,10 @@ Tensor SafetensorsFile::slice(const std::string& name, int64_t dim, int64_t star
   const size_t run = size_t(length * inner) * es, src_pitch = size_t(meta.shape[d] * inner) * es;
   const uint8_t* src = state().region.data + base + size_t(start * inner) * es;
   auto* dst = static_cast<uint8_t*>(out.data_ptr());
-  for (int64_t o = 0; o < outer; ++o) std::memcpy(dst + o * run, src + o * src_pitch, run);
+  for (int64_t o = 0; o < outer; ++o) {
+    if (meta.dtype == DType::boolean) check_bool_bytes(src + o * src_pitch, run, path());
+    std::memcpy(dst + o * run, src + o * src_pitch, run);
+  }
   return out;
 }
 

@@ -202,6 +202,17 @@ TEST(SafetensorsCorrupt, BadHeadersAreRejected) {
   EXPECT_TRUE(empty.names().empty());
 }
 
+TEST(SafetensorsCorrupt, BoolBytesOtherThanZeroOrOneAreRejected) {
+  // Reading byte 2 as a C++ bool would be undefined behaviour, so the view is refused.
+  const std::string bytes =
+      make_safetensors(R"({"b":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]}})", 0) +
+      std::string("\x01\x00\x02", 3);
+  auto file = SafetensorsFile::open_bytes(bytes.data(), bytes.size(), "bools.safetensors");
+  expect_error<CorruptInput>([&] { file.tensor("b"); },
+                             {"bools.safetensors", "bool element 2", "byte value 2"});
+  EXPECT_EQ(file.slice("b", 0, 0, 2).to_vector<int>(), (std::vector<int>{1, 0}));
+}
+
 TEST(SafetensorsSharded, IndexMapsNamesToLazilyOpenedShards) {
   const auto& want = expected()["sharded"];
   auto sharded = load_index(fixture("sharded"));
