@@ -72,7 +72,7 @@ double gradient_check() {
 
 int main(int argc, char** argv) {
   try {
-    const int steps = argc > 1 ? std::atoi(argv[1]) : 3000;
+    const int steps = argc > 1 ? std::atoi(argv[1]) : 1000;
     std::printf("gradient check (f64, autograd vs central differences): max relative error %.2e\n",
                 gradient_check());
 
