@@ -16,10 +16,13 @@
 #include <memory>
 #include <thread>
 
+#include "tests/common/child_process.h"
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using libai::testing::ChildProcess;
+using libai::testing::read_all;
 
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
 using pong_atom = caf::atom_constant<caf::atom("pong")>;
@@ -112,44 +115,6 @@ caf::behavior silent(caf::stateful_actor<silent_state>* self) {
 // ---------------------------------------------------------------------------------------------
 // Two processes: the child publishes a ponger on 127.0.0.1 port 0 and dies abruptly when told;
 // the parent pings it through the middleman and must see the remote actor go down.
-
-bool read_all(int fd, void* data, std::size_t size, int timeout_ms) {
-  auto* p = static_cast<char*>(data);
-  while (size > 0) {
-    pollfd pfd{fd, POLLIN, 0};
-    if (::poll(&pfd, 1, timeout_ms) <= 0) return false;
-    ssize_t n = ::read(fd, p, size);
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-// Owns a forked child; kills and reaps it if the test ends early, so nothing is orphaned.
-class ChildProcess {
- public:
-  explicit ChildProcess(pid_t pid) : pid_(pid) {}
-  ~ChildProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  int wait(std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    int status = 0;
-    while (::waitpid(pid_, &status, WNOHANG) == 0) {
-      if (Clock::now() >= deadline) return -1;
-      std::this_thread::sleep_for(10ms);
-    }
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
- private:
-  pid_t pid_;
-};
 
 [[noreturn]] void remote_child(int fd) {
   int code = 1;

@@ -15,12 +15,16 @@
 #include <thread>
 
 #include "runtime/error.h"
+#include "tests/common/child_process.h"
 
 namespace libai::comm {
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using testing::ChildProcess;
+using testing::read_all;
+using testing::write_all;
 
 constexpr std::size_t kBytes = 4u << 20;  // large enough for UCX's rendezvous protocol
 constexpr std::uint64_t kTagData = 0x100, kTagSum = 0x101, kTagEcho = 0x102;
@@ -32,31 +36,6 @@ std::uint64_t fnv1a(const std::uint8_t* data, std::size_t size) {
   std::uint64_t h = 1469598103934665603ull;
   for (std::size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 1099511628211ull;
   return h;
-}
-
-// Socket helpers with a deadline, so that a dead peer fails the test instead of blocking it.
-bool write_all(int fd, const void* data, std::size_t size) {
-  const auto* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = ::write(fd, p, size);
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-bool read_all(int fd, void* data, std::size_t size, int timeout_ms) {
-  auto* p = static_cast<char*>(data);
-  while (size > 0) {
-    pollfd pfd{fd, POLLIN, 0};
-    if (::poll(&pfd, 1, timeout_ms) <= 0) return false;
-    ssize_t n = ::read(fd, p, size);
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return true;
 }
 
 void send_blob(int fd, const std::vector<std::uint8_t>& blob) {
@@ -73,33 +52,6 @@ std::vector<std::uint8_t> recv_blob(int fd) {
                    "socketpair read failed");
   return blob;
 }
-
-// Owns a forked child: wait() reaps it with a deadline; the destructor kills and reaps it if
-// the test ended early, so no test leaves an orphan behind.
-class ChildProcess {
- public:
-  explicit ChildProcess(pid_t pid) : pid_(pid) {}
-  ~ChildProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  // The exit code, or -1 if it did not exit normally in time (it is then killed).
-  int wait(std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    int status = 0;
-    while (::waitpid(pid_, &status, WNOHANG) == 0) {
-      if (Clock::now() >= deadline) return -1;
-      std::this_thread::sleep_for(10ms);
-    }
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
- private:
-  pid_t pid_;
-};
 
 // The child: every UCX object is created after fork(). It never returns into gtest.
 int child_main(int fd) {
