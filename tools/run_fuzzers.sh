@@ -21,7 +21,7 @@ mkdir -p "$OUT"
 SOURCES=(runtime/checkpoint/*.cc runtime/error.cc runtime/tensor.cc runtime/dtype.cc
          runtime/allocator.cc runtime/device.cc runtime/device_copy.cc runtime/autograd.cc)
 SANITIZE=address,undefined
-FLAGS=(-std=c++20 -O1 -g -fno-sanitize-recover=undefined -DLIBAI_FUZZER -I. -Wall -Wextra)
+FLAGS=(-std=c++20 -O1 -g -fno-sanitize-recover=undefined -I. -Wall -Wextra)
 
 # The shared sources are compiled once (instrumented, without libFuzzer's main) for all targets.
 mkdir -p "$OUT/obj"

@@ -36,8 +36,6 @@ size_t find_eocd(const ByteRegion& region) {
 
 }  // namespace
 
-bool looks_like_zip(const ByteRegion& region) { return find_eocd(region) != SIZE_MAX; }
-
 ZipReader::ZipReader(const ByteRegion& region) : region_(region) { parse(); }
 
 #define ZIP_CHECK(cond, ...) \

@@ -50,7 +50,4 @@ class ZipReader {
   std::unordered_map<std::string, size_t> index_;
 };
 
-// True when the bytes end with something that looks like a ZIP end-of-central-directory.
-bool looks_like_zip(const ByteRegion& region);
-
 }  // namespace libai::checkpoint

@@ -21,14 +21,7 @@ void load_safetensors(const uint8_t* data, size_t size) {
 
 }  // namespace
 
-#ifdef LIBAI_FUZZER
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   libai::fuzz::run_one(data, size, load_safetensors);
   return 0;
 }
-#else
-#include <gtest/gtest.h>
-TEST(FuzzSafetensors, MutatedFixturesRaiseOnlyLibaiErrors) {
-  libai::fuzz::replay_mutations(load_safetensors);
-}
-#endif

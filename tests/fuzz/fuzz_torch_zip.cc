@@ -14,14 +14,7 @@ void load_torch(const uint8_t* data, size_t size) {
 
 }  // namespace
 
-#ifdef LIBAI_FUZZER
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   libai::fuzz::run_one(data, size, load_torch);
   return 0;
 }
-#else
-#include <gtest/gtest.h>
-TEST(FuzzTorchZip, MutatedFixturesRaiseOnlyLibaiErrors) {
-  libai::fuzz::replay_mutations(load_torch);
-}
-#endif
