@@ -4,7 +4,8 @@
 // op's front end calls it for the device of its inputs:
 //
 //   // ops/softmax.h (internal part)
-//   LIBAI_KERNEL_SLOT(softmax_forward, void(const Tensor& x, Tensor& out, int64_t rows, int64_t cols));
+//   LIBAI_KERNEL_SLOT(softmax_forward, void(const Tensor& x, Tensor& out, int64_t rows, int64_t
+//   cols));
 //   // ops/cpu/softmax.cc
 //   LIBAI_REGISTER_KERNEL(softmax_forward, DeviceType::cpu, softmax_forward_cpu);
 //   // ops/softmax.cc
@@ -29,19 +30,19 @@ struct KernelSlot {
   Signature* functions[kNumDeviceTypes] = {};
 };
 
-#define LIBAI_KERNEL_SLOT(slot_name, signature)                              \
-  struct slot_name##_slot {                                                   \
-    using Signature = signature;                                              \
-    static ::libai::ops::KernelSlot<signature>& table() {                     \
-      static ::libai::ops::KernelSlot<signature> slot{#slot_name};            \
-      return slot;                                                            \
-    }                                                                         \
+#define LIBAI_KERNEL_SLOT(slot_name, signature)                    \
+  struct slot_name##_slot {                                        \
+    using Signature = signature;                                   \
+    static ::libai::ops::KernelSlot<signature>& table() {          \
+      static ::libai::ops::KernelSlot<signature> slot{#slot_name}; \
+      return slot;                                                 \
+    }                                                              \
   }
 
-#define LIBAI_REGISTER_KERNEL(slot_name, device_type, function)                          \
-  static const bool libai_registered_##slot_name##_##function [[maybe_unused]] = [] {    \
-    slot_name##_slot::table().functions[int(device_type)] = &function;                   \
-    return true;                                                                         \
+#define LIBAI_REGISTER_KERNEL(slot_name, device_type, function)                       \
+  static const bool libai_registered_##slot_name##_##function [[maybe_unused]] = [] { \
+    slot_name##_slot::table().functions[int(device_type)] = &function;                \
+    return true;                                                                      \
   }()
 
 template <typename Slot>
@@ -91,13 +92,17 @@ inline constexpr bool is_half_v = std::is_same_v<T, bf16> || std::is_same_v<T, f
 // Storage value -> compute value, and back (16-bit formats round to nearest even).
 template <typename T>
 inline compute_t<T> load(T v) {
-  if constexpr (is_half_v<T>) return float(v);
-  else return static_cast<compute_t<T>>(v);
+  if constexpr (is_half_v<T>)
+    return float(v);
+  else
+    return static_cast<compute_t<T>>(v);
 }
 template <typename T>
 inline T store(compute_t<T> v) {
-  if constexpr (is_half_v<T>) return T(float(v));
-  else return static_cast<T>(v);
+  if constexpr (is_half_v<T>)
+    return T(float(v));
+  else
+    return static_cast<T>(v);
 }
 
 // Checks shared by the op front ends.

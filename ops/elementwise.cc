@@ -22,9 +22,7 @@ Tensor affine(const Tensor& x, double factor, double offset) {
 }
 
 // The gradient contribution of an input, summed down to its shape; none if not needed.
-Tensor grad_for(const Tensor& input, const Tensor& g) {
-  return sum_to(g, input.shape());
-}
+Tensor grad_for(const Tensor& input, const Tensor& g) { return sum_to(g, input.shape()); }
 
 }  // namespace
 
@@ -91,7 +89,9 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
 
 namespace {
 // Gradients accumulate through the same kernel as add.
-Tensor accumulate_add(const Tensor& a, const Tensor& b) { return binary(BinaryOp::add, a, b, "add"); }
+Tensor accumulate_add(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::add, a, b, "add");
+}
 const bool registered_accumulator [[maybe_unused]] = [] {
   autograd::register_add(&accumulate_add);
   return true;

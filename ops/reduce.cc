@@ -25,8 +25,10 @@ Shape reduced_shape(const Shape& shape, const std::vector<int>& dims, bool keepd
   Shape out;
   for (int d = 0; d < int(shape.size()); ++d) {
     bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
-    if (!reduced) out.push_back(shape[d]);
-    else if (keepdim) out.push_back(1);
+    if (!reduced)
+      out.push_back(shape[d]);
+    else if (keepdim)
+      out.push_back(1);
   }
   return out;
 }
@@ -38,12 +40,14 @@ Tensor sum(const Tensor& x, std::vector<int64_t> dims, bool keepdim) {
   Shape keep_shape = reduced_shape(x.shape(), nd, true);
   Tensor out = Tensor::empty(keep_shape, x.dtype(), x.device());
   kernel<reduce_sum_slot>(x.device())(x, nd, out);
-  if (!keepdim) out = out.as_strided(reduced_shape(x.shape(), nd, false),
-                                     contiguous_strides(reduced_shape(x.shape(), nd, false)), 0);
+  if (!keepdim)
+    out = out.as_strided(reduced_shape(x.shape(), nd, false),
+                         contiguous_strides(reduced_shape(x.shape(), nd, false)), 0);
   Shape in_shape = x.shape();
   return autograd::record(out, "sum", {x}, [in_shape, keep_shape](const Tensor& g) {
     Tensor gk = g.as_strided(keep_shape, contiguous_strides(keep_shape), g.offset());
-    if (!g.is_contiguous()) gk = g.clone_raw().as_strided(keep_shape, contiguous_strides(keep_shape), 0);
+    if (!g.is_contiguous())
+      gk = g.clone_raw().as_strided(keep_shape, contiguous_strides(keep_shape), 0);
     Tensor expanded = expand_view(gk, in_shape);
     return std::vector<Tensor>{expanded.clone_raw()};
   });

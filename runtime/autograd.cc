@@ -92,8 +92,8 @@ void run_backward(const Tensor& root, const Tensor& grad_output, OnLeaf&& on_lea
         Pending& p = leaves[e.leaf.get()];
         if (gi.defined()) {
           LIBAI_ASSERT(gi.shape() == e.leaf->shape, "op '", node->name,
-                       "' gave a gradient of shape ", shape_str(gi.shape()),
-                       " to a leaf of shape ", shape_str(e.leaf->shape));
+                       "' gave a gradient of shape ", shape_str(gi.shape()), " to a leaf of shape ",
+                       shape_str(e.leaf->shape));
           p.grad = accumulate(p.grad, gi);
         }
         if (--p.remaining == 0 && p.grad.defined()) on_leaf(e.leaf, p.grad);
@@ -127,8 +127,10 @@ Tensor record(Tensor output, const char* name, const std::vector<Tensor>& inputs
   node->edges.reserve(inputs.size());
   for (const Tensor& t : inputs) {
     Edge e;
-    if (t.defined() && !t.is_leaf()) e.node = t.grad_fn();
-    else if (t.defined() && t.requires_grad()) e.leaf = t.impl_ptr();
+    if (t.defined() && !t.is_leaf())
+      e.node = t.grad_fn();
+    else if (t.defined() && t.requires_grad())
+      e.leaf = t.impl_ptr();
     node->edges.push_back(std::move(e));
   }
   // The output is a fresh alias so that recording never mutates a tensor the caller holds.

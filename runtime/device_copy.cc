@@ -8,8 +8,8 @@ DeviceCopyFn g_copy = nullptr;
 void register_device_copy(DeviceCopyFn fn) { g_copy = fn; }
 
 void copy_across_devices(Tensor& dst, const Tensor& src) {
-  LIBAI_CHECK_KIND(Unsupported, g_copy != nullptr, "copy from ", src.device(), " to ",
-                   dst.device(), ": this build of LiBai-Actor has no CUDA backend");
+  LIBAI_CHECK_KIND(Unsupported, g_copy != nullptr, "copy from ", src.device(), " to ", dst.device(),
+                   ": this build of LiBai-Actor has no CUDA backend");
   g_copy(dst, src);
 }
 

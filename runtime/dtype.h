@@ -57,24 +57,52 @@ struct f16 {
 
 template <typename T>
 struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
-template <> struct dtype_of<bf16> { static constexpr DType value = DType::bf16; };
-template <> struct dtype_of<f16> { static constexpr DType value = DType::f16; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::i64; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = DType::i32; };
-template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::u8; };
-template <> struct dtype_of<bool> { static constexpr DType value = DType::boolean; };
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct dtype_of<bf16> {
+  static constexpr DType value = DType::bf16;
+};
+template <>
+struct dtype_of<f16> {
+  static constexpr DType value = DType::f16;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::i64;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct dtype_of<uint8_t> {
+  static constexpr DType value = DType::u8;
+};
+template <>
+struct dtype_of<bool> {
+  static constexpr DType value = DType::boolean;
+};
 template <typename T>
 inline constexpr DType dtype_v = dtype_of<T>::value;
 
 // Conversion of any element type to and from the f32/f64 compute types.
 template <typename T>
-inline float to_float(T v) { return static_cast<float>(v); }
+inline float to_float(T v) {
+  return static_cast<float>(v);
+}
 template <typename T>
 inline T from_float(float v) {
-  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>) return T(v);
-  else return static_cast<T>(v);
+  if constexpr (std::is_same_v<T, bf16> || std::is_same_v<T, f16>)
+    return T(v);
+  else
+    return static_cast<T>(v);
 }
 
 }  // namespace libai

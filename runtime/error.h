@@ -17,7 +17,15 @@
 
 namespace libai {
 
-enum class ErrorKind { invalid_argument, not_found, corrupt_input, unsupported, io, communication, internal };
+enum class ErrorKind {
+  invalid_argument,
+  not_found,
+  corrupt_input,
+  unsupported,
+  io,
+  communication,
+  internal
+};
 
 const char* error_kind_name(ErrorKind kind);
 
@@ -30,10 +38,10 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
 };
 
-#define LIBAI_DEFINE_ERROR(Name, kind_value)                                          \
-  class Name : public Error {                                                         \
-   public:                                                                            \
-    static constexpr ErrorKind kKind = ErrorKind::kind_value;                         \
+#define LIBAI_DEFINE_ERROR(Name, kind_value)                                             \
+  class Name : public Error {                                                            \
+   public:                                                                               \
+    static constexpr ErrorKind kKind = ErrorKind::kind_value;                            \
     explicit Name(const std::string& message) : Error(ErrorKind::kind_value, message) {} \
   };
 
@@ -49,7 +57,9 @@ LIBAI_DEFINE_ERROR(InternalError, internal)
 namespace detail {
 
 template <typename T>
-concept Streamable = requires(std::ostream& os, const T& v) { os << v; };
+concept Streamable = requires(std::ostream& os, const T& v) {
+  os << v;
+};
 
 // Containers without operator<< (shapes) print as [a, b, c].
 template <typename T>
@@ -87,26 +97,26 @@ std::string str_cat(const Args&... args) {
 
 }  // namespace libai
 
-#define LIBAI_CHECK(cond, ...)                                                         \
-  do {                                                                                 \
-    if (!(cond)) [[unlikely]]                                                          \
-      ::libai::detail::throw_error(::libai::ErrorKind::invalid_argument,               \
-                                   ::libai::detail::concat(__VA_ARGS__));              \
+#define LIBAI_CHECK(cond, ...)                                            \
+  do {                                                                    \
+    if (!(cond)) [[unlikely]]                                             \
+      ::libai::detail::throw_error(::libai::ErrorKind::invalid_argument,  \
+                                   ::libai::detail::concat(__VA_ARGS__)); \
   } while (0)
 
-#define LIBAI_CHECK_KIND(ErrorType, cond, ...)                                          \
-  do {                                                                                 \
-    if (!(cond)) [[unlikely]]                                                          \
-      throw ::libai::ErrorType(::libai::detail::concat(__VA_ARGS__));                  \
+#define LIBAI_CHECK_KIND(ErrorType, cond, ...)                        \
+  do {                                                                \
+    if (!(cond)) [[unlikely]]                                         \
+      throw ::libai::ErrorType(::libai::detail::concat(__VA_ARGS__)); \
   } while (0)
 
 #define LIBAI_THROW(ErrorType, ...) throw ::libai::ErrorType(::libai::detail::concat(__VA_ARGS__))
 
-#define LIBAI_ASSERT(cond, ...)                                                        \
-  do {                                                                                 \
-    if (!(cond)) [[unlikely]]                                                          \
-      ::libai::detail::throw_error(::libai::ErrorKind::internal,                       \
-                                   ::libai::detail::concat("internal error at ", __FILE__, \
-                                                           ":", __LINE__, ": ", #cond, \
-                                                           " " __VA_OPT__(, ) __VA_ARGS__)); \
+#define LIBAI_ASSERT(cond, ...)                                                               \
+  do {                                                                                        \
+    if (!(cond)) [[unlikely]]                                                                 \
+      ::libai::detail::throw_error(                                                           \
+          ::libai::ErrorKind::internal,                                                       \
+          ::libai::detail::concat("internal error at ", __FILE__, ":", __LINE__, ": ", #cond, \
+                                  " " __VA_OPT__(, ) __VA_ARGS__));                           \
   } while (0)

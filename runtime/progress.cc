@@ -22,8 +22,8 @@ std::string Progress::line(const std::string& detail) const {
   char buf[256];
   if (total_ > 0) {
     double eta = rate > 0 ? double(total_ - done_) / rate : 0.0;
-    std::snprintf(buf, sizeof buf, "[%s] %lld/%lld %s (%.1f%%)  %.1f %s/s  ETA %.1fs", what_.c_str(),
-                  (long long)done_, (long long)total_, unit_.c_str(),
+    std::snprintf(buf, sizeof buf, "[%s] %lld/%lld %s (%.1f%%)  %.1f %s/s  ETA %.1fs",
+                  what_.c_str(), (long long)done_, (long long)total_, unit_.c_str(),
                   100.0 * double(done_) / double(total_), rate, unit_.c_str(), eta);
   } else {
     std::snprintf(buf, sizeof buf, "[%s] %lld %s  %.1f %s/s", what_.c_str(), (long long)done_,

@@ -159,8 +159,10 @@ void convert_into(Dst* out, const Tensor& src) {
   const int64_t es = int64_t(src.element_size());
   int64_t i = 0;
   auto put = [&](auto v) {
-    if constexpr (std::is_same_v<Dst, bf16> || std::is_same_v<Dst, f16>) out[i++] = Dst(float(v));
-    else out[i++] = static_cast<Dst>(v);
+    if constexpr (std::is_same_v<Dst, bf16> || std::is_same_v<Dst, f16>)
+      out[i++] = Dst(float(v));
+    else
+      out[i++] = static_cast<Dst>(v);
   };
   for_each_offset(src.shape(), src.strides(), src.offset(), [&](int64_t off) {
     const char* p = base + off * es;
@@ -213,7 +215,8 @@ void Tensor::copy_from(const Tensor& src) {
 }
 
 Tensor& Tensor::set_requires_grad(bool value) {
-  LIBAI_CHECK(!value || is_floating(dtype()), "requires_grad needs a floating dtype, got ", dtype());
+  LIBAI_CHECK(!value || is_floating(dtype()), "requires_grad needs a floating dtype, got ",
+              dtype());
   impl().requires_grad = value;
   return *this;
 }

@@ -6,11 +6,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
-#include <utility>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "runtime/error.h"

@@ -1,6 +1,6 @@
 // CPU kernels of ops/elementwise.h.
-#include "ops/cpu/strided.h"
 #include "ops/elementwise.h"
+#include "ops/cpu/strided.h"
 #include "runtime/threads.h"
 
 namespace libai::ops::cpu {
@@ -41,11 +41,10 @@ void binary_cpu(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
     const T* xb = static_cast<const T*>(a.storage()->data);
     const T* yb = static_cast<const T*>(b.storage()->data);
     int64_t i = 0;
-    for_each_strided<2>(out.shape(), {a.strides(), b.strides()}, {a.offset(), b.offset()},
-                        [&](const int64_t* off) {
-                          o[i++] = store<T>(apply<T, compute_t<T>>(op, load(xb[off[0]]),
-                                                                   load(yb[off[1]])));
-                        });
+    for_each_strided<2>(
+        out.shape(), {a.strides(), b.strides()}, {a.offset(), b.offset()}, [&](const int64_t* off) {
+          o[i++] = store<T>(apply<T, compute_t<T>>(op, load(xb[off[0]]), load(yb[off[1]])));
+        });
   });
 }
 

@@ -57,16 +57,16 @@ void reduce_max_cpu(const Tensor& x, int dim, Tensor& values, Tensor& indices) {
     for (int d = dim + 1; d < x.dim(); ++d) inner *= x.shape()[d];
     const int64_t n = x.shape()[dim];
     int64_t linear = 0;
-    for_each_strided<2>(x.shape(), {x.strides(), out_strides}, {x.offset(), 0},
-                        [&](const int64_t* off) {
-                          C v = load(base[off[0]]);
-                          int64_t k = (linear / inner) % n;
-                          ++linear;
-                          if (arg[off[1]] < 0 || v > best[off[1]] || (v != v && best[off[1]] == best[off[1]])) {
-                            best[off[1]] = v;
-                            arg[off[1]] = k;
-                          }
-                        });
+    for_each_strided<2>(
+        x.shape(), {x.strides(), out_strides}, {x.offset(), 0}, [&](const int64_t* off) {
+          C v = load(base[off[0]]);
+          int64_t k = (linear / inner) % n;
+          ++linear;
+          if (arg[off[1]] < 0 || v > best[off[1]] || (v != v && best[off[1]] == best[off[1]])) {
+            best[off[1]] = v;
+            arg[off[1]] = k;
+          }
+        });
     T* pv = values.data<T>();
     int64_t* pi = indices.data<int64_t>();
     for (int64_t i = 0; i < n_out; ++i) {

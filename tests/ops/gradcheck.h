@@ -20,8 +20,8 @@
 namespace libai::testing {
 
 // Uniform values in [low, high), seeded; f64 unless told otherwise.
-inline Tensor random(const Shape& shape, uint64_t seed, DType dtype = DType::f64,
-                     double low = -1.0, double high = 1.0) {
+inline Tensor random(const Shape& shape, uint64_t seed, DType dtype = DType::f64, double low = -1.0,
+                     double high = 1.0) {
   Tensor t = Tensor::empty(shape, dtype);
   init_uniform(t, RngKey{seed, 7}, low, high);
   return t;
@@ -88,8 +88,8 @@ inline void gradcheck(const OpFn& f, std::vector<Tensor> inputs, double tol = 1e
       p[i] = saved;
       numeric[size_t(i)] = (up - down) / (2 * eps);
     }
-    std::vector<double> got = g.defined() ? g.to_vector<double>()
-                                          : std::vector<double>(numeric.size(), 0.0);
+    std::vector<double> got =
+        g.defined() ? g.to_vector<double>() : std::vector<double>(numeric.size(), 0.0);
     ASSERT_EQ(got.size(), numeric.size());
     for (size_t i = 0; i < got.size(); ++i) {
       double err = std::abs(got[i] - numeric[i]) / std::max(1.0, std::abs(numeric[i]));
