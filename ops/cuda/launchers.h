@@ -53,3 +53,16 @@ void launch_softmax_backward(int dtype, void* grad_in, const void* y, const void
                              int64_t rows_total, int64_t cols, bool log, cudaStream_t stream);
 
 }  // namespace libai::ops::cuda
+
+namespace libai::ops::cuda {
+
+// Layer / RMS norm over contiguous [rows, hidden]; weight/bias [hidden] or null; mean and
+// rstd: [rows] in the compute type (f32, f64 for f64). grad_weight/grad_bias may be null.
+void launch_norm_forward(int dtype, bool layer, void* y, void* mean, void* rstd, const void* x,
+                         const void* weight, const void* bias, int64_t rows, int64_t hidden,
+                         double eps, cudaStream_t stream);
+void launch_norm_backward(int dtype, bool layer, void* grad_x, void* grad_weight, void* grad_bias,
+                          const void* x, const void* weight, const void* mean, const void* rstd,
+                          const void* grad, int64_t rows, int64_t hidden, cudaStream_t stream);
+
+}  // namespace libai::ops::cuda
