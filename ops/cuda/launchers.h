@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "runtime/cuda/strided_layout.h"
@@ -64,5 +65,20 @@ void launch_norm_forward(int dtype, bool layer, void* y, void* mean, void* rstd,
 void launch_norm_backward(int dtype, bool layer, void* grad_x, void* grad_weight, void* grad_bias,
                           const void* x, const void* weight, const void* mean, const void* rstd,
                           const void* grad, int64_t rows, int64_t hidden, cudaStream_t stream);
+
+}  // namespace libai::ops::cuda
+
+namespace libai::ops::cuda {
+
+// out [outer, k, inner] = x [outer, n, inner] at ids [k] (i64 or i32), moved by element size;
+// the smallest position of an id outside [0, n) goes to *bad (which starts at ~0).
+void launch_index_select(size_t element_size, void* out, const void* x, const void* ids,
+                         bool ids_i64, int64_t outer, int64_t n, int64_t k, int64_t inner,
+                         unsigned long long* bad, cudaStream_t stream);
+// grad_x [outer, n, inner] += grad [outer, k, inner] scattered by ids, skipping skip_id;
+// scratch: a zeroed f32 [outer, n, inner] for bf16/f16, unused (may be null) otherwise.
+void launch_index_add(int dtype, void* grad_x, float* scratch, const void* grad, const void* ids,
+                      bool ids_i64, int64_t skip_id, int64_t outer, int64_t n, int64_t k,
+                      int64_t inner, cudaStream_t stream);
 
 }  // namespace libai::ops::cuda
