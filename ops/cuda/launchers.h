@@ -82,3 +82,16 @@ void launch_index_add(int dtype, void* grad_x, float* scratch, const void* grad,
                       int64_t inner, cudaStream_t stream);
 
 }  // namespace libai::ops::cuda
+
+namespace libai::ops::cuda {
+
+// out = cond ? a : b, moved by element size; strides: [0] out, [1] cond (one byte), [2] a,
+// [3] b. false for an element size it does not cover.
+bool launch_where(size_t element_size, void* out, const uint8_t* cond, const void* a, const void* b,
+                  const StridedLayout<4>& layout, cudaStream_t stream);
+// out = a (op) b; op: ops::CompareOp's value; dtype: any runtime/dtype.h code; strides:
+// [0] out, [1] a, [2] b. false for a dtype it does not cover.
+bool launch_compare(int op, int dtype, bool* out, const void* a, const void* b,
+                    const StridedLayout<3>& layout, cudaStream_t stream);
+
+}  // namespace libai::ops::cuda
