@@ -95,3 +95,12 @@ bool launch_compare(int op, int dtype, bool* out, const void* a, const void* b,
                     const StridedLayout<3>& layout, cudaStream_t stream);
 
 }  // namespace libai::ops::cuda
+
+namespace libai::ops::cuda {
+
+// out[i] = uniform(key, i) >= p ? x[i] / (1 - p) : 0 over n contiguous elements, with the
+// mask of runtime/rng.h (key = {seed, stream_key}).
+void launch_dropout(int dtype, void* out, const void* x, int64_t n, double p, uint64_t seed,
+                    uint64_t stream_key, cudaStream_t stream);
+
+}  // namespace libai::ops::cuda
