@@ -104,3 +104,21 @@ void launch_dropout(int dtype, void* out, const void* x, int64_t n, double p, ui
                     uint64_t stream_key, cudaStream_t stream);
 
 }  // namespace libai::ops::cuda
+
+namespace libai::ops::cuda {
+
+// Cross-entropy over contiguous logits [rows, classes] with i64 targets [rows]; losses and
+// lse: [rows] in the compute type. words[0] += rows not ignored; words[1] = min(words[1],
+// row of a target outside [0, classes) that is not ignore_index).
+void launch_cross_entropy_forward(int dtype, void* losses, void* lse, const void* logits,
+                                  const int64_t* target, int64_t rows, int64_t classes,
+                                  int64_t ignore_index, double label_smoothing,
+                                  unsigned long long* words, cudaStream_t stream);
+// grad_out: [rows] when per_row, else one value; in the compute type.
+void launch_cross_entropy_backward(int dtype, void* grad_logits, const void* logits,
+                                   const int64_t* target, const void* lse, const void* grad_out,
+                                   bool per_row, double scale, int64_t rows, int64_t classes,
+                                   int64_t ignore_index, double label_smoothing,
+                                   cudaStream_t stream);
+
+}  // namespace libai::ops::cuda
