@@ -11,7 +11,7 @@ if(LIBAI_SANITIZE)
   # finding still fails its test (tests/CMakeLists.txt sets the environment).
   set(LIBAI_SANITIZER_ENV
       "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=${PROJECT_SOURCE_DIR}/tools/ubsan.supp")
+  add_link_options(-fsanitize=${LIBAI_SANITIZE})
 else()
   set(LIBAI_SANITIZER_ENV "LIBAI_SANITIZE=")
-  add_link_options(-fsanitize=${LIBAI_SANITIZE})
 endif()

@@ -5,10 +5,16 @@
 #include <limits>
 
 #include "ops/activation.h"
+#include "ops/dropout.h"
 #include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/loss.h"
 #include "ops/matmul.h"
+#include "ops/norm.h"
 #include "ops/reduce.h"
+#include "ops/select.h"
 #include "ops/softmax.h"
+#include "ops/view.h"
 #include "runtime/allocator.h"
 #include "tests/ops/gradcheck.h"
 
@@ -242,6 +248,135 @@ TEST_P(CudaOps, Softmax) {
     return autograd::grad(ops::sum_all(ops::mul(y, y)), {x})[0];
   };
   compare(grads(gpu(x), gpu_mask), grads(x, mask), "softmax backward");
+}
+
+TEST_P(CudaOps, Norm) {
+  REQUIRE_CUDA();
+  Tensor x = input({3, 4, 300}, 25), w = input({300}, 26), b = input({300}, 27);
+  compare(ops::layer_norm(gpu(x), gpu(w), gpu(b)), ops::layer_norm(x, w, b), "layer_norm");
+  compare(ops::layer_norm(gpu(x), Tensor(), Tensor()), ops::layer_norm(x, Tensor(), Tensor()),
+          "layer_norm without affine");
+  compare(ops::rms_norm(gpu(x), gpu(w)), ops::rms_norm(x, w), "rms_norm");
+  auto grads = [](Tensor x, Tensor w, Tensor b, bool rms) {
+    for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
+    Tensor y = rms ? ops::rms_norm(x, w) : ops::layer_norm(x, w, b);
+    Tensor loss = ops::sum_all(ops::mul(y, ops::sigmoid(x)));
+    return rms ? autograd::grad(loss, {x, w}) : autograd::grad(loss, {x, w, b});
+  };
+  for (bool rms : {false, true}) {
+    auto on_gpu = grads(gpu(x), gpu(w), gpu(b), rms);
+    auto on_cpu = grads(x, w, b, rms);
+    for (size_t i = 0; i < on_cpu.size(); ++i)
+      compare(on_gpu[i], on_cpu[i], rms ? "rms_norm backward" : "layer_norm backward");
+  }
+}
+
+TEST_P(CudaOps, CopyStrided) {
+  REQUIRE_CUDA();
+  Tensor x = input({4, 6, 5}, 28);
+  compare(ops::contiguous(ops::transpose(gpu(x), 0, 2)), ops::contiguous(ops::transpose(x, 0, 2)),
+          "contiguous of a transpose");
+  compare(ops::reshape(ops::permute(gpu(x), {1, 0, 2}), {6, 20}),
+          ops::reshape(ops::permute(x, {1, 0, 2}), {6, 20}), "reshape of a permute");
+  compare(ops::cat({gpu(x), ops::slice(gpu(x), 1, 2, 5)}, 1),
+          ops::cat({x, ops::slice(x, 1, 2, 5)}, 1), "cat");
+  compare(ops::contiguous(gpu(x)), x, "contiguous already");
+}
+
+TEST_P(CudaOps, Embedding) {
+  REQUIRE_CUDA();
+  Tensor table = input({10, 33}, 29);
+  Tensor ids = Tensor::from_vector<int64_t>({5, 9, 2, 2, 0, 5}, {2, 3});
+  compare(ops::embedding(gpu(table), gpu(ids)), ops::embedding(table, ids), "embedding");
+  Tensor ids32 = to_dtype(ids, DType::i32);
+  compare(ops::embedding(gpu(table), gpu(ids32)), ops::embedding(table, ids32), "i32 ids");
+  Tensor keep = Tensor::from_vector<int64_t>({3, 0, 3}, {3});
+  compare(ops::index_select(gpu(table), 1, gpu(keep)), ops::index_select(table, 1, keep),
+          "index_select dim 1");
+  auto grads = [](Tensor table, const Tensor& ids, std::optional<int64_t> pad) {
+    table.set_requires_grad(true);
+    Tensor h = ops::embedding(table, ids, pad);
+    return autograd::grad(ops::sum_all(ops::mul(h, h)), {table})[0];
+  };
+  compare(grads(gpu(table), gpu(ids), std::nullopt), grads(table, ids, std::nullopt),
+          "embedding backward, repeated ids");
+  compare(grads(gpu(table), gpu(ids), 5), grads(table, ids, 5), "embedding backward, padding");
+  Tensor bad = Tensor::from_vector<int64_t>({1, 10}, {2});
+  EXPECT_THROW(ops::embedding(gpu(table), gpu(bad)), InvalidArgument);
+  Tensor negative = Tensor::from_vector<int64_t>({-1}, {1});
+  EXPECT_THROW(ops::index_select(gpu(table), 0, gpu(negative)), InvalidArgument);
+}
+
+TEST_P(CudaOps, WhereAndCompare) {
+  REQUIRE_CUDA();
+  Tensor a = input({4, 1, 6}, 30), b = input({5, 6}, 31);
+  Tensor cond = ops::gt(a, b);
+  compare(ops::where(gpu(cond), gpu(a), gpu(b)), ops::where(cond, a, b), "where broadcast");
+  compare(ops::masked_fill(gpu(b), gpu(ops::lt(b, ops::scale(b, 0.0))), -7.0),
+          ops::masked_fill(b, ops::lt(b, ops::scale(b, 0.0)), -7.0), "masked_fill");
+  using CompareFn = Tensor (*)(const Tensor&, const Tensor&);
+  const std::vector<std::pair<CompareFn, const char*>> comparisons = {
+      {&ops::eq, "eq"}, {&ops::ne, "ne"}, {&ops::lt, "lt"},
+      {&ops::gt, "gt"}, {&ops::le, "le"}, {&ops::ge, "ge"}};
+  for (auto [op, name] : comparisons) {
+    Tensor on_gpu = op(gpu(a), gpu(b)), on_cpu = op(a, b);
+    EXPECT_EQ(on_gpu.dtype(), DType::boolean) << name;
+    expect_close(cpu(on_gpu), on_cpu, 0.0, name);
+  }
+  Tensor i = Tensor::arange(12, DType::i64);
+  Tensor j = ops::reshape(ops::transpose(ops::reshape(i, {3, 4}), 0, 1), {12});  // a copy
+  expect_close(cpu(ops::le(gpu(i), gpu(j))), ops::le(i, j), 0.0, "le on i64");
+  // where backward: gradients through both branches.
+  auto grads = [](Tensor c, Tensor a, Tensor b) {
+    a.set_requires_grad(true);
+    b.set_requires_grad(true);
+    Tensor y = ops::where(c, a, b);
+    return autograd::grad(ops::sum_all(ops::mul(y, y)), {a, b});
+  };
+  auto on_gpu = grads(gpu(cond), gpu(a), gpu(b));
+  auto on_cpu = grads(cond, a, b);
+  compare(on_gpu[0], on_cpu[0], "where da");
+  compare(on_gpu[1], on_cpu[1], "where db");
+}
+
+TEST_P(CudaOps, Dropout) {
+  REQUIRE_CUDA();
+  Tensor x = input({7, 300}, 32);
+  RngKey key = derive(RngKey{1234, stream_id("h.0.attn.dropout")}, 3);
+  // The mask is the CPU's, element by element.
+  compare(ops::dropout(gpu(x), 0.3, key), ops::dropout(x, 0.3, key), "dropout 0.3");
+  compare(ops::dropout(gpu(x), 1.0, key), ops::dropout(x, 1.0, key), "dropout 1");
+  auto grads = [&](Tensor x) {
+    x.set_requires_grad(true);
+    Tensor y = ops::dropout(x, 0.5, key);
+    return autograd::grad(ops::sum_all(ops::mul(y, x)), {x})[0];
+  };
+  compare(grads(gpu(x)), grads(x), "dropout backward");
+}
+
+TEST_P(CudaOps, CrossEntropy) {
+  REQUIRE_CUDA();
+  Tensor logits = input({2, 3, 300}, 33);
+  Tensor target = Tensor::from_vector<int64_t>({4, 299, -100, 0, 17, 17}, {2, 3});
+  for (ops::CrossEntropyOptions options :
+       {ops::CrossEntropyOptions{}, ops::CrossEntropyOptions{.reduction = ops::Reduction::sum},
+        ops::CrossEntropyOptions{.reduction = ops::Reduction::none, .label_smoothing = 0.1},
+        ops::CrossEntropyOptions{.label_smoothing = 0.2}}) {
+    compare(ops::cross_entropy(gpu(logits), gpu(target), options),
+            ops::cross_entropy(logits, target, options), "cross_entropy");
+    auto grads = [&](Tensor x, const Tensor& t) {
+      x.set_requires_grad(true);
+      Tensor loss = ops::cross_entropy(x, t, options);
+      if (options.reduction == ops::Reduction::none) loss = ops::sum_all(ops::mul(loss, loss));
+      return autograd::grad(loss, {x})[0];
+    };
+    compare(grads(gpu(logits), gpu(target)), grads(logits, target), "cross_entropy backward");
+  }
+  Tensor ignored = Tensor::full({2, 3}, -100.0, DType::i64);
+  compare(ops::cross_entropy(gpu(logits), gpu(ignored)), ops::cross_entropy(logits, ignored),
+          "all ignored");
+  Tensor bad = Tensor::from_vector<int64_t>({4, 300, 0, 0, 0, 0}, {2, 3});
+  EXPECT_THROW(ops::cross_entropy(gpu(logits), gpu(bad)), InvalidArgument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuda, CudaOps, ::testing::Values(DType::f32, DType::bf16, DType::f64),
