@@ -37,9 +37,15 @@ void index_select_forward_cuda(const Tensor& x, const Tensor& ids, Tensor& out) 
   if (position == ~0ull) return;
   int64_t id = 0;
   const char* at = static_cast<const char*>(ids.data_ptr()) + position * ids.element_size();
-  libai::cuda::check(cudaMemcpy(&id, at, ids.element_size(), cudaMemcpyDeviceToHost),
-                     "index_select id read");
-  if (!i64) id = int64_t(*reinterpret_cast<int32_t*>(&id));  // little-endian low half
+  if (i64) {
+    libai::cuda::check(cudaMemcpy(&id, at, sizeof(id), cudaMemcpyDeviceToHost),
+                       "index_select id read");
+  } else {
+    int32_t id32 = 0;
+    libai::cuda::check(cudaMemcpy(&id32, at, sizeof(id32), cudaMemcpyDeviceToHost),
+                       "index_select id read");
+    id = id32;
+  }
   LIBAI_CHECK(false, "index_select/embedding: id ", id, " at position ", position, " of ids ",
               shape_str(ids.shape()), " is out of range for ", n, " rows (valid: 0..", n - 1, ")");
 }
