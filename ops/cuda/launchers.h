@@ -122,3 +122,17 @@ void launch_cross_entropy_backward(int dtype, void* grad_logits, const void* log
                                    cudaStream_t stream);
 
 }  // namespace libai::ops::cuda
+
+namespace libai::ops::cuda {
+
+// The k best entries of each x[o, :, i] (x [outer, n, inner] contiguous, any dtype code),
+// sorted, ties to the lower index, NaN first for largest: values (may be null; x's dtype)
+// and indices [outer, k, inner]. false for a dtype it does not cover. argmax is k = 1.
+bool launch_topk(int dtype, void* values, int64_t* indices, const void* x, int64_t outer, int64_t n,
+                 int64_t inner, int64_t k, bool largest, cudaStream_t stream);
+// grad_x [outer, n, inner] (zero-filled) at indices = grad [outer, k, inner], by element size.
+void launch_topk_backward(size_t element_size, void* grad_x, const void* grad,
+                          const int64_t* indices, int64_t outer, int64_t k, int64_t inner,
+                          int64_t n, cudaStream_t stream);
+
+}  // namespace libai::ops::cuda

@@ -379,6 +379,34 @@ TEST_P(CudaOps, CrossEntropy) {
   EXPECT_THROW(ops::cross_entropy(gpu(logits), gpu(bad)), InvalidArgument);
 }
 
+TEST_P(CudaOps, ArgmaxTopk) {
+  REQUIRE_CUDA();
+  Tensor x = input({3, 500, 4}, 34);
+  compare(ops::argmax(gpu(x), 1), ops::argmax(x, 1), "argmax over a middle dim");
+  compare(ops::argmax(gpu(x), -1, true), ops::argmax(x, -1, true), "argmax last");
+  Tensor i = Tensor::from_vector<int64_t>({3, 7, 7, 1, -2, 9, 9, 0}, {2, 4});
+  expect_close(cpu(ops::argmax(gpu(i), 1)), ops::argmax(i, 1), 0.0, "argmax i64, ties");
+  Tensor t = Tensor::empty({2, 4}, GetParam());
+  t.copy_from(Tensor::from_vector<double>({1, 3, 3, 2, 1, NAN, 5, NAN}, {2, 4}));
+  EXPECT_EQ(cpu(ops::argmax(gpu(t), 1)).to_vector<int64_t>(), (std::vector<int64_t>{1, 1}));
+  for (bool largest : {true, false}) {
+    auto [gv, gi] = ops::topk(gpu(x), 7, 1, largest);
+    auto [cv, ci] = ops::topk(x, 7, 1, largest);
+    compare(gv, cv, "topk values");
+    expect_close(cpu(gi), ci, 0.0, "topk indices");
+  }
+  auto [tv, ti] = ops::topk(gpu(t), 3, -1);
+  auto [uv, ui] = ops::topk(t, 3, -1);
+  expect_close(cpu(ti), ui, 0.0, "topk with NaN and ties");
+  auto grads = [](Tensor x) {
+    x.set_requires_grad(true);
+    auto [v, idx] = ops::topk(x, 5, -1);
+    return autograd::grad(ops::sum_all(ops::mul(v, v)), {x})[0];
+  };
+  Tensor y = input({6, 40}, 35);
+  compare(grads(gpu(y)), grads(y), "topk backward");
+}
+
 INSTANTIATE_TEST_SUITE_P(Cuda, CudaOps, ::testing::Values(DType::f32, DType::bf16, DType::f64),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
