@@ -136,3 +136,30 @@ void launch_topk_backward(size_t element_size, void* grad_x, const void* grad,
                           int64_t n, cudaStream_t stream);
 
 }  // namespace libai::ops::cuda
+
+namespace libai::ops::cuda {
+
+// Shapes and element strides of ops/attention.h's operands: q [batch, heads, q_len, d],
+// k [.., kv_len, d], v [.., kv_len, dv], go (grad_out) [.., q_len, dv], mask [batch, kv_len],
+// bias [batch, heads, q_len, kv_len] (stride 0 where broadcast).
+struct AttentionLayout {
+  int64_t batch = 0, heads = 0, q_len = 0, kv_len = 0, d = 0, dv = 0;
+  int64_t q[4] = {}, k[4] = {}, v[4] = {}, go[4] = {}, mask[2] = {}, bias[4] = {};
+  bool causal = false;
+  double scale = 1.0;
+};
+// out [batch, heads, q_len, dv] and lse [batch, heads, q_len] contiguous; scores: a scratch
+// of batch * heads * q_len * kv_len compute-type elements. mask and bias may be null.
+void launch_attention_forward(int dtype, void* out, void* lse, void* scores, const void* q,
+                              const void* k, const void* v, const uint8_t* mask, const void* bias,
+                              const AttentionLayout& layout, cudaStream_t stream);
+// dq, dk, dv contiguous like q, k, v; dbias contiguous [batch, heads, q_len, kv_len] or null;
+// out contiguous; scratch: 2 * batch * heads * q_len * kv_len + batch * heads * q_len
+// compute-type elements.
+void launch_attention_backward(int dtype, void* dq, void* dk, void* dv, void* dbias, void* scratch,
+                               const void* q, const void* k, const void* v, const void* out,
+                               const void* grad_out, const void* lse, const uint8_t* mask,
+                               const void* bias, const AttentionLayout& layout,
+                               cudaStream_t stream);
+
+}  // namespace libai::ops::cuda

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "ops/activation.h"
+#include "ops/attention.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
@@ -405,6 +406,40 @@ TEST_P(CudaOps, ArgmaxTopk) {
   };
   Tensor y = input({6, 40}, 35);
   compare(grads(gpu(y)), grads(y), "topk backward");
+}
+
+TEST_P(CudaOps, Attention) {
+  REQUIRE_CUDA();
+  // kv_len > q_len (a KV cache), a transposed k view, padding with a fully masked batch.
+  Tensor q = input({2, 3, 5, 8}, 36), k = input({2, 3, 8, 7}, 37), v = input({2, 3, 7, 6}, 38);
+  Tensor bias = input({3, 5, 7}, 39);
+  Tensor pad = Tensor::ones({2, 7}, DType::u8);
+  for (int j = 5; j < 7; ++j) pad.data<uint8_t>()[j] = 0;
+  for (int j = 0; j < 7; ++j) pad.data<uint8_t>()[7 + j] = 0;
+  auto run = [&](bool on_gpu, bool causal, bool masked, bool biased) {
+    auto dev = [&](const Tensor& t) { return on_gpu ? gpu(t) : t; };
+    Tensor tq = dev(q), tk = transposed(dev(k)), tv = dev(v), tb = dev(bias);
+    for (Tensor* t : {&tq, &tk, &tv, &tb}) t->set_requires_grad(true);
+    ops::AttentionOptions opt;
+    opt.causal = causal;
+    if (masked) opt.key_padding_mask = dev(pad);
+    if (biased) opt.attn_bias = tb;
+    Tensor out = ops::scaled_dot_product_attention(tq, tk, tv, opt);
+    Tensor loss = ops::sum_all(ops::mul(out, out));
+    std::vector<Tensor> inputs = {tq, tk, tv};
+    if (biased) inputs.push_back(tb);
+    std::vector<Tensor> result = autograd::grad(loss, inputs);
+    result.insert(result.begin(), out.detach());
+    return result;
+  };
+  for (bool causal : {false, true})
+    for (bool masked : {false, true})
+      for (bool biased : {false, true}) {
+        auto on_gpu = run(true, causal, masked, biased);
+        auto on_cpu = run(false, causal, masked, biased);
+        const char* names[] = {"attention out", "dq", "dk", "dv", "dbias"};
+        for (size_t i = 0; i < on_cpu.size(); ++i) compare(on_gpu[i], on_cpu[i], names[i]);
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuda, CudaOps, ::testing::Values(DType::f32, DType::bf16, DType::f64),
