@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "ops/cuda/launchers.h"
+#include "ops/cuda/row_launch.cuh"
 #include "runtime/cuda/device_types.cuh"
 
 namespace libai::ops::cuda {
@@ -13,35 +14,6 @@ namespace {
 using libai::cuda::compute_type;
 using libai::cuda::load;
 using libai::cuda::store;
-
-constexpr int kMaxThreads = 256;
-
-int threads_for(int64_t cols) {
-  int t = 32;
-  while (t < kMaxThreads && t < cols) t *= 2;
-  return t;
-}
-
-unsigned grid_for(int64_t rows) {
-  return unsigned(rows < 1 ? 1 : (rows > (int64_t(1) << 30) ? (int64_t(1) << 30) : rows));
-}
-
-template <bool Max, typename C>
-__device__ C block_reduce(C v, C* scratch) {
-  scratch[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s /= 2) {
-    if (int(threadIdx.x) < s) {
-      const C o = scratch[threadIdx.x + s];
-      scratch[threadIdx.x] =
-          Max ? (o > scratch[threadIdx.x] ? o : scratch[threadIdx.x]) : scratch[threadIdx.x] + o;
-    }
-    __syncthreads();
-  }
-  const C result = scratch[0];
-  __syncthreads();
-  return result;
-}
 
 // words[0]: rows not ignored; words[1]: smallest row with an invalid target (starts at ~0).
 template <typename T>

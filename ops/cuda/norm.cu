@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ops/cuda/launchers.h"
+#include "ops/cuda/row_launch.cuh"
 #include "runtime/cuda/device_types.cuh"
 
 namespace libai::ops::cuda {
@@ -14,18 +15,6 @@ using libai::cuda::blocks_for;
 using libai::cuda::compute_type;
 using libai::cuda::load;
 using libai::cuda::store;
-
-constexpr int kMaxThreads = 256;
-
-int threads_for(int64_t cols) {
-  int t = 32;
-  while (t < kMaxThreads && t < cols) t *= 2;
-  return t;
-}
-
-unsigned grid_for(int64_t rows) {
-  return unsigned(rows < 1 ? 1 : (rows > (int64_t(1) << 30) ? (int64_t(1) << 30) : rows));
-}
 
 // Sums v over the block; every thread gets the result.
 template <typename C>

@@ -2,6 +2,7 @@
 // reduced elements and combine through shared memory. Sums accumulate in the compute type
 // (f64 for f64, else f32); the max keeps the first arg-max, and NaN wins, as on the CPU.
 #include "ops/cuda/launchers.h"
+#include "ops/cuda/row_launch.cuh"
 #include "runtime/cuda/device_types.cuh"
 
 namespace libai::ops::cuda {
@@ -11,18 +12,6 @@ using libai::cuda::compute_type;
 using libai::cuda::load;
 using libai::cuda::offsets;
 using libai::cuda::store;
-
-constexpr int kMaxThreads = 256;
-
-int threads_for(int64_t reduced) {
-  int t = 32;
-  while (t < kMaxThreads && t < reduced) t *= 2;
-  return t;
-}
-
-unsigned grid_for(int64_t outputs) {
-  return unsigned(outputs < 1 ? 1 : (outputs > (int64_t(1) << 30) ? (int64_t(1) << 30) : outputs));
-}
 
 template <typename T>
 __global__ void reduce_sum_kernel(T* out, const T* x, StridedLayout<2> kept,

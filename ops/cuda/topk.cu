@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "ops/cuda/launchers.h"
+#include "ops/cuda/row_launch.cuh"
 #include "runtime/cuda/device_types.cuh"
 
 namespace libai::ops::cuda {
@@ -14,18 +15,6 @@ namespace {
 
 using libai::cuda::blocks_for;
 using libai::cuda::load;
-
-constexpr int kMaxThreads = 256;
-
-int threads_for(int64_t cols) {
-  int t = 32;
-  while (t < kMaxThreads && t < cols) t *= 2;
-  return t;
-}
-
-unsigned grid_for(int64_t rows) {
-  return unsigned(rows < 1 ? 1 : (rows > (int64_t(1) << 30) ? (int64_t(1) << 30) : rows));
-}
 
 template <typename T>
 __device__ __forceinline__ auto value_of(T v) {
