@@ -10,7 +10,7 @@ const std::vector<Command>& commands() {
       {"run", "train or serve a job config on this node (run it on every node)",
        setup_not_implemented},
       {"generate", "generate text from a model", setup_not_implemented},
-      {"plan", "print the parallel plan of a job config", setup_not_implemented},
+      {"plan", "print the pipeline plan of a job config (split, timeline, step time)", setup_plan},
       {"convert", "convert a checkpoint between Hugging Face and libai layouts",
        setup_not_implemented},
       {"bench", "measure ops, layers and devices", setup_not_implemented},

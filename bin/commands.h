@@ -42,6 +42,7 @@ const std::vector<Command>& commands();
 int run_cli(int argc, char** argv);
 
 CommandAction setup_config(CLI::App& command);
+CommandAction setup_plan(CLI::App& command);
 // Accepts any arguments, prints "libai-actor <name>: not implemented yet in this build".
 CommandAction setup_not_implemented(CLI::App& command);
 

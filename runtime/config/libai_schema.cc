@@ -21,7 +21,12 @@ Schema train_schema() {
                Schema::list_of(count_at_least(0))
                    .nullable()
                    .doc("stage of each layer, e.g. [0,0,1,1]; null: chosen by `balance`"))
-          .key("balance", Schema::one_of({"uniform", "measured", "memory"}));
+          .key("balance", Schema::one_of({"uniform", "measured", "memory"}))
+          .key("device_speed",
+               Schema::list_of(Schema::floating().greater_than(0))
+                   .nullable()
+                   .doc("what-if planning: relative speed of each stage's device, e.g. [1, 4]; "
+                        "null: as measured when nodes join (or all equal)"));
   Schema checkpointer =
       Schema::map().key("period", count_at_least(1)).key("max_to_keep", count_at_least(1));
   Schema amp =

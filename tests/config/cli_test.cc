@@ -97,8 +97,8 @@ TEST_F(Cli, MissingArgumentIsAUsageError) {
 }
 
 TEST_F(Cli, UnimplementedCommandsExitThree) {
-  for (const char* name : {"run", "generate", "plan", "convert", "bench", "embed", "fill-mask",
-                           "classify", "forward"}) {
+  for (const char* name :
+       {"run", "generate", "convert", "bench", "embed", "fill-mask", "classify", "forward"}) {
     const Result r = run(std::string(name) + " --model x");
     EXPECT_EQ(r.exit_code, 3) << name;
     EXPECT_EQ(r.err, "libai-actor " + std::string(name) + ": not implemented yet in this build\n");
@@ -142,6 +142,37 @@ TEST_F(Cli, BadOverrideValueIsAnError) {
   EXPECT_NE(r.err.find("libai-actor: error: <command line>: key 'train.amp.dtype'"),
             std::string::npos)
       << r.err;
+}
+
+// `plan` is schedule/ seen from the command line: the balanced split gives the 4x faster
+// device 10 of 12 layers and beats the uniform split's step time (values from the pure
+// planner's closed forms: 1F1B over 8 micro-batches, forward 1 unit per layer at speed 1).
+TEST_F(Cli, PlanBalancesAMixedPipeline) {
+  const std::string base = "plan '" + kDefault +
+                           "' train.dist.pipeline_parallel_size=2 train.dist.pipeline_num_layers=12"
+                           " train.num_accumulation_steps=8 'train.dist.device_speed=[1,4]'";
+  const Result balanced = run(base + " train.dist.balance=measured");
+  ASSERT_EQ(balanced.exit_code, 0) << balanced.err;
+  EXPECT_NE(balanced.out.find("stage 1: layers 2-11 (10)"), std::string::npos) << balanced.out;
+  EXPECT_NE(balanced.out.find("step time 66.00 units"), std::string::npos) << balanced.out;
+  const Result uniform = run(base);
+  ASSERT_EQ(uniform.exit_code, 0) << uniform.err;
+  EXPECT_NE(uniform.out.find("stage 1: layers 6-11 (6)"), std::string::npos) << uniform.out;
+  EXPECT_NE(uniform.out.find("step time 144.00 units"), std::string::npos) << uniform.out;
+}
+
+TEST_F(Cli, PlanErrorsNameTheKey) {
+  const Result no_layers = run("plan '" + kDefault + "' train.dist.pipeline_parallel_size=2");
+  EXPECT_EQ(no_layers.exit_code, 1);
+  EXPECT_NE(no_layers.err.find("train.dist.pipeline_num_layers is null"), std::string::npos)
+      << no_layers.err;
+  const Result bad_split =
+      run("plan '" + kDefault +
+          "' train.dist.pipeline_parallel_size=2 train.dist.pipeline_num_layers=4"
+          " 'train.dist.custom_pipeline_stage_id=[0,1,0,1]'");
+  EXPECT_EQ(bad_split.exit_code, 1);
+  EXPECT_NE(bad_split.err.find("custom_pipeline_stage_id[2] = 0"), std::string::npos)
+      << bad_split.err;
 }
 
 }  // namespace
