@@ -20,16 +20,12 @@ struct BpeOptions {
   bool fuse_unk = false, byte_fallback = false, ignore_merges = false;
 };
 
-class Bpe : public Model {
+class Bpe : public VocabModel {
  public:
   Bpe(std::vector<std::pair<std::string, int32_t>> vocab,
       const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options,
       const JsonPlace& place)
-      : options_(std::move(options)) {
-    for (auto& [token, id] : vocab) {
-      id_to_token_[id] = token;
-      vocab_.emplace(std::move(token), id);
-    }
+      : VocabModel(std::move(vocab)), options_(std::move(options)) {
     const size_t prefix = options_.continuing_subword_prefix.size();
     for (size_t rank = 0; rank < merges.size(); ++rank) {
       const auto& [a, b] = merges[rank];
@@ -100,18 +96,6 @@ class Bpe : public Model {
     for (auto& s : symbols) out.push_back({s.id, std::move(s.text)});
   }
 
-  std::optional<int32_t> token_to_id(std::string_view token) const override {
-    auto it = vocab_.find(std::string(token));
-    if (it == vocab_.end()) return std::nullopt;
-    return it->second;
-  }
-  std::optional<std::string> id_to_token(int32_t id) const override {
-    auto it = id_to_token_.find(id);
-    if (it == id_to_token_.end()) return std::nullopt;
-    return it->second;
-  }
-  size_t vocab_size() const override { return vocab_.size(); }
-
  private:
   template <typename Symbols>
   bool push_bytes(const std::string& text, Symbols& symbols) const {
@@ -129,8 +113,6 @@ class Bpe : public Model {
 
   BpeOptions options_;
   std::string unk_error_;  // set when the unknown token is missing; raised when first needed
-  std::unordered_map<std::string, int32_t> vocab_;
-  std::unordered_map<int32_t, std::string> id_to_token_;
   std::unordered_map<uint64_t, std::pair<uint32_t, int32_t>> merges_;  // -> (rank, merged id)
 };
 

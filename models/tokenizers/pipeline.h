@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -59,6 +60,33 @@ class Model {
   virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;
   virtual std::optional<std::string> id_to_token(int32_t id) const = 0;
   virtual size_t vocab_size() const = 0;
+};
+
+// A model over a token <-> id vocabulary (BPE, WordPiece): the lookups every such model
+// answers the same way.
+class VocabModel : public Model {
+ public:
+  explicit VocabModel(std::vector<std::pair<std::string, int32_t>> vocab) {
+    for (auto& [token, id] : vocab) {
+      id_to_token_[id] = token;
+      vocab_.emplace(std::move(token), id);
+    }
+  }
+  std::optional<int32_t> token_to_id(std::string_view token) const override {
+    auto it = vocab_.find(std::string(token));
+    if (it == vocab_.end()) return std::nullopt;
+    return it->second;
+  }
+  std::optional<std::string> id_to_token(int32_t id) const override {
+    auto it = id_to_token_.find(id);
+    if (it == id_to_token_.end()) return std::nullopt;
+    return it->second;
+  }
+  size_t vocab_size() const override { return vocab_.size(); }
+
+ protected:
+  std::unordered_map<std::string, int32_t> vocab_;
+  std::unordered_map<int32_t, std::string> id_to_token_;
 };
 
 class PostProcessor {

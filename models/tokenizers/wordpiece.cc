@@ -9,15 +9,14 @@
 namespace libai::tokenizers {
 namespace {
 
-class WordPiece : public Model {
+class WordPiece : public VocabModel {
  public:
   WordPiece(std::vector<std::pair<std::string, int32_t>> vocab, std::string unk_token,
             std::string prefix, size_t max_chars, const std::string& where)
-      : unk_token_(std::move(unk_token)), prefix_(std::move(prefix)), max_chars_(max_chars) {
-    for (auto& [token, id] : vocab) {
-      id_to_token_[id] = token;
-      vocab_.emplace(std::move(token), id);
-    }
+      : VocabModel(std::move(vocab)),
+        unk_token_(std::move(unk_token)),
+        prefix_(std::move(prefix)),
+        max_chars_(max_chars) {
     auto it = vocab_.find(unk_token_);
     LIBAI_CHECK_KIND(CorruptInput, it != vocab_.end(), where, ": WordPiece unk_token '", unk_token_,
                      "' is not in the vocabulary");
@@ -53,24 +52,10 @@ class WordPiece : public Model {
     out.insert(out.end(), pieces.begin(), pieces.end());
   }
 
-  std::optional<int32_t> token_to_id(std::string_view token) const override {
-    auto it = vocab_.find(std::string(token));
-    if (it == vocab_.end()) return std::nullopt;
-    return it->second;
-  }
-  std::optional<std::string> id_to_token(int32_t id) const override {
-    auto it = id_to_token_.find(id);
-    if (it == id_to_token_.end()) return std::nullopt;
-    return it->second;
-  }
-  size_t vocab_size() const override { return vocab_.size(); }
-
  private:
   std::string unk_token_, prefix_;
   size_t max_chars_;
   int32_t unk_id_ = 0;
-  std::unordered_map<std::string, int32_t> vocab_;
-  std::unordered_map<int32_t, std::string> id_to_token_;
 };
 
 }  // namespace

@@ -12,6 +12,7 @@ namespace {
 using libai::cuda::blocks_for;
 using libai::cuda::load;
 using libai::cuda::offsets;
+using libai::cuda::value_of;
 
 constexpr int kThreads = 256;
 
@@ -25,14 +26,6 @@ __global__ void where_kernel(W* out, const uint8_t* cond, const W* a, const W* b
     offsets<4>(layout, i, off);
     out[off[0]] = cond[off[1]] ? a[off[2]] : b[off[3]];
   }
-}
-
-template <typename T>
-__device__ __forceinline__ auto value_of(T v) {
-  if constexpr (std::is_integral_v<T>)
-    return v;
-  else
-    return load(v);
 }
 
 // op: ops::CompareOp's value (eq, ne, lt, gt, le, ge); strides: [0] out, [1] a, [2] b.

@@ -15,14 +15,7 @@ namespace {
 
 using libai::cuda::blocks_for;
 using libai::cuda::load;
-
-template <typename T>
-__device__ __forceinline__ auto value_of(T v) {
-  if constexpr (std::is_integral_v<T>)
-    return v;
-  else
-    return load(v);
-}
+using libai::cuda::value_of;
 
 template <typename V>
 __device__ __forceinline__ bool nan_of(V v) {

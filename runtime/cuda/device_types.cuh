@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace libai::cuda {
 
@@ -42,6 +43,15 @@ __device__ __forceinline__ __nv_bfloat16 store<__nv_bfloat16>(float v) {
 template <>
 __device__ __forceinline__ __half store<__half>(float v) {
   return __float2half_rn(v);
+}
+
+// The value to compare: integers as they are, floating types as their compute type.
+template <typename T>
+__device__ __forceinline__ auto value_of(T v) {
+  if constexpr (std::is_integral_v<T>)
+    return v;
+  else
+    return load(v);
 }
 
 // The DType codes of runtime/dtype.h for the floating types (checked by a static_assert in
