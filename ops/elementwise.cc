@@ -21,9 +21,6 @@ Tensor affine(const Tensor& x, double factor, double offset) {
   return out;
 }
 
-// The gradient contribution of an input, summed down to its shape; none if not needed.
-Tensor grad_for(const Tensor& input, const Tensor& g) { return sum_to(g, input.shape()); }
-
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
@@ -46,8 +43,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary(BinaryOp::mul, a, b, "mul");
   Tensor ad = a.detach(), bd = b.detach();
   return autograd::record(out, "mul", {a, b}, [ad, bd](const Tensor& g) {
-    return std::vector<Tensor>{grad_for(ad, binary(BinaryOp::mul, g, bd, "mul")),
-                               grad_for(bd, binary(BinaryOp::mul, g, ad, "mul"))};
+    return std::vector<Tensor>{sum_to(binary(BinaryOp::mul, g, bd, "mul"), ad.shape()),
+                               sum_to(binary(BinaryOp::mul, g, ad, "mul"), bd.shape())};
   });
 }
 
@@ -58,7 +55,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
     Tensor ga = binary(BinaryOp::div, g, bd, "div");
     // d(a/b)/db = -(a/b)/b
     Tensor gb = affine(binary(BinaryOp::mul, ga, od, "mul"), -1.0, 0.0);
-    return std::vector<Tensor>{grad_for(ad, ga), grad_for(bd, gb)};
+    return std::vector<Tensor>{sum_to(ga, ad.shape()), sum_to(gb, bd.shape())};
   });
 }
 

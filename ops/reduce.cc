@@ -105,16 +105,11 @@ std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
 }
 
 Tensor max_all(const Tensor& x) {
-  Tensor flat = x.is_contiguous() ? x : x.clone_raw();
   LIBAI_CHECK(x.numel() > 0, "max_all: empty tensor");
-  // Through a differentiable reshape-free path: max over the last dim of a [1, n] view.
-  Tensor view = flat.as_strided({x.numel()}, {1}, flat.offset());
-  if (autograd::needs_grad({x})) {
-    Tensor shaped = x;  // keep the graph: reduce dims one by one
-    while (shaped.dim() > 0) shaped = max(shaped, -1).first;
-    return shaped;
-  }
-  return max(view, 0).first;
+  // One dim at a time: each max records its own backward, so the graph stays intact.
+  Tensor out = x;
+  while (out.dim() > 0) out = max(out, -1).first;
+  return out;
 }
 
 }  // namespace libai::ops

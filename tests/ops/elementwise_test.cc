@@ -1,5 +1,7 @@
 #include "ops/elementwise.h"
 
+#include <algorithm>
+
 #include "ops/reduce.h"
 #include "tests/ops/gradcheck.h"
 
@@ -76,6 +78,9 @@ TEST(Reduce, SumMeanMaxForwardAndBackward) {
   gradcheck([](const std::vector<Tensor>& in) { return ops::mean(in[0], {-1}); }, {x});
   gradcheck([](const std::vector<Tensor>& in) { return ops::max(in[0], 1).first; }, {x});
   gradcheck([](const std::vector<Tensor>& in) { return ops::sum_all(in[0]); }, {x});
+  EXPECT_EQ(ops::max_all(x).item<double>(), *std::max_element(v.begin(), v.end()));
+  gradcheck([](const std::vector<Tensor>& in) { return ops::max_all(in[0]); }, {x});
+  EXPECT_THROW(ops::max_all(Tensor::zeros({0, 3}, DType::f64)), InvalidArgument);
 }
 
 TEST(Autograd, AccumulatesAcrossUsesAndCallsHooksOnce) {
