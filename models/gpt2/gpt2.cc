@@ -1,0 +1,149 @@
+#include "models/gpt2/gpt2.h"
+
+#include "models/causal_lm.h"
+#include "models/layers/transformer_layer.h"
+#include "ops/ops.h"
+
+namespace libai::models {
+
+namespace {
+
+struct Gpt2Config {
+  int64_t vocab = 0, positions = 0, hidden = 0, layers = 0, heads = 0, inner = 0;
+  Activation activation = Activation::gelu_tanh;
+  double eps = 1e-5;
+  int64_t eos = -1;
+
+  explicit Gpt2Config(const HfConfig& c) {
+    vocab = c.require_int("vocab_size");
+    positions = c.get_int("n_positions", 1024);
+    hidden = c.get_int("n_embd", 768);
+    layers = c.get_int("n_layer", 12);
+    heads = c.get_int("n_head", 12);
+    inner = c.get_int("n_inner", 4 * hidden);
+    activation = parse_activation(c.get_string("activation_function", "gelu_new"),
+                                  c.path() + ": activation_function");
+    eps = c.get_double("layer_norm_epsilon", 1e-5);
+    auto eos_ids = c.get_int_list("eos_token_id");
+    eos = eos_ids.empty() ? -1 : eos_ids[0];
+    LIBAI_CHECK_KIND(Unsupported, !c.get_bool("scale_attn_by_inverse_layer_idx", false), c.path(),
+                     ": scale_attn_by_inverse_layer_idx is not supported");
+    LIBAI_CHECK_KIND(Unsupported, c.get_bool("scale_attn_weights", true), c.path(),
+                     ": scale_attn_weights = false is not supported");
+    LIBAI_CHECK_KIND(CorruptInput, hidden % heads == 0, c.path(), ": n_embd ", hidden,
+                     " is not divisible by n_head ", heads);
+  }
+};
+
+class Gpt2 : public Model, public generation::GenerativeModel {
+ public:
+  Gpt2(const HfConfig& hf, const LayerContext& ctx) : Model(hf), c_(hf) {
+    wte_ = &add_module("embed", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden));
+    wpe_ = &add_module("positions", std::make_unique<Embedding>(ctx, c_.positions, c_.hidden));
+    TransformerLayerConfig layer;
+    layer.attention = {.hidden = c_.hidden, .heads = c_.heads};
+    layer.mlp = {.hidden = c_.hidden, .intermediate = c_.inner, .activation = c_.activation};
+    layer.pre_norm = true;
+    layer.norm_eps = c_.eps;
+    for (int64_t i = 0; i < c_.layers; ++i)
+      layers_.push_back(&add_module("layers." + std::to_string(i),
+                                    std::make_unique<TransformerLayer>(ctx, layer)));
+    ln_f_ = &add_module("final_norm",
+                        std::make_unique<Norm>(ctx, ops::NormKind::layer, c_.hidden, c_.eps));
+    build_weight_map();
+  }
+
+  // ids, positions [batch, seq]; keep [batch, kv_len] or undefined -> [batch, seq, hidden]
+  Tensor hidden_states(const Tensor& ids, const Tensor& positions, const Tensor& keep,
+                       std::vector<LayerCache>* caches, std::vector<Tensor>* all = nullptr) {
+    Tensor h = wte_->forward(ids) + wpe_->forward(positions);
+    LayerInputs in;
+    in.self.causal = true;
+    in.self.key_padding_mask = keep;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      if (all) all->push_back(h);
+      h = layers_[i]->forward(h, in, caches ? &(*caches)[i] : nullptr);
+    }
+    h = ln_f_->forward(h);
+    if (all) all->push_back(h);
+    return h;
+  }
+
+  Tensor logits(const Tensor& h) { return ops::linear(h, wte_->weight()); }
+
+  TensorMap forward(const TensorMap& inputs) override {
+    const Tensor& ids = require_input(inputs, "input_ids", "gpt2");
+    LIBAI_CHECK(ids.dim() == 2, "gpt2: input_ids should be [batch, seq], got ", shape_str(ids.shape()));
+    Tensor positions = optional_input(inputs, "position_ids");
+    if (!positions.defined())
+      positions = ops::expand(ops::unsqueeze(Tensor::arange(ids.size(1)), 0), ids.shape());
+    Tensor mask = optional_input(inputs, "attention_mask");
+    Tensor keep = mask.defined() ? ops::ne(mask, Tensor::zeros({}, mask.dtype())) : Tensor();
+    std::vector<Tensor> all;
+    Tensor h = hidden_states(ids, positions, keep, nullptr, &all);
+    TensorMap out{{"logits", logits(h)}, {"last_hidden_state", h}};
+    for (size_t i = 0; i < all.size(); ++i) out["hidden_states." + std::to_string(i)] = all[i];
+    return out;
+  }
+
+  std::unique_ptr<generation::DecodeSession> start(
+      const std::vector<std::vector<int64_t>>& prompts) override {
+    for (const auto& p : prompts)
+      for (int64_t id : p)
+        LIBAI_CHECK(id >= 0 && id < c_.vocab, "gpt2: token id ", id, " outside the vocabulary of ", c_.vocab);
+    return std::make_unique<CausalLmSession>(
+        prompts, c_.eos < 0 ? 0 : c_.eos, c_.layers, [this](const CausalStep& s) {
+          LIBAI_CHECK(s.keep.size(1) <= c_.positions, "gpt2: sequence of ", s.keep.size(1),
+                      " tokens exceeds n_positions ", c_.positions);
+          Tensor h = hidden_states(s.ids, s.positions, s.keep, s.caches);
+          return logits(ops::select(h, 1, -1));  // [batch, vocab]
+        });
+  }
+  bool is_encoder_decoder() const override { return false; }
+  int64_t vocab_size() const override { return c_.vocab; }
+  generation::GenerativeModel* generative() override { return this; }
+  Task task() const override { return Task::causal_lm; }
+  const WeightMap& weight_map() const override { return map_; }
+
+ private:
+  void build_weight_map() {
+    map_.source_prefixes = {"transformer.", ""};
+    map_.add("embed.weight", "wte.weight");
+    map_.add("positions.weight", "wpe.weight");
+    for (int64_t i = 0; i < c_.layers; ++i) {
+      const std::string ours = "layers." + std::to_string(i) + ".", hf = "h." + std::to_string(i) + ".";
+      map_.add(ours + "attention_norm.weight", hf + "ln_1.weight");
+      map_.add(ours + "attention_norm.bias", hf + "ln_1.bias");
+      map_.add_heads(ours + "attention.qkv.weight", {hf + "attn.c_attn.weight"}, 3, c_.heads, true);
+      map_.add_heads(ours + "attention.qkv.bias", {hf + "attn.c_attn.bias"}, 3, c_.heads);
+      map_.add_transposed(ours + "attention.out.weight", hf + "attn.c_proj.weight");
+      map_.add(ours + "attention.out.bias", hf + "attn.c_proj.bias");
+      map_.add(ours + "mlp_norm.weight", hf + "ln_2.weight");
+      map_.add(ours + "mlp_norm.bias", hf + "ln_2.bias");
+      map_.add_transposed(ours + "mlp.up.weight", hf + "mlp.c_fc.weight");
+      map_.add(ours + "mlp.up.bias", hf + "mlp.c_fc.bias");
+      map_.add_transposed(ours + "mlp.down.weight", hf + "mlp.c_proj.weight");
+      map_.add(ours + "mlp.down.bias", hf + "mlp.c_proj.bias");
+    }
+    map_.add("final_norm.weight", "ln_f.weight");
+    map_.add("final_norm.bias", "ln_f.bias");
+    map_.ignore("attn.bias");
+    map_.ignore("attn.masked_bias");
+    map_.ignore("lm_head.weight");  // tied to wte
+  }
+
+  Gpt2Config c_;
+  Embedding* wte_ = nullptr;
+  Embedding* wpe_ = nullptr;
+  std::vector<TransformerLayer*> layers_;
+  Norm* ln_f_ = nullptr;
+  WeightMap map_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_gpt2_lm(const HfConfig& config, const LayerContext& ctx) {
+  return std::make_unique<Gpt2>(config, ctx);
+}
+
+}  // namespace libai::models

@@ -1,0 +1,113 @@
+#include "models/layers/attention.h"
+
+#include <algorithm>
+
+#include "ops/ops.h"
+
+namespace libai::models {
+
+namespace {
+
+AttentionConfig resolved(AttentionConfig c) {
+  LIBAI_CHECK(c.hidden > 0 && c.heads > 0, "attention: hidden (", c.hidden, ") and heads (",
+              c.heads, ") must be positive");
+  if (c.head_dim == 0) {
+    LIBAI_CHECK(c.hidden % c.heads == 0, "attention: hidden size ", c.hidden,
+                " is not divisible by the number of heads ", c.heads);
+    c.head_dim = c.hidden / c.heads;
+  }
+  return c;
+}
+
+// [batch, seq, heads * parts * d] -> `parts` views [batch, heads, seq, d] (Note [Fused q/k/v
+// by head]).
+std::vector<Tensor> split_heads(const Tensor& y, int64_t heads, int64_t parts, int64_t d) {
+  Tensor v = ops::view(y, {y.size(0), y.size(1), heads, parts, d});
+  std::vector<Tensor> out;
+  for (int64_t p = 0; p < parts; ++p) out.push_back(ops::transpose(ops::select(v, 3, p), 1, 2));
+  return out;
+}
+
+}  // namespace
+
+void KVCache::append(const Tensor& k_new, const Tensor& v_new) {
+  const int64_t n = k_new.size(2);
+  if (!k_.defined() || length_ + n > k_.size(2)) {
+    const int64_t capacity = std::max<int64_t>(2 * (length_ + n), 16);
+    Shape shape = k_new.shape();
+    shape[2] = capacity;
+    Tensor k = Tensor::empty(shape, k_new.dtype(), k_new.device());
+    Tensor v = Tensor::empty(shape, v_new.dtype(), v_new.device());
+    if (length_ > 0) {
+      ops::slice(k, 2, 0, length_).copy_from(keys());
+      ops::slice(v, 2, 0, length_).copy_from(values());
+    }
+    k_ = k;
+    v_ = v;
+  }
+  ops::slice(k_, 2, length_, length_ + n).copy_from(k_new);
+  ops::slice(v_, 2, length_, length_ + n).copy_from(v_new);
+  length_ += n;
+}
+
+Tensor KVCache::keys() const { return ops::slice(k_, 2, 0, length_); }
+Tensor KVCache::values() const { return ops::slice(v_, 2, 0, length_); }
+
+void KVCache::select_rows(const Tensor& rows) {
+  if (!k_.defined()) return;
+  k_ = ops::index_select(k_, 0, rows);
+  v_ = ops::index_select(v_, 0, rows);
+}
+
+void KVCache::clear() {
+  k_ = Tensor();
+  v_ = Tensor();
+  length_ = 0;
+}
+
+Attention::Attention(const LayerContext& ctx, const AttentionConfig& config)
+    : config_(resolved(config)) {
+  const int64_t inner = config_.heads * config_.head_dim;
+  if (config_.cross) {
+    q_ = &add_module("q", std::make_unique<Linear>(ctx, config_.hidden, inner, config_.bias));
+    kv_ = &add_module("kv", std::make_unique<Linear>(ctx, config_.hidden, 2 * inner, config_.bias));
+  } else {
+    qkv_ = &add_module("qkv", std::make_unique<Linear>(ctx, config_.hidden, 3 * inner, config_.bias));
+  }
+  out_ = &add_module("out", std::make_unique<Linear>(ctx, inner, config_.hidden, config_.bias));
+}
+
+Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, KVCache* cache) const {
+  LIBAI_CHECK(x.dim() == 3 && x.size(2) == config_.hidden, "attention: expected input [batch, seq, ",
+              config_.hidden, "], got ", shape_str(x.shape()));
+  const int64_t heads = config_.heads, d = config_.head_dim;
+  Tensor q, k, v;  // [batch, heads, len, d]
+  if (!config_.cross) {
+    auto parts = split_heads(qkv_->forward(x), heads, 3, d);
+    q = parts[0], k = parts[1], v = parts[2];
+    if (cache) {
+      cache->append(k, v);
+      k = cache->keys(), v = cache->values();
+    }
+  } else {
+    q = split_heads(q_->forward(x), heads, 1, d)[0];
+    if (cache && !cache->empty()) {
+      k = cache->keys(), v = cache->values();
+    } else {
+      LIBAI_CHECK(in.memory.defined(), "cross-attention: no memory (encoder output) given");
+      auto parts = split_heads(kv_->forward(in.memory), heads, 2, d);
+      k = parts[0], v = parts[1];
+      if (cache) cache->append(k, v);
+    }
+  }
+  ops::AttentionOptions options;
+  options.causal = in.causal;
+  options.key_padding_mask = in.key_padding_mask;
+  options.attn_bias = in.bias;
+  options.scale = config_.scale;
+  Tensor o = ops::scaled_dot_product_attention(q, k, v, options);  // [batch, heads, seq, d]
+  o = ops::reshape(ops::transpose(o, 1, 2), {x.size(0), x.size(1), heads * d});
+  return out_->forward(o);
+}
+
+}  // namespace libai::models

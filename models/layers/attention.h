@@ -1,0 +1,74 @@
+// Multi-head attention: self or cross, causal and padding masks, an additive bias (T5's
+// relative positions), and a KV cache for decoding.
+//
+//   AttentionConfig cfg{.hidden = 768, .heads = 12};
+//   Attention attn(ctx, cfg);
+//   Tensor y = attn.forward(x, {.causal = true});                  // x, y: [batch, seq, hidden]
+//   KVCache cache;
+//   y = attn.forward(prompt, {.causal = true, .key_padding_mask = keep}, &cache);   // prefill
+//   y = attn.forward(next, {.causal = true, .key_padding_mask = keep2}, &cache);    // one token
+//
+// Note [Fused q/k/v by head]: self-attention projects q, k and v with one GEMM whose output
+// rows are ordered [head][q | k | v][head_dim], so that a tensor-parallel split of the rows
+// keeps each head's q, k and v together. Cross-attention projects q from x and [head][k | v]
+// from the memory. Loaders reorder checkpoints into this layout (fuse_qkv in weights.h).
+#pragma once
+
+#include <optional>
+
+#include "models/layers/linear.h"
+
+namespace libai::models {
+
+struct AttentionConfig {
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t head_dim = 0;  // 0: hidden / heads
+  bool bias = true;      // projection biases
+  bool cross = false;    // keys and values come from a memory (encoder output)
+  std::optional<double> scale;  // default 1 / sqrt(head_dim); T5 uses 1
+};
+
+// The keys and values of one attention layer seen so far: [batch, heads, length, head_dim]
+// views of buffers that grow by doubling, so appending a token copies only that token.
+class KVCache {
+ public:
+  // k_new, v_new: [batch, heads, n, head_dim]
+  void append(const Tensor& k_new, const Tensor& v_new);
+  Tensor keys() const;
+  Tensor values() const;
+  int64_t length() const { return length_; }
+  bool empty() const { return length_ == 0; }
+  // Row i of the batch becomes old row rows[i] (rows: 1-d i64).
+  void select_rows(const Tensor& rows);
+  void clear();
+
+ private:
+  Tensor k_, v_;  // [batch, heads, capacity, head_dim]
+  int64_t length_ = 0;
+};
+
+struct AttentionInputs {
+  bool causal = false;
+  Tensor key_padding_mask;  // [batch, kv_len] bool/u8, 1 = attend (kv_len counts cached keys)
+  Tensor bias;              // additive, broadcastable to [batch, heads, q_len, kv_len]
+  Tensor memory;            // cross-attention: [batch, mem_len, hidden]
+};
+
+class Attention : public Module {
+ public:
+  Attention(const LayerContext& ctx, const AttentionConfig& config);
+  // x [batch, seq, hidden] -> [batch, seq, hidden]. With a cache: self-attention appends
+  // this call's keys and values; cross-attention computes them from the memory once.
+  Tensor forward(const Tensor& x, const AttentionInputs& in, KVCache* cache = nullptr) const;
+  const AttentionConfig& config() const { return config_; }
+
+ private:
+  AttentionConfig config_;
+  Linear* qkv_ = nullptr;  // self: [heads * 3 * head_dim, hidden]
+  Linear* q_ = nullptr;    // cross: [heads * head_dim, hidden]
+  Linear* kv_ = nullptr;   // cross: [heads * 2 * head_dim, hidden]
+  Linear* out_ = nullptr;
+};
+
+}  // namespace libai::models

@@ -1,0 +1,32 @@
+// The feed-forward block: down(act(up(x))), or gated: down(act(gate(x)) * up(x)) (T5 v1.1,
+// MT5, Llama).
+//
+//   Mlp mlp(ctx, {.hidden = 768, .intermediate = 3072, .activation = Activation::gelu_tanh});
+//   Tensor y = mlp.forward(x);   // [..., 768] -> [..., 768]
+#pragma once
+
+#include "models/layers/linear.h"
+
+namespace libai::models {
+
+struct MlpConfig {
+  int64_t hidden = 0;
+  int64_t intermediate = 0;
+  Activation activation = Activation::gelu;
+  bool gated = false;
+  bool bias = true;
+};
+
+class Mlp : public Module {
+ public:
+  Mlp(const LayerContext& ctx, const MlpConfig& config);
+  Tensor forward(const Tensor& x) const;
+
+ private:
+  MlpConfig config_;
+  Linear* gate_ = nullptr;  // gated only: [intermediate, hidden], activated
+  Linear* up_ = nullptr;    // [intermediate, hidden]
+  Linear* down_ = nullptr;  // [hidden, intermediate]
+};
+
+}  // namespace libai::models

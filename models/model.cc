@@ -1,0 +1,61 @@
+#include "models/model.h"
+
+#include "models/registry.h"
+#include "runtime/logging.h"
+
+namespace libai::models {
+
+const char* task_name(Task task) {
+  switch (task) {
+    case Task::causal_lm: return "causal-lm";
+    case Task::masked_lm: return "masked-lm";
+    case Task::sequence_classification: return "sequence-classification";
+    case Task::encoder: return "encoder";
+    case Task::seq2seq_lm: return "seq2seq-lm";
+    case Task::image_classification: return "image-classification";
+  }
+  return "?";
+}
+
+const Tensor& require_input(const TensorMap& inputs, const std::string& name, const char* model) {
+  auto it = inputs.find(name);
+  LIBAI_CHECK(it != inputs.end() && it->second.defined(), model, ": input \"", name, "\" is required");
+  return it->second;
+}
+
+Tensor optional_input(const TensorMap& inputs, const std::string& name) {
+  auto it = inputs.find(name);
+  return it == inputs.end() ? Tensor() : it->second;
+}
+
+std::unique_ptr<Model> create_model(const HfConfig& config, const LayerContext& ctx) {
+  const std::string type = config.model_type(), arch = config.architecture();
+  LIBAI_CHECK_KIND(CorruptInput, !type.empty(), config.path(), ": \"model_type\" is missing");
+  const ModelEntry* fallback = nullptr;
+  std::string known;
+  for (const auto& e : model_registry()) {
+    if (e.model_type != type) continue;
+    if (!arch.empty() && e.architecture == arch) return e.make(config, ctx);
+    if (e.architecture.empty()) fallback = &e;
+    known += (known.empty() ? "" : ", ") + (e.architecture.empty() ? "(base)" : e.architecture);
+  }
+  LIBAI_CHECK_KIND(Unsupported, fallback || !known.empty(), config.path(), ": model_type \"", type,
+                   "\" is not supported");
+  LIBAI_CHECK_KIND(Unsupported, fallback, config.path(), ": architecture \"", arch,
+                   "\" of model_type \"", type, "\" is not supported (supported: ", known, ")");
+  if (!arch.empty())
+    logger("models")->warn("{}: architecture {} is not known; loading the {} base model",
+                           config.path(), arch, type);
+  return fallback->make(config, ctx);
+}
+
+std::unique_ptr<Model> load_model(const std::filesystem::path& folder, const LoadOptions& options) {
+  HfConfig config = HfConfig::load(folder);
+  LayerContext ctx{.device = options.device, .dtype = options.dtype};
+  auto model = create_model(config, ctx);
+  auto source = WeightSource::open(options.weights.empty() ? folder : options.weights, options.format);
+  load_parameters(*model, source, model->weight_map());
+  return model;
+}
+
+}  // namespace libai::models

@@ -1,0 +1,229 @@
+#include "models/weights.h"
+
+#include <map>
+#include <set>
+#include <variant>
+
+#include "ops/ops.h"
+#include "runtime/autograd.h"
+#include "runtime/checkpoint/torch_zip.h"
+#include "runtime/logging.h"
+
+namespace libai::models {
+
+namespace fs = std::filesystem;
+
+struct WeightSource::Impl {
+  std::string path;
+  std::variant<std::monostate, checkpoint::SafetensorsFile, checkpoint::ShardedSafetensors,
+               checkpoint::TorchCheckpoint>
+      file;
+  std::vector<std::string> names;
+};
+
+namespace {
+
+bool is_torch_file(const fs::path& p) {
+  const auto ext = p.extension().string();
+  return ext == ".bin" || ext == ".pt" || ext == ".pth";
+}
+
+}  // namespace
+
+WeightSource WeightSource::open(const fs::path& path, WeightFormat format) {
+  auto impl = std::make_shared<Impl>();
+  auto open_file = [&](const fs::path& file) {
+    impl->path = file.string();
+    if (is_torch_file(file)) {
+      auto ckpt = checkpoint::TorchCheckpoint::open(file.string());
+      impl->names = ckpt.names();
+      impl->file = std::move(ckpt);
+    } else {
+      auto st = checkpoint::SafetensorsFile::open(file.string());
+      impl->names = st.names();
+      impl->file = std::move(st);
+    }
+  };
+  LIBAI_CHECK_KIND(NotFound, fs::exists(path), "model weights: ", path.string(), " does not exist");
+  if (!fs::is_directory(path)) {
+    open_file(path);
+  } else {
+    const bool st = format != WeightFormat::torch, pt = format != WeightFormat::safetensors;
+    if (st && fs::exists(path / "model.safetensors")) {
+      open_file(path / "model.safetensors");
+    } else if (st && fs::exists(path / "model.safetensors.index.json")) {
+      auto sharded = checkpoint::load_index(path.string());
+      impl->path = (path / "model.safetensors.index.json").string();
+      impl->names = sharded.names();
+      impl->file = std::move(sharded);
+    } else if (pt && fs::exists(path / "pytorch_model.bin")) {
+      open_file(path / "pytorch_model.bin");
+    } else {
+      LIBAI_CHECK_KIND(NotFound, false, "model weights: ", path.string(), " has no ",
+                       st ? "model.safetensors, model.safetensors.index.json" : "",
+                       st && pt ? " or " : "", pt ? "pytorch_model.bin" : "");
+    }
+  }
+  WeightSource source;
+  source.impl_ = std::move(impl);
+  return source;
+}
+
+const std::vector<std::string>& WeightSource::names() const { return impl_->names; }
+
+bool WeightSource::contains(const std::string& name) const {
+  return std::visit(
+      [&](const auto& f) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(f)>, std::monostate>) return false;
+        else return f.contains(name);
+      },
+      impl_->file);
+}
+
+Tensor WeightSource::get(const std::string& name) const {
+  return std::visit(
+      [&](const auto& f) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(f)>, std::monostate>) return Tensor();
+        else return f.tensor(name);
+      },
+      impl_->file);
+}
+
+const std::string& WeightSource::path() const { return impl_->path; }
+
+void WeightMap::add(std::string parameter, std::string source) {
+  rules.push_back({std::move(parameter), {std::move(source)}});
+}
+
+void WeightMap::add_transposed(std::string parameter, std::string source) {
+  rules.push_back({std::move(parameter), {std::move(source)}, true});
+}
+
+void WeightMap::add_heads(std::string parameter, std::vector<std::string> sources, int64_t parts,
+                          int64_t heads, bool transpose) {
+  rules.push_back({std::move(parameter), std::move(sources), transpose, heads, parts});
+}
+
+void WeightMap::ignore(std::string suffix) { ignored.push_back(std::move(suffix)); }
+
+namespace {
+
+// [parts * heads * d, rest...] <-> [heads * parts * d, rest...]
+Tensor swap_blocks(const Tensor& t, int64_t outer, int64_t inner) {
+  Shape shape = t.shape();
+  const int64_t rows = shape[0];
+  LIBAI_CHECK_KIND(CorruptInput, rows % (outer * inner) == 0, "tensor of shape ",
+                   shape_str(shape), " does not split into ", outer, " x ", inner, " blocks");
+  Shape split = {outer, inner, rows / (outer * inner)};
+  split.insert(split.end(), shape.begin() + 1, shape.end());
+  std::vector<int64_t> perm(split.size());
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = int64_t(i);
+  std::swap(perm[0], perm[1]);
+  return ops::reshape(ops::contiguous(ops::permute(ops::reshape(t, split), perm)), shape);
+}
+
+Tensor make_parameter(const WeightRule& rule, const std::vector<Tensor>& sources) {
+  std::vector<Tensor> parts;
+  for (const Tensor& s : sources) parts.push_back(rule.transpose ? ops::transpose(s, 0, 1) : s);
+  Tensor t = parts.size() == 1 ? parts[0] : ops::cat(parts, 0);
+  if (rule.heads > 0) t = swap_blocks(t, rule.parts, rule.heads);
+  return t;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+LoadReport load_parameters(Module& module, const WeightSource& source, const WeightMap& map) {
+  autograd::NoGradGuard no_grad;
+  std::map<std::string, const WeightRule*> by_parameter;
+  for (const auto& rule : map.rules) by_parameter[rule.parameter] = &rule;
+  auto resolve = [&](const std::string& name) -> std::string {
+    for (const auto& prefix : map.source_prefixes)
+      if (source.contains(prefix + name)) return prefix + name;
+    return "";
+  };
+  std::vector<std::string> problems;
+  std::set<std::string> used;
+  LoadReport report;
+  for (auto& [name, param] : module.named_parameters()) {
+    auto it = by_parameter.find(name);
+    if (it == by_parameter.end()) {
+      problems.push_back(str_cat("no rule for parameter ", name));
+      continue;
+    }
+    std::vector<Tensor> tensors;
+    for (const auto& s : it->second->sources) {
+      std::string found = resolve(s);
+      if (found.empty()) {
+        problems.push_back(str_cat("missing ", s, " (for ", name, " ", shape_str(param->shape()), ")"));
+        continue;
+      }
+      used.insert(found);
+      tensors.push_back(source.get(found));
+    }
+    if (tensors.size() != it->second->sources.size()) continue;
+    std::string shapes;
+    for (size_t i = 0; i < tensors.size(); ++i)
+      shapes += str_cat(i ? ", " : "", it->second->sources[i], " ", shape_str(tensors[i].shape()));
+    Tensor value;
+    try {
+      value = make_parameter(*it->second, tensors);
+    } catch (const Error&) {
+      value = Tensor();
+    }
+    if (!value.defined() || value.shape() != param->shape()) {
+      problems.push_back(str_cat("shape mismatch for ", name, ": expected ", shape_str(param->shape()),
+                                 ", checkpoint has ", shapes));
+      continue;
+    }
+    param->copy_from(value);
+    ++report.loaded;
+  }
+  if (!problems.empty()) {
+    std::string message = str_cat("cannot load ", source.path(), ": ", problems.size(), " problem",
+                                  problems.size() > 1 ? "s" : "", ":");
+    for (const auto& p : problems) message += "\n  " + p;
+    throw Error(ErrorKind::corrupt_input, message);
+  }
+  for (const auto& name : source.names()) {
+    if (used.count(name)) continue;
+    bool skip = false;
+    for (const auto& suffix : map.ignored) skip = skip || ends_with(name, suffix);
+    if (!skip) report.unexpected.push_back(name);
+  }
+  if (!report.unexpected.empty()) {
+    std::string list;
+    for (size_t i = 0; i < report.unexpected.size() && i < 8; ++i)
+      list += str_cat(i ? ", " : "", report.unexpected[i]);
+    logger("models")->warn("{}: {} unused tensor(s) in the checkpoint: {}{}", source.path(),
+                           report.unexpected.size(), list, report.unexpected.size() > 8 ? ", ..." : "");
+  }
+  return report;
+}
+
+checkpoint::NamedTensors export_parameters(Module& module, const WeightMap& map) {
+  autograd::NoGradGuard no_grad;
+  std::map<std::string, const WeightRule*> by_parameter;
+  for (const auto& rule : map.rules) by_parameter[rule.parameter] = &rule;
+  const std::string prefix = map.source_prefixes.empty() ? "" : map.source_prefixes[0];
+  checkpoint::NamedTensors out;
+  for (auto& [name, param] : module.named_parameters()) {
+    auto it = by_parameter.find(name);
+    LIBAI_CHECK(it != by_parameter.end(), "export: no rule for parameter ", name);
+    const WeightRule& rule = *it->second;
+    Tensor t = param->detach();
+    if (rule.heads > 0) t = swap_blocks(t, rule.heads, rule.parts);
+    auto pieces = rule.sources.size() == 1 ? std::vector<Tensor>{t}
+                                           : ops::chunk(t, int64_t(rule.sources.size()), 0);
+    for (size_t i = 0; i < rule.sources.size(); ++i) {
+      Tensor p = rule.transpose ? ops::transpose(pieces[i], 0, 1) : pieces[i];
+      out.emplace_back(prefix + rule.sources[i], ops::contiguous(p).clone_raw());
+    }
+  }
+  return out;
+}
+
+}  // namespace libai::models

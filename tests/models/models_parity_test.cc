@@ -1,0 +1,123 @@
+// GPT-2, BERT and RoBERTa against Hugging Face transformers: forward outputs of the fixtures
+// made by tools/make_fixtures.py (tiny random-weight models with awkward sizes), loaded from
+// safetensors and from pytorch_model.bin, and generation token ids (greedy, beam, penalties).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "models/generation/generate.h"
+#include "parity_util.h"
+#include "runtime/autograd.h"
+
+namespace libai::models {
+namespace {
+
+using testing::model_fixture;
+using testing::reference_of;
+
+const char* kInputs[] = {"input_ids", "attention_mask", "token_type_ids", "decoder_input_ids",
+                         "decoder_attention_mask", "pixel_values"};
+
+TensorMap reference_inputs(const checkpoint::SafetensorsFile& ref) {
+  TensorMap inputs;
+  for (const char* name : kInputs)
+    if (ref.contains(name)) inputs[name] = ref.tensor(name);
+  return inputs;
+}
+
+struct ForwardCase {
+  std::string folder, reference;
+  WeightFormat format;
+  DType dtype;
+  double tolerance;
+};
+
+std::string case_name(const ::testing::TestParamInfo<ForwardCase>& info) {
+  const auto& c = info.param;
+  std::string format = c.format == WeightFormat::torch ? "torch" : "safetensors";
+  return c.folder + "_" + format + "_" + dtype_name(c.dtype);
+}
+
+class ForwardParity : public ::testing::TestWithParam<ForwardCase> {};
+
+TEST_P(ForwardParity, OutputsMatchTransformers) {
+  const auto& c = GetParam();
+  auto model = load_model(model_fixture(c.folder), {.dtype = c.dtype, .format = c.format});
+  auto ref = reference_of(c.reference);
+  autograd::NoGradGuard no_grad;
+  auto out = model->forward(reference_inputs(ref));
+  auto names = testing::output_names(ref);
+  ASSERT_FALSE(names.empty());
+  testing::expect_outputs_match(out, ref, names, c.tolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, ForwardParity,
+    ::testing::Values(ForwardCase{"gpt2", "gpt2", WeightFormat::safetensors, DType::f32, 1e-4},
+                      ForwardCase{"gpt2", "gpt2", WeightFormat::torch, DType::f32, 1e-4},
+                      ForwardCase{"gpt2_sharded", "gpt2", WeightFormat::any, DType::f32, 1e-4},
+                      ForwardCase{"gpt2_bf16", "gpt2_bf16", WeightFormat::any, DType::f32, 1e-4},
+                      ForwardCase{"gpt2", "gpt2", WeightFormat::any, DType::bf16, 1e-1},
+                      ForwardCase{"bert", "bert", WeightFormat::safetensors, DType::f32, 1e-4},
+                      ForwardCase{"bert", "bert", WeightFormat::torch, DType::f32, 1e-4},
+                      ForwardCase{"bert_cls", "bert_cls", WeightFormat::any, DType::f32, 1e-4},
+                      ForwardCase{"roberta", "roberta", WeightFormat::safetensors, DType::f32, 1e-4},
+                      ForwardCase{"roberta", "roberta", WeightFormat::torch, DType::f32, 1e-4},
+                      ForwardCase{"roberta_cls", "roberta_cls", WeightFormat::any, DType::f32, 1e-4}),
+    case_name);
+
+nlohmann::json reference_json(const std::string& folder) {
+  std::ifstream in(model_fixture(folder) / "reference.json");
+  return nlohmann::json::parse(in);
+}
+
+generation::GenerationConfig config_from(const nlohmann::json& kwargs) {
+  generation::GenerationConfig g;
+  g.max_new_tokens = kwargs.value("max_new_tokens", int64_t(20));
+  g.min_new_tokens = kwargs.value("min_new_tokens", int64_t(0));
+  g.num_beams = kwargs.value("num_beams", int64_t(1));
+  g.length_penalty = kwargs.value("length_penalty", 1.0);
+  g.early_stopping = kwargs.value("early_stopping", false);
+  g.num_return_sequences = kwargs.value("num_return_sequences", int64_t(1));
+  g.repetition_penalty = kwargs.value("repetition_penalty", 1.0);
+  g.no_repeat_ngram_size = kwargs.value("no_repeat_ngram_size", int64_t(0));
+  g.do_sample = kwargs.value("do_sample", false);
+  if (kwargs.contains("eos_token_id")) {
+    const auto& e = kwargs["eos_token_id"];
+    if (e.is_array())
+      for (const auto& x : e) g.eos_token_ids.push_back(x.get<int64_t>());
+    else
+      g.eos_token_ids.push_back(e.get<int64_t>());
+  }
+  if (kwargs.contains("pad_token_id")) g.pad_token_id = kwargs["pad_token_id"].get<int64_t>();
+  return g;
+}
+
+// Every generation case of a fixture's reference.json gives Hugging Face's token ids.
+void expect_generation_matches(const std::string& folder) {
+  auto model = load_model(model_fixture(folder));
+  auto* lm = model->generative();
+  ASSERT_NE(lm, nullptr);
+  const auto ref = reference_json(folder);
+  const auto& cases = ref.at("generation").at("cases");
+  ASSERT_FALSE(cases.empty());
+  for (const auto& c : cases) {
+    auto prompts = c.at("prompts").get<std::vector<std::vector<int64_t>>>();
+    auto expected = c.at("output").get<std::vector<std::vector<std::vector<int64_t>>>>();
+    auto results = generation::generate(*lm, prompts, config_from(c.at("kwargs")));
+    ASSERT_EQ(results.size(), expected.size()) << c["name"];
+    for (size_t p = 0; p < expected.size(); ++p) {
+      ASSERT_EQ(results[p].size(), expected[p].size()) << c["name"] << " prompt " << p;
+      for (size_t r = 0; r < expected[p].size(); ++r)
+        EXPECT_EQ(results[p][r].tokens, expected[p][r])
+            << folder << " case " << c["name"] << " prompt " << p << " sequence " << r;
+    }
+  }
+}
+
+TEST(GenerationParity, Gpt2MatchesTransformers) { expect_generation_matches("gpt2"); }
+
+}  // namespace
+}  // namespace libai::models

@@ -1,0 +1,64 @@
+// Helpers shared by the model parity tests: fixture folders, reference tensors, and the
+// relative comparison every parity test uses.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "models/model.h"
+#include "runtime/checkpoint/safetensors.h"
+
+namespace libai::testing {
+
+inline std::filesystem::path model_fixture(const std::string& name) {
+  return std::filesystem::path(LIBAI_SOURCE_DIR) / "tests" / "data" / "models" / name;
+}
+
+inline checkpoint::SafetensorsFile reference_of(const std::string& name) {
+  return checkpoint::SafetensorsFile::open((model_fixture(name) / "reference.safetensors").string());
+}
+
+// max |actual - expected| / max |expected| (shapes must match).
+inline double relative_error(const Tensor& actual, const Tensor& expected) {
+  EXPECT_EQ(shape_str(actual.shape()), shape_str(expected.shape()));
+  if (actual.shape() != expected.shape()) return INFINITY;
+  auto a = actual.to_vector<double>(), e = expected.to_vector<double>();
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(a[i] - e[i]));
+    scale = std::max(scale, std::abs(e[i]));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+// Every reference output of `names` that the model produced agrees within `tol`.
+inline void expect_outputs_match(const models::TensorMap& out, const checkpoint::SafetensorsFile& ref,
+                                 const std::vector<std::string>& names, double tol) {
+  for (const auto& name : names) {
+    if (!ref.contains(name)) continue;
+    auto it = out.find(name);
+    ASSERT_NE(it, out.end()) << "model did not return " << name;
+    const double err = relative_error(it->second, ref.tensor(name));
+    EXPECT_LE(err, tol) << name;
+    if (std::getenv("LIBAI_PARITY_VERBOSE")) std::printf("  %-28s rel. error %.3g\n", name.c_str(), err);
+  }
+}
+
+// The reference's output names: logits, last_hidden_state, pooler_output, hidden_states.*.
+inline std::vector<std::string> output_names(const checkpoint::SafetensorsFile& ref) {
+  std::vector<std::string> out;
+  for (const auto& n : ref.names())
+    if (n == "logits" || n == "last_hidden_state" || n == "pooler_output" ||
+        n.rfind("hidden_states.", 0) == 0 || n.find("_hidden_state") != std::string::npos ||
+        n.find("hidden_states.") != std::string::npos)
+      out.push_back(n);
+  return out;
+}
+
+}  // namespace libai::testing
