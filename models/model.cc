@@ -1,5 +1,6 @@
 #include "models/model.h"
 
+#include "models/convert.h"
 #include "models/registry.h"
 #include "runtime/logging.h"
 
@@ -54,7 +55,10 @@ std::unique_ptr<Model> load_model(const std::filesystem::path& folder, const Loa
   LayerContext ctx{.device = options.device, .dtype = options.dtype};
   auto model = create_model(config, ctx);
   auto source = WeightSource::open(options.weights.empty() ? folder : options.weights, options.format);
-  load_parameters(*model, source, model->weight_map());
+  if (is_libai_layout(source))
+    load_parameters(*model, source, identity_map(*model));
+  else
+    load_parameters(*model, source, model->weight_map());
   return model;
 }
 

@@ -19,6 +19,7 @@ struct WeightSource::Impl {
                checkpoint::TorchCheckpoint>
       file;
   std::vector<std::string> names;
+  checkpoint::Metadata metadata;
 };
 
 namespace {
@@ -41,6 +42,7 @@ WeightSource WeightSource::open(const fs::path& path, WeightFormat format) {
     } else {
       auto st = checkpoint::SafetensorsFile::open(file.string());
       impl->names = st.names();
+      impl->metadata = st.metadata();
       impl->file = std::move(st);
     }
   };
@@ -55,6 +57,7 @@ WeightSource WeightSource::open(const fs::path& path, WeightFormat format) {
       auto sharded = checkpoint::load_index(path.string());
       impl->path = (path / "model.safetensors.index.json").string();
       impl->names = sharded.names();
+      impl->metadata = sharded.metadata();
       impl->file = std::move(sharded);
     } else if (pt && fs::exists(path / "pytorch_model.bin")) {
       open_file(path / "pytorch_model.bin");
@@ -90,6 +93,8 @@ Tensor WeightSource::get(const std::string& name) const {
 }
 
 const std::string& WeightSource::path() const { return impl_->path; }
+
+const checkpoint::Metadata& WeightSource::metadata() const { return impl_->metadata; }
 
 void WeightMap::add(std::string parameter, std::string source) {
   rules.push_back({std::move(parameter), {std::move(source)}});

