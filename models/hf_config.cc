@@ -9,6 +9,8 @@ namespace libai::models {
 namespace fs = std::filesystem;
 
 HfConfig HfConfig::load(const fs::path& folder_or_file) {
+  LIBAI_CHECK_KIND(NotFound, fs::exists(folder_or_file), "model: ", folder_or_file.string(),
+                   " does not exist (expected a model folder with config.json)");
   fs::path path = fs::is_directory(folder_or_file) ? folder_or_file / "config.json" : folder_or_file;
   LIBAI_CHECK_KIND(NotFound, fs::exists(path), "model config: ", path.string(), " does not exist");
   std::ifstream in(path);

@@ -170,6 +170,15 @@ LoadReport load_parameters(Module& module, const WeightSource& source, const Wei
       tensors.push_back(source.get(found));
     }
     if (tensors.size() != it->second->sources.size()) continue;
+    bool dtype_ok = true;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (is_floating(tensors[i].dtype()) != is_floating(param->dtype())) {
+        problems.push_back(str_cat("dtype mismatch for ", name, ": expected ", param->dtype(), ", ",
+                                   it->second->sources[i], " is ", tensors[i].dtype()));
+        dtype_ok = false;
+      }
+    }
+    if (!dtype_ok) continue;
     std::string shapes;
     for (size_t i = 0; i < tensors.size(); ++i)
       shapes += str_cat(i ? ", " : "", it->second->sources[i], " ", shape_str(tensors[i].shape()));

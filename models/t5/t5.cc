@@ -1,0 +1,343 @@
+#include "models/t5/t5.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "models/t5/t5_stack.h"
+#include "ops/ops.h"
+#include "runtime/autograd.h"
+
+namespace libai::models {
+
+namespace {
+
+struct T5Config {
+  std::string name;  // "t5" or "mt5", for messages
+  int64_t vocab = 0, d_model = 0, d_kv = 0, d_ff = 0, heads = 0;
+  int64_t encoder_layers = 0, decoder_layers = 0, num_buckets = 0, max_distance = 0;
+  double eps = 1e-6;
+  Activation activation = Activation::relu;
+  bool gated = false;
+  bool tied = true;          // lm_head is `shared` (Note [T5 head scaling and tying])
+  bool scale_output = true;  // decoder output * d_model^-0.5 before the head
+  int64_t pad = 0, decoder_start = 0;
+
+  T5Config(const HfConfig& c, bool mt5) : name(mt5 ? "mt5" : "t5") {
+    const std::string& path = c.path();
+    vocab = c.require_int("vocab_size");
+    d_model = c.get_int("d_model", 512);
+    d_kv = c.get_int("d_kv", 64);
+    d_ff = c.get_int("d_ff", mt5 ? 1024 : 2048);
+    heads = c.get_int("num_heads", mt5 ? 6 : 8);
+    encoder_layers = c.get_int("num_layers", mt5 ? 8 : 6);
+    decoder_layers = c.get_int("num_decoder_layers", encoder_layers);
+    num_buckets = c.get_int("relative_attention_num_buckets", 32);
+    max_distance = c.get_int("relative_attention_max_distance", 128);
+    eps = c.get_double("layer_norm_epsilon", 1e-6);
+    for (auto [key, value] : {std::pair<const char*, int64_t>{"vocab_size", vocab},
+                              {"d_model", d_model},
+                              {"d_kv", d_kv},
+                              {"d_ff", d_ff},
+                              {"num_heads", heads},
+                              {"num_layers", encoder_layers},
+                              {"num_decoder_layers", decoder_layers}})
+      LIBAI_CHECK_KIND(CorruptInput, value > 0, path, ": \"", key, "\" should be positive, got ",
+                       value);
+    // The encoder halves the buckets and keeps half of those exact; the logarithmic buckets
+    // then need max_distance beyond the decoder's exact range (else HF divides by log(1)).
+    LIBAI_CHECK_KIND(CorruptInput, num_buckets >= 4, path,
+                     ": \"relative_attention_num_buckets\" should be at least 4, got ",
+                     num_buckets);
+    LIBAI_CHECK_KIND(CorruptInput, max_distance > num_buckets / 2, path,
+                     ": \"relative_attention_max_distance\" (", max_distance,
+                     ") should exceed relative_attention_num_buckets / 2 (", num_buckets / 2, ")");
+    parse_feed_forward(c, mt5);
+    tied = c.get_bool("tie_word_embeddings", true);
+    scale_output = !mt5 && c.get_bool("scale_decoder_outputs", tied);
+    pad = c.get_int("pad_token_id", 0);
+    decoder_start = c.get_int("decoder_start_token_id", pad);
+    LIBAI_CHECK_KIND(CorruptInput, pad >= 0 && pad < vocab, path, ": \"pad_token_id\" ", pad,
+                     " is outside the vocabulary of ", vocab);
+    LIBAI_CHECK_KIND(CorruptInput, decoder_start >= 0 && decoder_start < vocab, path,
+                     ": \"decoder_start_token_id\" ", decoder_start,
+                     " is outside the vocabulary of ", vocab);
+  }
+
+  // Hugging Face's rule: "ACT" or "gated-ACT"; "gated-gelu" means gelu_new; a saved
+  // dense_act_fn (transformers writes it) is what the model runs.
+  void parse_feed_forward(const HfConfig& c, bool mt5) {
+    const std::string proj = c.get_string("feed_forward_proj", mt5 ? "gated-gelu" : "relu");
+    std::string act = proj;
+    const auto dash = proj.find('-');
+    if (dash != std::string::npos) {
+      LIBAI_CHECK_KIND(
+          Unsupported,
+          proj.compare(0, dash, "gated") == 0 && proj.find('-', dash + 1) == std::string::npos,
+          c.path(), ": feed_forward_proj \"", proj,
+          "\" is not supported (expected \"ACT\" or \"gated-ACT\", e.g. \"relu\" or "
+          "\"gated-gelu\")");
+      gated = true;
+      act = proj.substr(dash + 1);
+    }
+    if (proj == "gated-gelu") act = "gelu_new";
+    const bool saved_act = c.has("dense_act_fn");
+    act = c.get_string("dense_act_fn", act);
+    activation =
+        parse_activation(act, c.path() + (saved_act ? ": dense_act_fn" : ": feed_forward_proj"));
+    if (c.has("is_gated_act")) {
+      const bool saved = c.get_bool("is_gated_act", gated);
+      LIBAI_CHECK_KIND(CorruptInput, saved == gated, c.path(), ": \"is_gated_act\" is ",
+                       saved ? "true" : "false", " but feed_forward_proj \"", proj, "\" is ",
+                       gated ? "gated" : "not gated");
+    }
+  }
+};
+
+class T5 : public Model, public generation::GenerativeModel {
+ public:
+  T5(const HfConfig& hf, const LayerContext& ctx, bool mt5) : Model(hf), c_(hf, mt5) {
+    shared_ = &add_module("shared", std::make_unique<Embedding>(ctx, c_.vocab, c_.d_model));
+    T5StackConfig stack;
+    stack.layer.attention = {
+        .hidden = c_.d_model, .heads = c_.heads, .head_dim = c_.d_kv, .bias = false, .scale = 1.0};
+    stack.layer.mlp = {.hidden = c_.d_model,
+                       .intermediate = c_.d_ff,
+                       .activation = c_.activation,
+                       .gated = c_.gated,
+                       .bias = false};
+    stack.layer.pre_norm = true;
+    stack.layer.norm = ops::NormKind::rms;
+    stack.layer.norm_eps = c_.eps;
+    stack.layer.norm_bias = false;
+    stack.num_buckets = c_.num_buckets;
+    stack.max_distance = c_.max_distance;
+    stack.layers = c_.encoder_layers;
+    encoder_ = &add_module("encoder", std::make_unique<T5Stack>(ctx, stack));
+    stack.layers = c_.decoder_layers;
+    stack.decoder = true;
+    decoder_ = &add_module("decoder", std::make_unique<T5Stack>(ctx, stack));
+    if (!c_.tied)
+      lm_head_ = &add_module("lm_head", std::make_unique<Linear>(ctx, c_.d_model, c_.vocab, false));
+    build_weight_map();
+  }
+
+  // ids [batch, seq], keep [batch, seq] or undefined -> [batch, seq, d_model]
+  Tensor encode(const Tensor& ids, const Tensor& keep, std::vector<Tensor>* all = nullptr) const {
+    T5StackInputs in;
+    in.keep = keep;
+    return encoder_->forward(shared_->forward(ids), in, nullptr, all);
+  }
+
+  // The decoder over `ids` [batch, n] after `in.past` cached tokens -> [batch, n, d_model]
+  Tensor decode(const Tensor& ids, const T5StackInputs& in, std::vector<LayerCache>* caches,
+                std::vector<Tensor>* all = nullptr) const {
+    return decoder_->forward(shared_->forward(ids), in, caches, all);
+  }
+
+  // [..., d_model] -> [..., vocab]
+  Tensor lm_logits(const Tensor& h) const {
+    Tensor x = c_.scale_output ? h * (1.0 / std::sqrt(double(c_.d_model))) : h;
+    return ops::linear(x, lm_head_ ? lm_head_->weight() : shared_->weight());
+  }
+
+  TensorMap forward(const TensorMap& inputs) override {
+    const char* name = c_.name.c_str();
+    const Tensor& ids = require_input(inputs, "input_ids", name);
+    const Tensor& dec_ids = require_input(inputs, "decoder_input_ids", name);
+    LIBAI_CHECK(ids.dim() == 2, name, ": input_ids should be [batch, seq], got ",
+                shape_str(ids.shape()));
+    LIBAI_CHECK(dec_ids.dim() == 2 && dec_ids.size(0) == ids.size(0), name,
+                ": decoder_input_ids should be [", ids.size(0), ", dec_len], got ",
+                shape_str(dec_ids.shape()));
+    Tensor keep = keep_mask(inputs, "attention_mask", ids);
+    Tensor dec_keep = keep_mask(inputs, "decoder_attention_mask", dec_ids);
+    std::vector<Tensor> enc_all, dec_all;
+    Tensor memory = encode(ids, keep, &enc_all);
+    Tensor h = decode(dec_ids, {.keep = dec_keep, .memory = memory, .memory_keep = keep}, nullptr,
+                      &dec_all);
+    TensorMap out{{"logits", lm_logits(h)}, {"encoder_last_hidden_state", memory}};
+    for (size_t i = 0; i < enc_all.size(); ++i)
+      out["encoder_hidden_states." + std::to_string(i)] = enc_all[i];
+    for (size_t i = 0; i < dec_all.size(); ++i)
+      out["decoder_hidden_states." + std::to_string(i)] = dec_all[i];
+    return out;
+  }
+
+  std::unique_ptr<generation::DecodeSession> start(
+      const std::vector<std::vector<int64_t>>& prompts) override;
+  bool is_encoder_decoder() const override { return true; }
+  int64_t decoder_start_token_id() const override { return c_.decoder_start; }
+  int64_t vocab_size() const override { return c_.vocab; }
+  generation::GenerativeModel* generative() override { return this; }
+  Task task() const override { return Task::seq2seq_lm; }
+  const WeightMap& weight_map() const override { return map_; }
+
+  const T5Config& t5_config() const { return c_; }
+  int64_t decoder_layers() const { return decoder_->num_layers(); }
+
+ private:
+  Tensor keep_mask(const TensorMap& inputs, const std::string& key, const Tensor& ids) const {
+    Tensor mask = optional_input(inputs, key);
+    if (!mask.defined()) return mask;
+    LIBAI_CHECK(mask.shape() == ids.shape(), c_.name, ": ", key, " should have the shape ",
+                shape_str(ids.shape()), ", got ", shape_str(mask.shape()));
+    return ops::ne(mask, Tensor::zeros({}, mask.dtype()));
+  }
+
+  void build_weight_map() {
+    for (const char* stack : {"encoder", "decoder"}) {
+      const bool decoder = std::string(stack) == "decoder";
+      const int64_t layers = decoder ? c_.decoder_layers : c_.encoder_layers;
+      const std::string s = stack;
+      map_.add(s + ".relative_bias.weight",
+               s + ".block.0.layer.0.SelfAttention.relative_attention_bias.weight");
+      for (int64_t i = 0; i < layers; ++i) {
+        const std::string o = s + ".layers." + std::to_string(i) + ".",
+                          h = s + ".block." + std::to_string(i) + ".layer.";
+        const std::string self = h + "0.SelfAttention.";
+        map_.add_heads(o + "attention.qkv.weight",
+                       {self + "q.weight", self + "k.weight", self + "v.weight"}, 3, c_.heads);
+        map_.add(o + "attention.out.weight", self + "o.weight");
+        map_.add(o + "attention_norm.weight", h + "0.layer_norm.weight");
+        if (decoder) {
+          const std::string cross = h + "1.EncDecAttention.";
+          map_.add(o + "cross_attention.q.weight", cross + "q.weight");
+          map_.add_heads(o + "cross_attention.kv.weight", {cross + "k.weight", cross + "v.weight"},
+                         2, c_.heads);
+          map_.add(o + "cross_attention.out.weight", cross + "o.weight");
+          map_.add(o + "cross_attention_norm.weight", h + "1.layer_norm.weight");
+        }
+        const std::string ff = h + (decoder ? "2." : "1.");
+        if (c_.gated) {
+          map_.add(o + "mlp.gate.weight", ff + "DenseReluDense.wi_0.weight");
+          map_.add(o + "mlp.up.weight", ff + "DenseReluDense.wi_1.weight");
+        } else {
+          map_.add(o + "mlp.up.weight", ff + "DenseReluDense.wi.weight");
+        }
+        map_.add(o + "mlp.down.weight", ff + "DenseReluDense.wo.weight");
+        map_.add(o + "mlp_norm.weight", ff + "layer_norm.weight");
+      }
+      map_.add(s + ".final_norm.weight", s + ".final_layer_norm.weight");
+    }
+    map_.add("shared.weight", "shared.weight");
+    if (lm_head_)
+      map_.add("lm_head.weight", "lm_head.weight");
+    else
+      map_.ignore("lm_head.weight");  // tied to shared
+    map_.ignore("encoder.embed_tokens.weight");
+    map_.ignore("decoder.embed_tokens.weight");
+    map_.ignore("EncDecAttention.relative_attention_bias.weight");  // unused by HF too
+  }
+
+  T5Config c_;
+  Embedding* shared_ = nullptr;
+  T5Stack* encoder_ = nullptr;
+  T5Stack* decoder_ = nullptr;
+  Linear* lm_head_ = nullptr;
+  WeightMap map_;
+};
+
+// Encoder-decoder decoding: the encoder runs once over the right-padded prompts; the decoder
+// starts from decoder_start_token_id and extends every row by one token per step, with the
+// self- and cross-attention caches of each layer.
+class T5Session : public generation::DecodeSession {
+ public:
+  T5Session(const T5& model, const std::vector<std::vector<int64_t>>& prompts)
+      : model_(model), batch_(int64_t(prompts.size())), caches_(model.decoder_layers()) {
+    const T5Config& c = model.t5_config();
+    LIBAI_CHECK(batch_ > 0, c.name, ": generation got no prompts");
+    for (const auto& p : prompts)
+      memory_length_ = std::max<int64_t>(memory_length_, int64_t(p.size()));
+    std::vector<int64_t> ids(batch_ * memory_length_, c.pad);
+    memory_keep_.assign(batch_ * memory_length_, 0);
+    for (int64_t b = 0; b < batch_; ++b) {
+      LIBAI_CHECK(!prompts[b].empty(), c.name, ": prompt ", b, " is empty");
+      for (size_t j = 0; j < prompts[b].size(); ++j) {
+        const int64_t id = prompts[b][j];
+        LIBAI_CHECK(id >= 0 && id < c.vocab, c.name, ": token id ", id, " of prompt ", b,
+                    " is outside the vocabulary of ", c.vocab);
+        ids[b * memory_length_ + int64_t(j)] = id;
+        memory_keep_[b * memory_length_ + int64_t(j)] = 1;
+      }
+    }
+    autograd::NoGradGuard no_grad;
+    Tensor memory = model.encode(Tensor::from_vector(ids, {batch_, memory_length_}), keep_tensor());
+    // The first step fills the cross-attention caches: the memory is not needed after it.
+    run(std::vector<int64_t>(batch_, c.decoder_start), memory);
+  }
+
+  int64_t batch_size() const override { return batch_; }
+  Tensor logits() override { return logits_; }
+
+  void append(const std::vector<int64_t>& tokens) override {
+    LIBAI_CHECK(int64_t(tokens.size()) == batch_, model_.t5_config().name, ": append got ",
+                tokens.size(), " tokens for a batch of ", batch_);
+    autograd::NoGradGuard no_grad;
+    run(tokens, Tensor());
+  }
+
+  void select_rows(const std::vector<int64_t>& rows) override {
+    std::vector<uint8_t> keep(rows.size() * memory_length_);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      LIBAI_CHECK(rows[i] >= 0 && rows[i] < batch_, "select_rows: row ", rows[i],
+                  " out of range for a batch of ", batch_);
+      std::copy_n(memory_keep_.begin() + rows[i] * memory_length_, memory_length_,
+                  keep.begin() + int64_t(i) * memory_length_);
+    }
+    Tensor index = Tensor::from_vector(rows);
+    for (auto& cache : caches_) cache.select_rows(index);
+    memory_keep_ = std::move(keep);
+    logits_ = ops::index_select(logits_, 0, index);
+    batch_ = int64_t(rows.size());
+  }
+
+ private:
+  Tensor keep_tensor() const {
+    Tensor keep = Tensor::empty({batch_, memory_length_}, DType::boolean);
+    std::copy(memory_keep_.begin(), memory_keep_.end(), keep.data<bool>());
+    return keep;
+  }
+
+  void run(const std::vector<int64_t>& tokens, const Tensor& memory) {
+    for (int64_t id : tokens)
+      LIBAI_CHECK(id >= 0 && id < model_.vocab_size(), model_.t5_config().name, ": token id ", id,
+                  " is outside the vocabulary of ", model_.vocab_size());
+    Tensor ids = Tensor::from_vector(tokens, {batch_, 1});
+    T5StackInputs in;
+    in.memory = memory;
+    in.memory_keep = keep_tensor();
+    in.past = length_;
+    Tensor h = model_.decode(ids, in, &caches_);
+    Tensor logits = model_.lm_logits(ops::select(h, 1, -1));  // [batch, vocab]
+    ++length_;
+    logits_ = Tensor::empty(logits.shape());  // f32 on the CPU, whatever the model's dtype
+    logits_.copy_from(logits);
+  }
+
+  const T5& model_;
+  int64_t batch_;
+  std::vector<LayerCache> caches_;
+  std::vector<uint8_t> memory_keep_;  // [batch, memory_length] row-major, 1 = a prompt token
+  int64_t memory_length_ = 0;
+  int64_t length_ = 0;  // decoder tokens fed so far
+  Tensor logits_;       // [batch, vocab] f32
+};
+
+std::unique_ptr<generation::DecodeSession> T5::start(
+    const std::vector<std::vector<int64_t>>& prompts) {
+  return std::make_unique<T5Session>(*this, prompts);
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_t5_conditional_generation(const HfConfig& config,
+                                                      const LayerContext& ctx) {
+  return std::make_unique<T5>(config, ctx, false);
+}
+
+std::unique_ptr<Model> make_mt5_conditional_generation(const HfConfig& config,
+                                                       const LayerContext& ctx) {
+  return std::make_unique<T5>(config, ctx, true);
+}
+
+}  // namespace libai::models

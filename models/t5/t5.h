@@ -1,0 +1,40 @@
+// T5 (Raffel et al. 2020; v1.0 and v1.1) and MT5 (Xue et al. 2021) with the language-model
+// head: T5ForConditionalGeneration and MT5ForConditionalGeneration from a Hugging Face folder.
+//
+//   encoder: h = final_norm(layers(shared[input_ids]))               // T5Stack, t5_stack.h
+//   decoder: d = final_norm(layers(shared[decoder_input_ids], h))    // causal + cross-attention
+//   head:    logits = (d * d_model^-0.5 if scaled) lm_headᵀ          // lm_head = shared if tied
+//
+//   auto model = models::load_model("tests/data/models/t5");
+//   TensorMap out = model->forward({{"input_ids", ids}, {"attention_mask", mask},
+//                                   {"decoder_input_ids", dec}});
+//   out.at("logits");                                  // [batch, dec_len, vocab]
+//   out.at("encoder_last_hidden_state");               // [batch, seq, d_model]
+//   out.at("decoder_hidden_states.0");                 // HF's output_hidden_states
+//   auto* lm = model->generative();                    // encoder-decoder decoding
+//
+// config.json keys read: vocab_size, d_model, d_kv, d_ff, num_heads, num_layers,
+// num_decoder_layers, relative_attention_num_buckets, relative_attention_max_distance,
+// layer_norm_epsilon, feed_forward_proj ("relu", "gated-gelu", any "ACT" or "gated-ACT"),
+// dense_act_fn and is_gated_act (when saved), tie_word_embeddings, scale_decoder_outputs,
+// pad_token_id, decoder_start_token_id.
+//
+// Note [T5 head scaling and tying]: Hugging Face transformers 5 always ties lm_head to
+// `shared` unless the checkpoint holds a different lm_head.weight, which is what checkpoints
+// whose config says tie_word_embeddings = false hold (T5 v1.1, MT5); we read lm_head.weight
+// exactly then (a tied config whose checkpoint still holds a different lm_head.weight, which
+// transformers would untie, loads tied here). T5 scales the decoder output by d_model^-0.5
+// when scale_decoder_outputs is true, which defaults to tie_word_embeddings (v1.0: true,
+// v1.1: false); MT5 in transformers 5 never scales, whatever the config says.
+#pragma once
+
+#include "models/model.h"
+
+namespace libai::models {
+
+std::unique_ptr<Model> make_t5_conditional_generation(const HfConfig& config,
+                                                      const LayerContext& ctx);
+std::unique_ptr<Model> make_mt5_conditional_generation(const HfConfig& config,
+                                                       const LayerContext& ctx);
+
+}  // namespace libai::models

@@ -1,0 +1,65 @@
+// One T5 stack (Raffel et al. 2020): the encoder or the decoder of T5 / MT5, without the
+// shared token embedding and the LM head (models/t5/t5.h owns those).
+//
+//   T5StackConfig c{.layer = layer, .layers = 6, .decoder = true, .num_buckets = 32,
+//                   .max_distance = 128};
+//   T5Stack decoder(ctx, c);
+//   Tensor h = decoder.forward(shared.forward(ids), {.keep = dec_keep, .memory = enc_out,
+//                                                    .memory_keep = enc_keep});
+//
+//   layers: pre-norm RMS ("T5LayerNorm"), no biases, attention scale 1;
+//           h = h + self_attn(norm(h)) [+ cross_attn(norm(h), memory)] ; h = h + mlp(norm(h))
+//   bias:   one relative position bias table ([num_buckets, heads], HF's block 0
+//           relative_attention_bias) shared by every layer of the stack; bidirectional
+//           buckets in the encoder, causal buckets in the decoder. Cross-attention has none.
+//   output: final_norm(h)
+#pragma once
+
+#include <vector>
+
+#include "models/layers/transformer_layer.h"
+
+namespace libai::models {
+
+struct T5StackConfig {
+  TransformerLayerConfig layer;  // cross_attention set for the decoder
+  int64_t layers = 0;
+  bool decoder = false;
+  int64_t num_buckets = 32;
+  int64_t max_distance = 128;
+};
+
+struct T5StackInputs {
+  Tensor keep;         // [batch, kv_len] bool, 1 = a real token; undefined = all real
+  Tensor memory;       // decoder: the encoder output [batch, mem_len, hidden]
+  Tensor memory_keep;  // decoder: [batch, mem_len] bool; undefined = all real
+  int64_t past = 0;    // decoder with caches: tokens already in the self-attention caches
+};
+
+class T5Stack : public Module {
+ public:
+  T5Stack(const LayerContext& ctx, const T5StackConfig& config);
+  // embedded [batch, seq, hidden] -> final_norm output [batch, seq, hidden]. `caches` (one per
+  // layer, decoder only) hold the keys and values of earlier steps; `all` receives HF's
+  // hidden_states: the input, each layer's output, the last one after final_norm.
+  Tensor forward(const Tensor& embedded, const T5StackInputs& in,
+                 std::vector<LayerCache>* caches = nullptr,
+                 std::vector<Tensor>* all = nullptr) const;
+  int64_t num_layers() const { return int64_t(layers_.size()); }
+
+ private:
+  // [1, heads, q_len, past + q_len]: queries at positions past.., keys at 0..
+  Tensor relative_bias(int64_t q_len, int64_t past) const;
+
+  T5StackConfig config_;
+  Embedding* relative_bias_ = nullptr;  // [num_buckets, heads]
+  std::vector<TransformerLayer*> layers_;
+  Norm* final_norm_ = nullptr;
+};
+
+// HF's T5Attention._relative_position_bucket for one relative position (key - query), with its
+// float32 arithmetic for the logarithmic buckets, so that boundary cases round the same way.
+int64_t t5_relative_position_bucket(int64_t relative_position, bool bidirectional,
+                                    int64_t num_buckets, int64_t max_distance);
+
+}  // namespace libai::models
