@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/comm/communicator.h"
 #include "runtime/device.h"
 #include "runtime/dtype.h"
 #include "runtime/tensor.h"
@@ -30,6 +31,26 @@ namespace libai::models {
 struct LayerContext {
   Device device = Device::cpu();
   DType dtype = DType::f32;  // parameters and activations
+  // The tensor-parallel group: parallel layers split their parameters over it and put its
+  // collectives around their local computation. Null: one device.
+  std::shared_ptr<comm::Communicator> tp;
+
+  int tp_size() const { return tp ? tp->size() : 1; }
+  int tp_rank() const { return tp ? tp->rank() : 0; }
+};
+
+// How a parameter is laid out over the tensor-parallel group (its SBP signature on the tp
+// axis): broadcast (every rank holds all of it) or split along one dim (rank r holds the r-th
+// of tp_size equal blocks). Loaders and checkpoints use it to find each rank's slice.
+struct ParameterInfo {
+  std::string name;
+  Tensor* tensor = nullptr;
+  int split_dim = -1;  // -1: broadcast
+  Shape logical_shape;  // the whole parameter's shape
+  // The split dim was padded up to a multiple of tp_size (a vocabulary of 50257 over 2 ranks:
+  // 25129 rows each, the last one zero): rank r holds rows [r * n, (r + 1) * n) of the
+  // zero-padded whole, n = this rank's size of the dim.
+  int tp_rank = 0, tp_size = 1;
 };
 
 class Module {
@@ -41,6 +62,8 @@ class Module {
 
   // Parameters of this module and its children, depth first in registration order.
   std::vector<std::pair<std::string, Tensor*>> named_parameters();
+  // The same with their tensor-parallel layout.
+  std::vector<ParameterInfo> parameter_infos();
   // The parameter of that dotted name, or nullptr.
   Tensor* find_parameter(const std::string& name);
   int64_t parameter_count();
@@ -48,8 +71,12 @@ class Module {
   void set_requires_grad(bool value);
 
  protected:
-  // A new parameter of `shape`, zero-filled, on ctx's device and dtype.
-  Tensor& add_parameter(const std::string& name, const Shape& shape, const LayerContext& ctx);
+  // A new parameter of logical shape `shape`, zero-filled, on ctx's device and dtype. With
+  // split_dim >= 0 this rank holds its 1/tp_size block of that dim (InvalidArgument naming the
+  // parameter when tp_size does not divide it).
+  // pad_uneven: pad the split dim up to a multiple of tp_size instead (see ParameterInfo).
+  Tensor& add_parameter(const std::string& name, const Shape& shape, const LayerContext& ctx,
+                        int split_dim = -1, bool pad_uneven = false);
   template <typename M>
   M& add_module(const std::string& name, std::unique_ptr<M> module) {
     M& ref = *module;
@@ -58,8 +85,12 @@ class Module {
   }
 
  private:
-  void collect(const std::string& prefix, std::vector<std::pair<std::string, Tensor*>>& out);
-  std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> parameters_;
+  void collect(const std::string& prefix, std::vector<ParameterInfo>& out);
+  struct Slot {
+    ParameterInfo info;
+    std::unique_ptr<Tensor> tensor;
+  };
+  std::vector<Slot> parameters_;
   std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
 };
 

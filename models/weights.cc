@@ -1,5 +1,6 @@
 #include "models/weights.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <variant>
@@ -153,7 +154,9 @@ LoadReport load_parameters(Module& module, const WeightSource& source, const Wei
   std::vector<std::string> problems;
   std::set<std::string> used;
   LoadReport report;
-  for (auto& [name, param] : module.named_parameters()) {
+  for (auto& info : module.parameter_infos()) {
+    const std::string& name = info.name;
+    Tensor* param = info.tensor;
     auto it = by_parameter.find(name);
     if (it == by_parameter.end()) {
       problems.push_back(str_cat("no rule for parameter ", name));
@@ -163,7 +166,7 @@ LoadReport load_parameters(Module& module, const WeightSource& source, const Wei
     for (const auto& s : it->second->sources) {
       std::string found = resolve(s);
       if (found.empty()) {
-        problems.push_back(str_cat("missing ", s, " (for ", name, " ", shape_str(param->shape()), ")"));
+        problems.push_back(str_cat("missing ", s, " (for ", name, " ", shape_str(info.logical_shape), ")"));
         continue;
       }
       used.insert(found);
@@ -188,10 +191,22 @@ LoadReport load_parameters(Module& module, const WeightSource& source, const Wei
     } catch (const Error&) {
       value = Tensor();
     }
-    if (!value.defined() || value.shape() != param->shape()) {
-      problems.push_back(str_cat("shape mismatch for ", name, ": expected ", shape_str(param->shape()),
+    if (!value.defined() || value.shape() != info.logical_shape) {
+      problems.push_back(str_cat("shape mismatch for ", name, ": expected ", shape_str(info.logical_shape),
                                  ", checkpoint has ", shapes));
       continue;
+    }
+    if (info.split_dim >= 0) {  // this rank's block (a view: only its bytes are read)
+      const int d = info.split_dim;
+      const int64_t part = param->size(d), start = info.tp_rank * part;
+      const int64_t length = std::clamp<int64_t>(info.logical_shape[d] - start, 0, part);
+      if (length < part) {  // the padded tail of an uneven split stays zero
+        param->copy_from(Tensor::zeros(param->shape(), param->dtype()));
+        if (length > 0) ops::narrow(*param, d, 0, length).copy_from(ops::narrow(value, d, start, length));
+        ++report.loaded;
+        continue;
+      }
+      value = ops::narrow(value, d, start, part);
     }
     param->copy_from(value);
     ++report.loaded;
@@ -224,7 +239,12 @@ checkpoint::NamedTensors export_parameters(Module& module, const WeightMap& map)
   for (const auto& rule : map.rules) by_parameter[rule.parameter] = &rule;
   const std::string prefix = map.source_prefixes.empty() ? "" : map.source_prefixes[0];
   checkpoint::NamedTensors out;
-  for (auto& [name, param] : module.named_parameters()) {
+  for (auto& info : module.parameter_infos()) {
+    LIBAI_CHECK_KIND(Unsupported, info.split_dim < 0 || info.tp_size == 1, "export: parameter ",
+                     info.name, " is split over ", info.tp_size,
+                     " tensor-parallel ranks; export from a model loaded on one device");
+    const std::string& name = info.name;
+    Tensor* param = info.tensor;
     auto it = by_parameter.find(name);
     LIBAI_CHECK(it != by_parameter.end(), "export: no rule for parameter ", name);
     const WeightRule& rule = *it->second;

@@ -41,7 +41,8 @@ class Bert : public Model {
  public:
   Bert(const HfConfig& hf, const LayerContext& ctx, bool roberta, Head head)
       : Model(hf), c_(hf, roberta), head_(head) {
-    word_ = &add_module("embed.word", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden));
+    word_ = &add_module("embed.word", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden,
+                                                                  EmbeddingParallel::vocab));
     position_ = &add_module("embed.position", std::make_unique<Embedding>(ctx, c_.positions, c_.hidden));
     token_type_ = &add_module("embed.token_type",
                               std::make_unique<Embedding>(ctx, c_.type_vocab, c_.hidden));
@@ -60,7 +61,7 @@ class Bert : public Model {
     if (head == Head::masked_lm) {
       mlm_dense_ = &add_module("mlm.dense", std::make_unique<Linear>(ctx, c_.hidden, c_.hidden));
       mlm_norm_ = &add_module("mlm.norm", norm(ctx));
-      mlm_bias_ = &add_parameter("mlm_bias", {c_.vocab}, ctx);
+      mlm_bias_ = &add_parameter("mlm_bias", {c_.vocab}, ctx, 0, /*pad_uneven=*/true);  // like word_
     }
     if (head == Head::classifier) {
       if (roberta)
@@ -97,7 +98,7 @@ class Bert : public Model {
     if (pooler_) out["pooler_output"] = ops::tanh(pooler_->forward(first));
     if (head_ == Head::masked_lm) {
       Tensor t = mlm_norm_->forward(apply_activation(mlm_activation(), mlm_dense_->forward(h)));
-      out["logits"] = ops::linear(t, word_->weight(), *mlm_bias_);  // [batch, seq, vocab]
+      out["logits"] = vocab_parallel_logits(t, *word_, *mlm_bias_);  // [batch, seq, vocab]
     } else if (head_ == Head::classifier) {
       Tensor x = c_.roberta ? ops::tanh(cls_dense_->forward(first)) : out["pooler_output"];
       out["logits"] = cls_out_->forward(x);  // [batch, labels]

@@ -38,7 +38,8 @@ struct Gpt2Config {
 class Gpt2 : public Model, public generation::GenerativeModel {
  public:
   Gpt2(const HfConfig& hf, const LayerContext& ctx) : Model(hf), c_(hf) {
-    wte_ = &add_module("embed", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden));
+    wte_ = &add_module("embed", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden,
+                                                           EmbeddingParallel::vocab));
     wpe_ = &add_module("positions", std::make_unique<Embedding>(ctx, c_.positions, c_.hidden));
     TransformerLayerConfig layer;
     layer.attention = {.hidden = c_.hidden, .heads = c_.heads};
@@ -69,7 +70,7 @@ class Gpt2 : public Model, public generation::GenerativeModel {
     return h;
   }
 
-  Tensor logits(const Tensor& h) { return ops::linear(h, wte_->weight()); }
+  Tensor logits(const Tensor& h) { return vocab_parallel_logits(h, *wte_); }
 
   TensorMap forward(const TensorMap& inputs) override {
     const Tensor& ids = require_input(inputs, "input_ids", "gpt2");

@@ -67,20 +67,26 @@ void KVCache::clear() {
 
 Attention::Attention(const LayerContext& ctx, const AttentionConfig& config)
     : config_(resolved(config)) {
+  LIBAI_CHECK(config_.heads % ctx.tp_size() == 0, "attention: tensor_parallel_size ", ctx.tp_size(),
+              " does not divide the number of heads ", config_.heads);
+  local_heads_ = config_.heads / ctx.tp_size();
   const int64_t inner = config_.heads * config_.head_dim;
+  // Heads are split over the tensor-parallel group: the projections in are column-parallel
+  // (their [head][part][d] rows split into whole heads), the projection out is row-parallel.
+  const auto col = Parallel::column, row = Parallel::row;
   if (config_.cross) {
-    q_ = &add_module("q", std::make_unique<Linear>(ctx, config_.hidden, inner, config_.bias));
-    kv_ = &add_module("kv", std::make_unique<Linear>(ctx, config_.hidden, 2 * inner, config_.bias));
+    q_ = &add_module("q", std::make_unique<Linear>(ctx, config_.hidden, inner, config_.bias, col));
+    kv_ = &add_module("kv", std::make_unique<Linear>(ctx, config_.hidden, 2 * inner, config_.bias, col));
   } else {
-    qkv_ = &add_module("qkv", std::make_unique<Linear>(ctx, config_.hidden, 3 * inner, config_.bias));
+    qkv_ = &add_module("qkv", std::make_unique<Linear>(ctx, config_.hidden, 3 * inner, config_.bias, col));
   }
-  out_ = &add_module("out", std::make_unique<Linear>(ctx, inner, config_.hidden, config_.bias));
+  out_ = &add_module("out", std::make_unique<Linear>(ctx, inner, config_.hidden, config_.bias, row));
 }
 
 Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, KVCache* cache) const {
   LIBAI_CHECK(x.dim() == 3 && x.size(2) == config_.hidden, "attention: expected input [batch, seq, ",
               config_.hidden, "], got ", shape_str(x.shape()));
-  const int64_t heads = config_.heads, d = config_.head_dim;
+  const int64_t heads = local_heads_, d = config_.head_dim;
   Tensor q, k, v;  // [batch, heads, len, d]
   if (!config_.cross) {
     auto parts = split_heads(qkv_->forward(x), heads, 3, d);

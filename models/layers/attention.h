@@ -62,9 +62,11 @@ class Attention : public Module {
   // this call's keys and values; cross-attention computes them from the memory once.
   Tensor forward(const Tensor& x, const AttentionInputs& in, KVCache* cache = nullptr) const;
   const AttentionConfig& config() const { return config_; }
+  int64_t local_heads() const { return local_heads_; }  // heads on this tensor-parallel rank
 
  private:
   AttentionConfig config_;
+  int64_t local_heads_ = 0;
   Linear* qkv_ = nullptr;  // self: [heads * 3 * head_dim, hidden]
   Linear* q_ = nullptr;    // cross: [heads * head_dim, hidden]
   Linear* kv_ = nullptr;   // cross: [heads * 2 * head_dim, hidden]

@@ -1,22 +1,64 @@
 #include "models/layers/linear.h"
 
+#include "ops/collective.h"
 #include "ops/ops.h"
 
 namespace libai::models {
 
-Linear::Linear(const LayerContext& ctx, int64_t in_features, int64_t out_features, bool bias)
-    : weight_(add_parameter("weight", {out_features, in_features}, ctx)) {
-  if (bias) bias_ = &add_parameter("bias", {out_features}, ctx);
+Linear::Linear(const LayerContext& ctx, int64_t in_features, int64_t out_features, bool bias,
+               Parallel parallel)
+    : parallel_(parallel),
+      tp_(ctx.tp_size() > 1 ? ctx.tp : nullptr),
+      weight_(add_parameter("weight", {out_features, in_features}, ctx,
+                            parallel == Parallel::column ? 0 : parallel == Parallel::row ? 1 : -1)) {
+  if (bias) bias_ = &add_parameter("bias", {out_features}, ctx, parallel == Parallel::column ? 0 : -1);
 }
 
 Tensor Linear::forward(const Tensor& x) const {
-  return ops::linear(x, weight_, bias_ ? *bias_ : Tensor());
+  switch (parallel_) {
+    case Parallel::column:
+      return ops::linear(ops::copy_to_group(x, tp_), weight_, bias_ ? *bias_ : Tensor());
+    case Parallel::row: {
+      Tensor y = ops::reduce_from_group(ops::linear(x, weight_), tp_);
+      return bias_ ? y + *bias_ : y;
+    }
+    default: return ops::linear(x, weight_, bias_ ? *bias_ : Tensor());
+  }
 }
 
-Embedding::Embedding(const LayerContext& ctx, int64_t count, int64_t dim)
-    : weight_(add_parameter("weight", {count, dim}, ctx)) {}
+Embedding::Embedding(const LayerContext& ctx, int64_t count, int64_t dim, EmbeddingParallel parallel)
+    : parallel_(parallel),
+      tp_(ctx.tp_size() > 1 ? ctx.tp : nullptr),
+      count_(count),
+      weight_(add_parameter("weight", {count, dim}, ctx,
+                            parallel == EmbeddingParallel::vocab ? 0
+                            : parallel == EmbeddingParallel::dim ? 1
+                                                                 : -1,
+                            /*pad_uneven=*/parallel == EmbeddingParallel::vocab)) {
+  if (parallel == EmbeddingParallel::vocab) first_row_ = ctx.tp_rank() * weight_.size(0);
+}
 
-Tensor Embedding::forward(const Tensor& ids) const { return ops::embedding(weight_, ids); }
+Tensor Embedding::forward(const Tensor& ids) const {
+  if (parallel_ != EmbeddingParallel::vocab || !tp_) return ops::embedding(weight_, ids);
+  // Ids outside this rank's rows look up row 0 and are zeroed before the all-reduce.
+  const int64_t rows = weight_.size(0);
+  auto all = ids.to_vector<int64_t>();
+  std::vector<int64_t> local(all.size());
+  std::vector<float> keep(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    LIBAI_CHECK(all[i] >= 0 && all[i] < count_, "embedding: id ", all[i], " at position ", i,
+                " is outside the vocabulary of ", count_);
+    const bool mine = all[i] >= first_row_ && all[i] < first_row_ + rows;  // never a pad row
+    local[i] = mine ? all[i] - first_row_ : 0;
+    keep[i] = mine ? 1.0f : 0.0f;
+  }
+  Shape mask_shape = ids.shape();
+  mask_shape.push_back(1);
+  Tensor mask = Tensor::empty(mask_shape, weight_.dtype());
+  mask.copy_from(Tensor::from_vector(keep, mask_shape));
+  Tensor partial = ops::embedding(weight_, Tensor::from_vector(local, ids.shape())) * mask;
+  return ops::reduce_from_group(partial, tp_);
+}
 
 Norm::Norm(const LayerContext& ctx, ops::NormKind kind, int64_t dim, double eps, bool bias)
     : kind_(kind), eps_(eps), weight_(add_parameter("weight", {dim}, ctx)) {
@@ -52,6 +94,19 @@ Tensor apply_activation(Activation act, const Tensor& x) {
     case Activation::quick_gelu: return ops::mul(x, ops::sigmoid(ops::scale(x, 1.702)));
   }
   return x;
+}
+
+}  // namespace libai::models
+
+namespace libai::models {
+
+Tensor vocab_parallel_logits(const Tensor& h, const Embedding& table, const Tensor& bias_shard) {
+  auto& weight = const_cast<Embedding&>(table).weight();
+  const auto& tp = table.group();
+  Tensor local = ops::linear(ops::copy_to_group(h, tp), weight, bias_shard);  // [..., rows]
+  if (!tp) return local;
+  Tensor all = ops::gather_last_dim(local, tp);  // [..., tp * rows], padded past count
+  return all.size(-1) == table.count() ? all : ops::narrow(all, -1, 0, table.count());
 }
 
 }  // namespace libai::models

@@ -15,9 +15,17 @@
 
 namespace libai::models {
 
+// How a layer is split over the tensor-parallel group (Megatron's patterns):
+//   column: the output features are split; the input is the whole activation (its gradient
+//           is all-reduced); the output is this rank's slice of the features.
+//   row:    the input features are split (the input is a column-parallel layer's output); the
+//           partial products are all-reduced, then the (whole) bias is added.
+enum class Parallel { none, column, row };
+
 class Linear : public Module {
  public:
-  Linear(const LayerContext& ctx, int64_t in_features, int64_t out_features, bool bias = true);
+  Linear(const LayerContext& ctx, int64_t in_features, int64_t out_features, bool bias = true,
+         Parallel parallel = Parallel::none);
   Tensor forward(const Tensor& x) const;
   Tensor& weight() { return weight_; }
   Tensor* bias() { return bias_; }
@@ -25,20 +33,37 @@ class Linear : public Module {
   int64_t out_features() const { return weight_.size(0); }
 
  private:
-  Tensor& weight_;  // [out, in]
+  Parallel parallel_;
+  std::shared_ptr<comm::Communicator> tp_;
+  Tensor& weight_;  // [out, in] (this rank's block)
   Tensor* bias_ = nullptr;
 };
 
+// An embedding table, whole on every rank, or split over the tensor-parallel group:
+//   vocab: rows split (Megatron's VocabParallelEmbedding): each rank looks up the ids in its
+//          range, zeros the others, and the partial results are all-reduced;
+//   dim:   columns split (T5's relative-position bias by head): the output is this rank's
+//          slice of the last dim.
+enum class EmbeddingParallel { none, vocab, dim };
+
 class Embedding : public Module {
  public:
-  Embedding(const LayerContext& ctx, int64_t count, int64_t dim);
-  // ids [...] (i64/i32) -> [..., dim]
+  Embedding(const LayerContext& ctx, int64_t count, int64_t dim,
+            EmbeddingParallel parallel = EmbeddingParallel::none);
+  // ids [...] (i64/i32) -> [..., dim] (or [..., dim / tp] when split by dim)
   Tensor forward(const Tensor& ids) const;
   Tensor& weight() { return weight_; }
-  int64_t count() const { return weight_.size(0); }
+  int64_t count() const { return count_; }  // the whole vocabulary
+  // The first row this rank holds (vocab-parallel), else 0.
+  int64_t first_row() const { return first_row_; }
+  // The tensor-parallel group the table is split over (null when whole).
+  const std::shared_ptr<comm::Communicator>& group() const { return tp_; }
 
  private:
-  Tensor& weight_;  // [count, dim]
+  EmbeddingParallel parallel_;
+  std::shared_ptr<comm::Communicator> tp_;
+  int64_t count_, first_row_ = 0;
+  Tensor& weight_;  // [count, dim] (this rank's block)
 };
 
 // LayerNorm (weight and optional bias) or RMSNorm (weight only) over the last dim.
@@ -53,6 +78,12 @@ class Norm : public Module {
   Tensor& weight_;
   Tensor* bias_ = nullptr;
 };
+
+// Logits over the whole vocabulary from a (possibly vocab-parallel) table used as the output
+// projection (tied LM heads): h [..., dim] -> [..., count]. Each rank multiplies by its rows;
+// the slices are gathered and the padding rows dropped. bias_shard: this rank's rows of the
+// bias (split like the table, padded), or undefined.
+Tensor vocab_parallel_logits(const Tensor& h, const Embedding& table, const Tensor& bias_shard = Tensor());
 
 enum class Activation { gelu, gelu_tanh, relu, silu, tanh, quick_gelu };
 // Hugging Face's names: gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu, silu, swish, tanh,

@@ -4,13 +4,17 @@
 
 namespace libai::models {
 
+// Tensor parallel: up (and gate) column-parallel, down row-parallel, so the intermediate
+// activation stays split and the block costs one all-reduce forward.
 Mlp::Mlp(const LayerContext& ctx, const MlpConfig& config) : config_(config) {
+  const auto col = Parallel::column, row = Parallel::row;
   if (config.gated)
     gate_ = &add_module("gate", std::make_unique<Linear>(ctx, config.hidden, config.intermediate,
-                                                          config.bias));
-  up_ = &add_module("up", std::make_unique<Linear>(ctx, config.hidden, config.intermediate, config.bias));
-  down_ = &add_module("down",
-                      std::make_unique<Linear>(ctx, config.intermediate, config.hidden, config.bias));
+                                                          config.bias, col));
+  up_ = &add_module("up",
+                    std::make_unique<Linear>(ctx, config.hidden, config.intermediate, config.bias, col));
+  down_ = &add_module("down", std::make_unique<Linear>(ctx, config.intermediate, config.hidden,
+                                                       config.bias, row));
 }
 
 Tensor Mlp::forward(const Tensor& x) const {

@@ -96,7 +96,8 @@ struct T5Config {
 class T5 : public Model, public generation::GenerativeModel {
  public:
   T5(const HfConfig& hf, const LayerContext& ctx, bool mt5) : Model(hf), c_(hf, mt5) {
-    shared_ = &add_module("shared", std::make_unique<Embedding>(ctx, c_.vocab, c_.d_model));
+    shared_ = &add_module("shared", std::make_unique<Embedding>(ctx, c_.vocab, c_.d_model,
+                                                                EmbeddingParallel::vocab));
     T5StackConfig stack;
     stack.layer.attention = {
         .hidden = c_.d_model, .heads = c_.heads, .head_dim = c_.d_kv, .bias = false, .scale = 1.0};
@@ -117,7 +118,8 @@ class T5 : public Model, public generation::GenerativeModel {
     stack.decoder = true;
     decoder_ = &add_module("decoder", std::make_unique<T5Stack>(ctx, stack));
     if (!c_.tied)
-      lm_head_ = &add_module("lm_head", std::make_unique<Linear>(ctx, c_.d_model, c_.vocab, false));
+      lm_head_ = &add_module("lm_head", std::make_unique<Embedding>(ctx, c_.vocab, c_.d_model,
+                                                                    EmbeddingParallel::vocab));
     build_weight_map();
   }
 
@@ -137,7 +139,7 @@ class T5 : public Model, public generation::GenerativeModel {
   // [..., d_model] -> [..., vocab]
   Tensor lm_logits(const Tensor& h) const {
     Tensor x = c_.scale_output ? h * (1.0 / std::sqrt(double(c_.d_model))) : h;
-    return ops::linear(x, lm_head_ ? lm_head_->weight() : shared_->weight());
+    return vocab_parallel_logits(x, lm_head_ ? *lm_head_ : *shared_);
   }
 
   TensorMap forward(const TensorMap& inputs) override {
@@ -233,7 +235,7 @@ class T5 : public Model, public generation::GenerativeModel {
   Embedding* shared_ = nullptr;
   T5Stack* encoder_ = nullptr;
   T5Stack* decoder_ = nullptr;
-  Linear* lm_head_ = nullptr;
+  Embedding* lm_head_ = nullptr;  // [vocab, d_model], like a table (vocab-parallel)
   WeightMap map_;
 };
 

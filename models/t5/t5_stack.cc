@@ -34,7 +34,8 @@ T5Stack::T5Stack(const LayerContext& ctx, const T5StackConfig& config) : config_
   TransformerLayerConfig layer = config.layer;
   layer.cross_attention = config.decoder;
   relative_bias_ = &add_module(
-      "relative_bias", std::make_unique<Embedding>(ctx, config.num_buckets, layer.attention.heads));
+      "relative_bias", std::make_unique<Embedding>(ctx, config.num_buckets, layer.attention.heads,
+                                                   EmbeddingParallel::dim));  // heads split like attention
   for (int64_t i = 0; i < config.layers; ++i)
     layers_.push_back(
         &add_module("layers." + std::to_string(i), std::make_unique<TransformerLayer>(ctx, layer)));
