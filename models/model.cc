@@ -52,7 +52,7 @@ std::unique_ptr<Model> create_model(const HfConfig& config, const LayerContext& 
 
 std::unique_ptr<Model> load_model(const std::filesystem::path& folder, const LoadOptions& options) {
   HfConfig config = HfConfig::load(folder);
-  LayerContext ctx{.device = options.device, .dtype = options.dtype};
+  LayerContext ctx{.device = options.device, .dtype = options.dtype, .tp = options.tp};
   auto model = create_model(config, ctx);
   auto source = WeightSource::open(options.weights.empty() ? folder : options.weights, options.format);
   if (is_libai_layout(source))

@@ -55,6 +55,8 @@ struct LoadOptions {
   Device device = Device::cpu();
   WeightFormat format = WeightFormat::any;
   std::filesystem::path weights;  // a specific weights file; empty: the folder's
+  // Tensor parallelism: this rank loads and computes its shard over the group (null: whole).
+  std::shared_ptr<comm::Communicator> tp;
 };
 
 // Builds the model that config.json names (model_type, architectures[0]) without weights.
