@@ -1,0 +1,93 @@
+// Small random models of every family (4 heads, an odd vocabulary), saved in Hugging Face
+// layout, for the parallelism tests that compare against one device.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <unistd.h>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/convert.h"
+#include "models/model.h"
+
+namespace libai::testing {
+
+namespace fs = std::filesystem;
+using models::CheckpointLayout;
+using models::HfConfig;
+using models::LayerContext;
+
+struct Family {
+  std::string name;
+  nlohmann::json config;
+};
+
+inline std::vector<Family> families() {
+  using J = nlohmann::json;
+  return {
+      {"gpt2", J{{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"vocab_size", 37},
+                 {"n_embd", 32}, {"n_head", 4}, {"n_layer", 2}, {"n_positions", 16}, {"eos_token_id", 0}}},
+      {"bert", J{{"model_type", "bert"}, {"architectures", {"BertForMaskedLM"}}, {"vocab_size", 37},
+                 {"hidden_size", 32}, {"num_attention_heads", 4}, {"num_hidden_layers", 2},
+                 {"intermediate_size", 48}, {"max_position_embeddings", 16}}},
+      {"bert_cls", J{{"model_type", "bert"}, {"architectures", {"BertForSequenceClassification"}},
+                     {"vocab_size", 37}, {"hidden_size", 32}, {"num_attention_heads", 4},
+                     {"num_hidden_layers", 2}, {"intermediate_size", 48}, {"max_position_embeddings", 16},
+                     {"id2label", {{"0", "no"}, {"1", "yes"}, {"2", "maybe"}}}}},
+      {"roberta", J{{"model_type", "roberta"}, {"architectures", {"RobertaForMaskedLM"}},
+                    {"vocab_size", 37}, {"hidden_size", 32}, {"num_attention_heads", 4},
+                    {"num_hidden_layers", 2}, {"intermediate_size", 48}, {"max_position_embeddings", 18},
+                    {"type_vocab_size", 1}, {"pad_token_id", 1}}},
+      {"t5", J{{"model_type", "t5"}, {"architectures", {"T5ForConditionalGeneration"}}, {"vocab_size", 37},
+               {"d_model", 32}, {"d_kv", 8}, {"num_heads", 4}, {"d_ff", 48}, {"num_layers", 2},
+               {"num_decoder_layers", 2}, {"feed_forward_proj", "gated-gelu"},
+               {"tie_word_embeddings", false}, {"relative_attention_num_buckets", 8},
+               {"relative_attention_max_distance", 20}, {"decoder_start_token_id", 0},
+               {"pad_token_id", 0}, {"eos_token_id", 1}}},
+      {"t5_tied", J{{"model_type", "t5"}, {"architectures", {"T5ForConditionalGeneration"}},
+                    {"vocab_size", 37}, {"d_model", 32}, {"d_kv", 8}, {"num_heads", 4}, {"d_ff", 48},
+                    {"num_layers", 1}, {"num_decoder_layers", 2}, {"feed_forward_proj", "relu"},
+                    {"relative_attention_num_buckets", 8}, {"decoder_start_token_id", 0},
+                    {"pad_token_id", 0}, {"eos_token_id", 1}}},
+      {"vit", J{{"model_type", "vit"}, {"architectures", {"ViTForImageClassification"}}, {"image_size", 16},
+                {"patch_size", 8}, {"num_channels", 3}, {"hidden_size", 32}, {"num_attention_heads", 4},
+                {"num_hidden_layers", 2}, {"intermediate_size", 48},
+                {"id2label", {{"0", "a"}, {"1", "b"}, {"2", "c"}}}}},
+  };
+}
+
+inline Tensor normal_tensor(const Shape& shape, uint32_t seed, double scale = 1.0) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, float(scale));
+  Tensor t = Tensor::empty(shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = normal(gen);
+  return t;
+}
+
+inline Tensor ids_tensor(const Shape& shape, uint32_t seed, int64_t vocab) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int64_t> pick(2, vocab - 1);
+  Tensor t = Tensor::empty(shape, DType::i64);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<int64_t>()[i] = pick(gen);
+  return t;
+}
+
+// A random model of the family saved in Hugging Face layout; returns its folder.
+inline fs::path save_random_model(const Family& f) {
+  // Per process: ctest runs tests in parallel processes.
+  fs::path dir = fs::temp_directory_path() / ("libai_tp_" + f.name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << f.config.dump(2);
+  auto model = models::create_model(HfConfig::load(dir), LayerContext{});
+  uint32_t seed = 1;
+  for (auto& [name, t] : model->named_parameters()) t->copy_from(normal_tensor(t->shape(), seed++, 0.3));
+  models::save_model_weights(*model, dir, CheckpointLayout::hf);
+  return dir;
+}
+
+}  // namespace libai::testing
