@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <set>
 #include <variant>
 
@@ -136,6 +138,18 @@ Tensor make_parameter(const WeightRule& rule, const std::vector<Tensor>& sources
   return t;
 }
 
+// Drops the pages of a checkpoint tensor that is a view of a file mapping once it has been
+// copied, so that loading a shard never keeps the whole file resident: the pages are clean
+// (read-only use of a private mapping) and are read again from the file if touched.
+void release_pages(const Tensor& t) {
+  if (!t.defined() || !t.device().is_cpu() || t.storage()->allocator != nullptr) return;
+  static const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(t.storage()->data);
+  const uintptr_t end = begin + t.storage()->nbytes;
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -210,6 +224,7 @@ LoadReport load_parameters(Module& module, const WeightSource& source, const Wei
     }
     param->copy_from(value);
     ++report.loaded;
+    for (const Tensor& t : tensors) release_pages(t);
   }
   if (!problems.empty()) {
     std::string message = str_cat("cannot load ", source.path(), ": ", problems.size(), " problem",
