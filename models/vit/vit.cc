@@ -1,0 +1,202 @@
+#include "models/vit/vit.h"
+
+#include <utility>
+
+#include "models/layers/patch_embedding.h"
+#include "models/layers/transformer_layer.h"
+#include "ops/ops.h"
+#include "runtime/device_copy.h"
+
+namespace libai::models {
+
+namespace {
+
+enum class Head { encoder, classifier };
+
+// image_size and patch_size are an int or a [height, width] pair.
+std::pair<int64_t, int64_t> size_pair(const HfConfig& c, const std::string& key, int64_t fallback) {
+  if (!c.has(key)) return {fallback, fallback};
+  const auto& v = c.json()[key];
+  if (v.is_array()) {
+    LIBAI_CHECK_KIND(
+        CorruptInput, v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer(),
+        c.path(), ": \"", key, "\" should be an integer or [height, width], got ", v.dump());
+    return {v[0].get<int64_t>(), v[1].get<int64_t>()};
+  }
+  const int64_t n = c.get_int(key, fallback);
+  return {n, n};
+}
+
+struct VitConfig {
+  int64_t hidden = 0, layers = 0, heads = 0, intermediate = 0, channels = 0, labels = 0;
+  int64_t image_height = 0, image_width = 0, patch_height = 0, patch_width = 0, pooler_size = 0;
+  Activation activation = Activation::gelu, pooler_activation = Activation::tanh;
+  double eps = 1e-12;
+
+  explicit VitConfig(const HfConfig& c) {
+    hidden = c.get_int("hidden_size", 768);
+    layers = c.get_int("num_hidden_layers", 12);
+    heads = c.get_int("num_attention_heads", 12);
+    intermediate = c.get_int("intermediate_size", 3072);
+    channels = c.get_int("num_channels", 3);
+    std::tie(image_height, image_width) = size_pair(c, "image_size", 224);
+    std::tie(patch_height, patch_width) = size_pair(c, "patch_size", 16);
+    pooler_size = c.get_int("pooler_output_size", hidden);
+    activation = parse_activation(c.get_string("hidden_act", "gelu"), c.path() + ": hidden_act");
+    pooler_activation =
+        parse_activation(c.get_string("pooler_act", "tanh"), c.path() + ": pooler_act");
+    eps = c.get_double("layer_norm_eps", 1e-12);
+    labels = int64_t(c.labels().size());
+    if (labels == 0) labels = c.get_int("num_labels", 2);
+    LIBAI_CHECK_KIND(Unsupported, c.get_bool("qkv_bias", true), c.path(),
+                     ": qkv_bias = false is not supported");
+    LIBAI_CHECK_KIND(CorruptInput, heads > 0 && hidden % heads == 0, c.path(), ": hidden_size ",
+                     hidden, " is not divisible by num_attention_heads ", heads);
+    LIBAI_CHECK_KIND(CorruptInput,
+                     patch_height > 0 && patch_width > 0 && image_height % patch_height == 0 &&
+                         image_width % patch_width == 0,
+                     c.path(), ": image_size ", image_height, "x", image_width,
+                     " is not a multiple of patch_size ", patch_height, "x", patch_width);
+  }
+  int64_t patches() const { return (image_height / patch_height) * (image_width / patch_width); }
+};
+
+// Hugging Face's ViTModel always builds a pooler, and initialises it at random when the
+// checkpoint has none (DINO and MAE encoders ship without one); a random pooler_output is
+// noise, so the encoder has a pooler only when the checkpoint next to config.json holds its
+// weights, or when there is no checkpoint to look at (a fresh model, as Hugging Face builds it).
+bool checkpoint_has_pooler(const HfConfig& c) {
+  const std::filesystem::path file = c.path();  // "<config>" for a config made in memory
+  if (!std::filesystem::is_regular_file(file)) return true;
+  try {
+    auto source = WeightSource::open(file.has_parent_path() ? file.parent_path() : ".");
+    return source.contains("pooler.dense.weight") || source.contains("vit.pooler.dense.weight");
+  } catch (const Error&) {
+    return true;  // no readable checkpoint there: load_model reports its own errors
+  }
+}
+
+class Vit : public Model {
+ public:
+  Vit(const HfConfig& hf, const LayerContext& ctx, Head head) : Model(hf), c_(hf), head_(head) {
+    cls_ = &add_parameter("cls_token", {1, 1, c_.hidden}, ctx);
+    positions_ = &add_parameter("position_embeddings", {1, c_.patches() + 1, c_.hidden}, ctx);
+    const PatchEmbeddingConfig patch{.channels = c_.channels,
+                                     .patch_height = c_.patch_height,
+                                     .patch_width = c_.patch_width,
+                                     .hidden = c_.hidden};
+    patches_ = &add_module("patches", std::make_unique<PatchEmbedding>(ctx, patch));
+    TransformerLayerConfig layer;
+    layer.attention.hidden = c_.hidden;
+    layer.attention.heads = c_.heads;
+    layer.mlp = {.hidden = c_.hidden, .intermediate = c_.intermediate, .activation = c_.activation};
+    layer.pre_norm = true;
+    layer.norm_eps = c_.eps;
+    for (int64_t i = 0; i < c_.layers; ++i)
+      layers_.push_back(&add_module("layers." + std::to_string(i),
+                                    std::make_unique<TransformerLayer>(ctx, layer)));
+    final_norm_ = &add_module("final_norm",
+                              std::make_unique<Norm>(ctx, ops::NormKind::layer, c_.hidden, c_.eps));
+    if (head == Head::encoder && checkpoint_has_pooler(hf))
+      pooler_ = &add_module("pooler", std::make_unique<Linear>(ctx, c_.hidden, c_.pooler_size));
+    if (head == Head::classifier) {
+      LIBAI_CHECK_KIND(Unsupported, c_.labels > 0, hf.path(), ": num_labels = 0 is not supported");
+      classifier_ = &add_module("classifier", std::make_unique<Linear>(ctx, c_.hidden, c_.labels));
+    }
+    build_weight_map();
+  }
+
+  TensorMap forward(const TensorMap& inputs) override {
+    Tensor pixels = pixel_values(require_input(inputs, "pixel_values", "vit"));
+    const int64_t batch = pixels.size(0);
+    Tensor cls = ops::expand(*cls_, {batch, 1, c_.hidden});
+    // [batch, 1 + patches, hidden]
+    Tensor h = ops::cat({cls, patches_->forward(pixels)}, 1) + *positions_;
+    TensorMap out{{"hidden_states.0", h}};
+    LayerInputs in;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      h = layers_[i]->forward(h, in);
+      out["hidden_states." + std::to_string(i + 1)] = h;
+    }
+    h = final_norm_->forward(h);
+    out["last_hidden_state"] = h;
+    Tensor first = ops::select(h, 1, 0);  // [batch, hidden]
+    if (pooler_)
+      out["pooler_output"] = apply_activation(c_.pooler_activation, pooler_->forward(first));
+    if (classifier_) out["logits"] = classifier_->forward(first);  // [batch, labels]
+    return out;
+  }
+
+  Task task() const override {
+    return head_ == Head::classifier ? Task::image_classification : Task::encoder;
+  }
+  const WeightMap& weight_map() const override { return map_; }
+
+ private:
+  // Checks the shape and brings the pixels to the parameters' dtype and device.
+  Tensor pixel_values(const Tensor& pixels) const {
+    LIBAI_CHECK(pixels.dim() == 4 && pixels.size(1) == c_.channels,
+                "vit: pixel_values should be [batch, ", c_.channels, ", height, width], got ",
+                shape_str(pixels.shape()));
+    LIBAI_CHECK(pixels.size(2) == c_.image_height && pixels.size(3) == c_.image_width,
+                "vit: pixel_values of ", pixels.size(2), "x", pixels.size(3),
+                " do not match the model's image_size ", c_.image_height, "x", c_.image_width,
+                " (position embeddings are not interpolated): resize the image to ",
+                c_.image_height, "x", c_.image_width);
+    return to_dtype(to_device(pixels, cls_->device()), cls_->dtype());
+  }
+
+  void build_weight_map() {
+    map_.source_prefixes = {"", "vit."};
+    auto both = [&](const std::string& ours, const std::string& hf) {
+      map_.add(ours + ".weight", hf + ".weight");
+      map_.add(ours + ".bias", hf + ".bias");
+    };
+    map_.add("cls_token", "embeddings.cls_token");
+    map_.add("position_embeddings", "embeddings.position_embeddings");
+    both("patches", "embeddings.patch_embeddings.projection");
+    for (int64_t i = 0; i < c_.layers; ++i) {
+      const std::string o = "layers." + std::to_string(i) + ".",
+                        h = "encoder.layer." + std::to_string(i) + ".";
+      both(o + "attention_norm", h + "layernorm_before");
+      for (const std::string part : {"weight", "bias"})
+        map_.add_heads(
+            o + "attention.qkv." + part,
+            {h + "attention.attention.query." + part, h + "attention.attention.key." + part,
+             h + "attention.attention.value." + part},
+            3, c_.heads);
+      both(o + "attention.out", h + "attention.output.dense");
+      both(o + "mlp_norm", h + "layernorm_after");
+      both(o + "mlp.up", h + "intermediate.dense");
+      both(o + "mlp.down", h + "output.dense");
+    }
+    both("final_norm", "layernorm");
+    if (pooler_) both("pooler", "pooler.dense");
+    if (classifier_) both("classifier", "classifier");
+    map_.ignore("embeddings.mask_token");  // ViTForMaskedImageModeling's
+    map_.ignore("pooler.dense.weight");    // a ViTModel checkpoint loaded as a classifier
+    map_.ignore("pooler.dense.bias");
+  }
+
+  VitConfig c_;
+  Head head_;
+  Tensor* cls_ = nullptr;        // [1, 1, hidden]
+  Tensor* positions_ = nullptr;  // [1, 1 + patches, hidden]
+  PatchEmbedding* patches_ = nullptr;
+  std::vector<TransformerLayer*> layers_;
+  Norm* final_norm_ = nullptr;
+  Linear* pooler_ = nullptr;
+  Linear* classifier_ = nullptr;
+  WeightMap map_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_vit_encoder(const HfConfig& c, const LayerContext& ctx) {
+  return std::make_unique<Vit>(c, ctx, Head::encoder);
+}
+std::unique_ptr<Model> make_vit_classifier(const HfConfig& c, const LayerContext& ctx) {
+  return std::make_unique<Vit>(c, ctx, Head::classifier);
+}
+
+}  // namespace libai::models

@@ -1,0 +1,25 @@
+// ViT (Dosovitskiy et al. 2021): a pre-LN transformer encoder over image patches, and the heads
+// Hugging Face ships.
+//
+//   embed:   h = cat(cls, patches(pixels)) + position          // [batch, 1 + patches, hidden]
+//            patches: Conv2d(kernel = stride = patch) as unfold + GEMM (layers/patch_embedding.h)
+//   layers:  h = h + attn(norm(h)); h = h + mlp(norm(h))        // pre-LN, no mask
+//   output:  last_hidden_state = norm(h)
+//   heads:   encoder (ViTModel): + pooler_output = act(dense(last[:, 0])) when the pooler exists
+//            image classifier: logits = linear(last[:, 0])
+//
+//   auto model = models::load_model("google/vit-base-patch16-224");
+//   Tensor pixels = vision::preprocess(vision::load_image("cat.png"), processor);   // [1, 3, 224,
+//   224] Tensor logits = model->forward({{"pixel_values", pixels}}).at("logits");      // [1, 1000]
+//
+// Position embeddings are not interpolated: pixel_values must have the config's image_size.
+#pragma once
+
+#include "models/model.h"
+
+namespace libai::models {
+
+std::unique_ptr<Model> make_vit_encoder(const HfConfig& config, const LayerContext& ctx);
+std::unique_ptr<Model> make_vit_classifier(const HfConfig& config, const LayerContext& ctx);
+
+}  // namespace libai::models

@@ -1,0 +1,97 @@
+// Internal to the ucx communicator: the thread that owns this process's UcxWorld and runs the
+// queued operations of every communicator sharing it, in call order.
+//
+//   Executor executor(rendezvous_options);   // connects; throws CommunicationError on failure
+//   auto work = std::make_shared<UcxWork>(std::vector<Tensor>{t});
+//   executor.submit({.run = [](UcxWorld& world) { ... }, .work = work});
+//   work->wait();
+//
+// A collective task runs to completion on the thread; a point-to-point task only posts its
+// transfer, which then completes in the background while later tasks run (so a rank can send
+// to a peer and receive from it while the peer does the same). The first error breaks the
+// world: that task's Work gets the error, every later submit throws it, and queued tasks fail.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/comm/communicator.h"
+#include "runtime/comm/ucx_world.h"
+
+namespace libai::comm::detail {
+
+class UcxWork final : public Work {
+ public:
+  explicit UcxWork(std::vector<Tensor> tensors) : tensors_(std::move(tensors)) {}
+  void wait() override;
+  bool completed() const override;
+  // Wakes the waiters; `error` null on success. Drops the tensors: after a failure UcxWorld
+  // keeps alive what UCX may still touch.
+  void finish(std::exception_ptr error);
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable done_changed_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  std::vector<Tensor> tensors_;
+};
+using UcxWorkPtr = std::shared_ptr<UcxWork>;
+
+// One queued operation: either `run` (a collective) or `post` (a point-to-point transfer).
+struct Task {
+  std::function<void(UcxWorld&)> run;
+  std::function<TransferPtr(UcxWorld&)> post;
+  std::string what;  // point to point: the prefix of its errors
+  UcxWorkPtr work;
+};
+
+class Executor {
+ public:
+  explicit Executor(const RendezvousOptions& options);
+  // Runs what is queued, waits for the transfers in flight, then says goodbye to every rank.
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Throws CommunicationError at once when the world is broken.
+  void submit(Task task);
+
+  std::uint32_t next_group_id = 1;  // executor thread only; group 0 is the world
+
+ private:
+  struct InFlight {
+    TransferPtr transfer;
+    Clock::time_point deadline;
+    std::string what;
+    UcxWorkPtr work;
+  };
+
+  void main(const RendezvousOptions& options, std::promise<void>& ready);
+  void execute(Task& task);
+  bool poll_point_to_point();
+  void break_world(const std::string& reason);
+
+  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable queue_changed_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  std::string broken_;  // guarded by mutex_: read by callers, written by the thread
+  // The executor thread's own:
+  std::unique_ptr<UcxWorld> world_;
+  std::chrono::milliseconds timeout_{0};
+  std::vector<InFlight> in_flight_;
+};
+
+}  // namespace libai::comm::detail
