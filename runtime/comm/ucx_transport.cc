@@ -127,8 +127,10 @@ std::size_t UcxWorker::recv(std::uint64_t tag, void* data, std::size_t capacity,
   Completion c;
   ucp_tag_recv_info_t info{};
   ucp_request_param_t param{};
-  param.op_attr_mask =
-      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_RECV_INFO;
+  // UCX 1.13 leaves recv_info's length unset when a receive completes at once, so immediate
+  // completion is turned off: the length always comes from the callback.
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                       UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   param.cb.recv = on_recv;
   param.user_data = &c;
   param.recv_info.tag_info = &info;
