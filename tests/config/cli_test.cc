@@ -97,8 +97,7 @@ TEST_F(Cli, MissingArgumentIsAUsageError) {
 }
 
 TEST_F(Cli, UnimplementedCommandsExitThree) {
-  for (const char* name :
-       {"run", "generate", "convert", "bench", "embed", "fill-mask", "classify", "forward"}) {
+  for (const char* name : {"run", "bench"}) {
     const Result r = run(std::string(name) + " --model x");
     EXPECT_EQ(r.exit_code, 3) << name;
     EXPECT_EQ(r.err, "libai-actor " + std::string(name) + ": not implemented yet in this build\n");

@@ -77,9 +77,9 @@ inline Tensor ids_tensor(const Shape& shape, uint32_t seed, int64_t vocab) {
 }
 
 // A random model of the family saved in Hugging Face layout; returns its folder.
-inline fs::path save_random_model(const Family& f) {
-  // Per process: ctest runs tests in parallel processes.
-  fs::path dir = fs::temp_directory_path() / ("libai_tp_" + f.name + "_" + std::to_string(::getpid()));
+// `tag` names the folder (default: this process, as ctest runs tests in parallel processes).
+inline fs::path save_random_model(const Family& f, std::string tag = std::to_string(::getpid())) {
+  fs::path dir = fs::temp_directory_path() / ("libai_tp_" + f.name + "_" + tag);
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "config.json") << f.config.dump(2);
