@@ -9,16 +9,14 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"run", "train or serve a job config on this node (run it on every node)",
        setup_not_implemented},
-      {"generate", "generate text from a model", setup_not_implemented},
+      {"generate", "generate text from a model", setup_generate},
       {"plan", "print the pipeline plan of a job config (split, timeline, step time)", setup_plan},
-      {"convert", "convert a checkpoint between Hugging Face and libai layouts",
-       setup_not_implemented},
+      {"convert", "convert a checkpoint between Hugging Face and libai layouts", setup_convert},
       {"bench", "measure ops, layers and devices", setup_not_implemented},
-      {"embed", "mean-pooled, L2-normalised sentence embeddings", setup_not_implemented},
-      {"fill-mask", "predict the [MASK] tokens of a text", setup_not_implemented},
-      {"classify", "classify a text or an image", setup_not_implemented},
-      {"forward", "raw logits or hidden states of a model, for parity checks",
-       setup_not_implemented},
+      {"embed", "mean-pooled, L2-normalised sentence embeddings", setup_embed},
+      {"fill-mask", "predict the [MASK] tokens of a text", setup_fill_mask},
+      {"classify", "classify a text or an image", setup_classify},
+      {"forward", "raw logits or hidden states of a model, for parity checks", setup_forward},
       {"config", "show a resolved config", setup_config},
   };
   return table;

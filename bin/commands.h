@@ -43,6 +43,12 @@ int run_cli(int argc, char** argv);
 
 CommandAction setup_config(CLI::App& command);
 CommandAction setup_plan(CLI::App& command);
+CommandAction setup_generate(CLI::App& command);
+CommandAction setup_embed(CLI::App& command);
+CommandAction setup_fill_mask(CLI::App& command);
+CommandAction setup_classify(CLI::App& command);
+CommandAction setup_forward(CLI::App& command);
+CommandAction setup_convert(CLI::App& command);
 // Accepts any arguments, prints "libai-actor <name>: not implemented yet in this build".
 CommandAction setup_not_implemented(CLI::App& command);
 

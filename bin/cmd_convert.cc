@@ -1,0 +1,55 @@
+// `libai-actor convert --from DIR --to DIR [--format libai|hf]`: rewrites a checkpoint in this
+// project's layout (libai: fused q/k/v, this project's parameter names) or back in the model
+// family's Hugging Face layout (models/convert.h), with config.json and the tokenizer files.
+// Prints one line: what was written, how many tensors and bytes, and how long it took.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "bin/commands.h"
+#include "bin/model_args.h"
+#include "models/convert.h"
+#include "runtime/checkpoint/safetensors.h"
+
+namespace libai::cli {
+namespace {
+
+struct ConvertOptions {
+  std::string from;
+  std::string to;
+  std::string format = "libai";
+};
+
+int convert(const ConvertOptions& options) {
+  check_model_folder(options.from, "--from");
+  const auto layout =
+      options.format == "hf" ? models::CheckpointLayout::hf : models::CheckpointLayout::libai;
+  const auto start = std::chrono::steady_clock::now();
+  models::convert_model(options.from, options.to, layout);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  const std::string written = (std::filesystem::path(options.to) / "model.safetensors").string();
+  const auto file = checkpoint::SafetensorsFile::open(written);
+  uint64_t bytes = 0;
+  for (const std::string& name : file.names()) bytes += file.info(name).end - file.info(name).begin;
+  std::printf("converted %s -> %s (%s layout): %zu tensors, %.2f MB, %.2f s\n",
+              options.from.c_str(), written.c_str(), options.format.c_str(), file.names().size(),
+              double(bytes) / 1e6, seconds);
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandAction setup_convert(CLI::App& command) {
+  auto options = std::make_shared<ConvertOptions>();
+  command.add_option("--from", options->from, "model folder to read (either layout)")->required();
+  command.add_option("--to", options->to, "folder to write (created)")->required();
+  command.add_option("--format", options->format, "layout to write: libai or hf")
+      ->check(CLI::IsMember({"libai", "hf"}));
+  return [options] { return convert(*options); };
+}
+
+}  // namespace libai::cli

@@ -1,0 +1,207 @@
+#include "bin/model_args.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+
+#include <unistd.h>
+
+#include "models/vision/image.h"
+#include "runtime/error.h"
+
+namespace libai::cli {
+
+namespace fs = std::filesystem;
+using models::Task;
+
+void add_model_flags(CLI::App& command, ModelFlags& flags, bool with_dtype) {
+  command.add_option("--model", flags.folder, "model folder (config.json, weights, tokenizer)")
+      ->required();
+  if (with_dtype)
+    command.add_option("--dtype", flags.dtype, "parameter and activation dtype: f32 or bf16");
+}
+
+DType parse_dtype_flag(const std::string& text) {
+  if (text == "f32" || text == "float32") return DType::f32;
+  if (text == "bf16" || text == "bfloat16") return DType::bf16;
+  LIBAI_THROW(InvalidArgument, "--dtype: '", text, "' is not a supported dtype (f32 or bf16)");
+}
+
+void check_model_folder(const std::string& folder, const std::string& flag) {
+  LIBAI_CHECK_KIND(NotFound, fs::exists(folder), flag, " ", folder, ": no such folder");
+  LIBAI_CHECK_KIND(NotFound, fs::is_directory(folder), flag, " ", folder, ": not a folder");
+  LIBAI_CHECK_KIND(NotFound, fs::exists(fs::path(folder) / "config.json"), flag, " ", folder,
+                   ": no config.json (not a Hugging Face or libai model folder)");
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void require_task(const models::Model& model, const std::string& folder, const std::string& command,
+                  std::initializer_list<Task> accepted) {
+  if (accepted.size() == 0) return;
+  std::string names;
+  size_t i = 0;
+  for (Task task : accepted) {
+    if (task == model.task()) return;
+    names += std::string(i == 0                     ? ""
+                         : i + 1 == accepted.size() ? " or "
+                                                    : ", ") +
+             models::task_name(task);
+    ++i;
+  }
+  LIBAI_THROW(Unsupported, folder, ": ", command, " needs a model of kind ", names,
+              ", this one is ", models::task_name(model.task()), " (",
+              model.config().architecture(), ")");
+}
+
+// A failed command prints exactly one line, so the load line (progress, not a result) is printed
+// on a terminal, or in a log when the load took long enough to matter.
+void print_loaded(const std::string& folder, models::Model& model, DType dtype,
+                  Clock::time_point start) {
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (seconds < 1.0 && !isatty(fileno(stderr))) return;
+  std::fprintf(stderr, "[load] %s: %s (%s), %.2f M parameters, %s, %.2f s\n", folder.c_str(),
+               model.config().model_type().c_str(), models::task_name(model.task()),
+               double(model.parameter_count()) / 1e6, dtype_name(dtype), seconds);
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+models::pipelines::TextModel load_text_model(const ModelFlags& flags, const std::string& command,
+                                             std::initializer_list<Task> accepted) {
+  check_model_folder(flags.folder);
+  const DType dtype = parse_dtype_flag(flags.dtype);
+  const auto start = Clock::now();
+  models::LoadOptions options;
+  options.dtype = dtype;
+  std::optional<models::pipelines::TextModel> loaded;
+  try {
+    loaded = models::pipelines::TextModel::load(flags.folder, options);
+  } catch (const NotFound&) {
+    // No tokenizer: a model of the wrong kind (a ViT given to a text command) says so instead.
+    require_task(*models::load_model(flags.folder, options), flags.folder, command, accepted);
+    throw;
+  }
+  auto& m = *loaded;
+  require_task(m.model(), flags.folder, command, accepted);
+  print_loaded(flags.folder, m.model(), dtype, start);
+  return std::move(m);
+}
+
+std::unique_ptr<models::Model> load_bare_model(const ModelFlags& flags, const std::string& command,
+                                               std::initializer_list<Task> accepted) {
+  check_model_folder(flags.folder);
+  const DType dtype = parse_dtype_flag(flags.dtype);
+  const auto start = Clock::now();
+  models::LoadOptions options;
+  options.dtype = dtype;
+  auto model = models::load_model(flags.folder, options);
+  require_task(*model, flags.folder, command, accepted);
+  print_loaded(flags.folder, *model, dtype, start);
+  return model;
+}
+
+std::vector<int64_t> parse_id_list(const std::string& text, const std::string& flag) {
+  std::vector<int64_t> ids;
+  size_t start = 0;
+  for (int position = 1;; ++position) {
+    const size_t comma = text.find(',', start);
+    const std::string raw = text.substr(start, comma == std::string::npos ? comma : comma - start);
+    const size_t first = raw.find_first_not_of(" \t");
+    const std::string item = first == std::string::npos
+                                 ? ""
+                                 : raw.substr(first, raw.find_last_not_of(" \t") - first + 1);
+    LIBAI_CHECK(!item.empty(), flag, " '", text, "': item ", position,
+                " is empty (expected integer token ids like 1,2,3)");
+    size_t used = 0;
+    int64_t id = 0;
+    try {
+      id = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    LIBAI_CHECK(used == item.size(), flag, " '", text, "': item ", position, " '", item,
+                "' is not an integer token id");
+    LIBAI_CHECK(id >= 0, flag, " '", text, "': item ", position, " is negative (", id, ")");
+    ids.push_back(id);
+    if (comma == std::string::npos) return ids;
+    start = comma + 1;
+  }
+}
+
+std::vector<std::vector<int64_t>> parse_id_lists(const std::vector<std::string>& texts,
+                                                 const std::string& flag) {
+  std::vector<std::vector<int64_t>> lists;
+  for (const std::string& text : texts) lists.push_back(parse_id_list(text, flag));
+  return lists;
+}
+
+void check_ids_in_vocab(const models::Model& model, const std::vector<std::vector<int64_t>>& lists,
+                        const std::vector<std::string>& texts, const std::string& flag) {
+  const int64_t vocab = model.config().get_int("vocab_size", 0);
+  if (vocab <= 0) return;
+  for (size_t i = 0; i < lists.size(); ++i)
+    for (int64_t id : lists[i])
+      LIBAI_CHECK(id < vocab, flag, " '", texts[i], "': id ", id,
+                  " is outside the model's vocabulary (vocab_size ", vocab, ")");
+}
+
+PaddedBatch pad_right(const std::vector<std::vector<int64_t>>& rows, int64_t pad) {
+  size_t longest = 0;
+  for (const auto& row : rows) longest = std::max(longest, row.size());
+  std::vector<int64_t> ids, mask;
+  for (const auto& row : rows)
+    for (size_t i = 0; i < longest; ++i) {
+      ids.push_back(i < row.size() ? row[i] : pad);
+      mask.push_back(i < row.size() ? 1 : 0);
+    }
+  const Shape shape{int64_t(rows.size()), int64_t(longest)};
+  return {Tensor::from_vector(ids, shape), Tensor::from_vector(mask, shape)};
+}
+
+Tensor pixel_values(const std::string& folder, const Tensor& rgb, DType dtype) {
+  const auto processor = vision::ImageProcessor::load(folder);
+  Tensor pixels = processor.preprocess(rgb);  // [1, 3, height, width]
+  if (pixels.dtype() == dtype) return pixels;
+  Tensor converted = Tensor::empty(pixels.shape(), dtype);
+  converted.copy_from(pixels);
+  return converted;
+}
+
+void print_json(const Json& document) {
+  // Invalid UTF-8 (a token decoded mid-character) is replaced rather than thrown.
+  std::cout << document.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
+}
+
+std::string format_values(const std::vector<float>& values, size_t count) {
+  std::string out = "[";
+  char buffer[32];
+  for (size_t i = 0; i < values.size() && i < count; ++i) {
+    std::snprintf(buffer, sizeof buffer, "%s%.4f", i ? ", " : "", double(values[i]));
+    out += buffer;
+  }
+  if (values.size() > count) out += ", ...";
+  return out + "]";
+}
+
+std::string in_quotes(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c == '"')
+      out += "\\\"";
+    else
+      out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace libai::cli

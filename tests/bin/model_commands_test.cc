@@ -1,0 +1,301 @@
+// The model subcommands of libai-actor (generate, forward, convert, fill-mask, classify, embed),
+// run as a user runs them and compared with the Hugging Face references of the fixture models
+// (tests/data/models/*/reference.{json,safetensors}, tokenizer_reference.json).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tests/bin/cli_fixture.h"
+
+namespace libai::testing {
+namespace {
+
+// Every deterministic generation case of the reference, through the command's flags.
+void check_generation_cases(const std::string& model, bool decoder_only,
+                            std::function<json(const std::string&)> run_json) {
+  const json reference = read_json(kModels + model + "/reference.json");
+  int checked = 0;
+  for (const auto& c : reference["generation"]["cases"]) {
+    const json& kw = c["kwargs"];
+    if (kw["do_sample"].get<bool>()) continue;
+    std::string args = "generate --model " + kModels + model;
+    for (const auto& prompt : c["prompts"])
+      args += " --prompt-ids " + id_list(prompt.get<std::vector<int64_t>>());
+    for (const char* key :
+         {"max_new_tokens", "min_new_tokens", "num_beams", "length_penalty", "num_return_sequences",
+          "repetition_penalty", "no_repeat_ngram_size", "eos_token_id", "pad_token_id"}) {
+      std::string flag = std::string("--") + key;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      args += " " + flag + " " + kw[key].dump();
+    }
+    if (kw["early_stopping"].get<bool>()) args += " --early-stopping";
+    const json out = run_json(args);
+    const json& sequences = out["sequences"];
+    size_t i = 0;
+    for (size_t p = 0; p < c["prompts"].size(); ++p)
+      for (const auto& expected_new : c["output"][p]) {
+        ASSERT_LT(i, sequences.size()) << c["name"];
+        std::vector<int64_t> expected;
+        if (decoder_only) expected = c["prompts"][p].get<std::vector<int64_t>>();
+        for (int64_t id : expected_new) expected.push_back(id);
+        EXPECT_EQ(sequences[i]["token_ids"].get<std::vector<int64_t>>(), expected)
+            << c["name"] << " prompt " << p;
+        EXPECT_EQ(sequences[i]["prompt"], c["prompts"][p]);
+        EXPECT_TRUE(sequences[i]["text"].is_string());
+        ++i;
+      }
+    EXPECT_EQ(i, sequences.size()) << c["name"];
+    ++checked;
+  }
+  EXPECT_GE(checked, 5);
+}
+
+TEST_F(ModelCommands, GenerateGreedyMatchesReference) {
+  const json greedy = read_json(kModels + "gpt2/reference.json")["generation"]["cases"][0];
+  ASSERT_EQ(greedy["name"], "greedy");
+  const auto prompt = greedy["prompts"][0].get<std::vector<int64_t>>();
+  const json out = run_json("generate --model " + kModels + "gpt2 --prompt-ids " + id_list(prompt) +
+                            " --max-new-tokens 12");
+  ASSERT_EQ(out.size(), 1u);  // exactly {"sequences": [...]}
+  ASSERT_EQ(out["sequences"].size(), 1u);
+  const json& sequence = out["sequences"][0];
+  std::vector<int64_t> expected = prompt;
+  for (int64_t id : greedy["output"][0][0]) expected.push_back(id);
+  EXPECT_EQ(sequence["token_ids"].get<std::vector<int64_t>>(), expected);
+  const Result raw =
+      run("generate --model " + kModels + "gpt2 --prompt-ids 1 --max-new-tokens 1 --json");
+  std::vector<std::string> keys;
+  const auto ordered = nlohmann::ordered_json::parse(raw.out);
+  for (const auto& item : ordered["sequences"][0].items()) keys.push_back(item.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{"prompt", "token_ids", "text"}));
+}
+
+TEST_F(ModelCommands, GenerateEveryReferenceCase) {
+  const auto json_of = [this](const std::string& args) { return run_json(args); };
+  check_generation_cases("gpt2", true, json_of);
+  check_generation_cases("t5", false, json_of);
+}
+
+TEST_F(ModelCommands, GenerateHumanOutputAndTextPrompts) {
+  const Result r = run("generate --model " + kModels +
+                       "gpt2 --prompt 'Hello, world!' --prompt ok --max-new-tokens 3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("prompt 0: \"Hello, world!\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("prompt 1: \"ok\""), std::string::npos) << r.out;
+  const json sampled =
+      run_json("generate --model " + kModels +
+               "gpt2 --prompt ok --do-sample --seed 7 --top-k 5 --max-new-tokens 4");
+  EXPECT_EQ(sampled,
+            run_json("generate --model " + kModels +
+                     "gpt2 --prompt ok --do-sample --seed 7 --top-k 5 --max-new-tokens 4"));
+  EXPECT_EQ(sampled["sequences"][0]["prompt"], "ok");
+}
+
+TEST_F(ModelCommands, ForwardSavesReferenceLogits) {
+  const auto reference = checkpoint::SafetensorsFile::open(kModels + "gpt2/reference.safetensors");
+  const std::vector<int64_t> row0_ids = unpadded_row(reference, 0);  // 24 ids, no padding
+  const auto saved = forward_saved("--model " + kModels + "gpt2 --input-ids " + id_list(row0_ids),
+                                   "gpt2.safetensors");
+  const Tensor logits = saved.tensor("logits");
+  EXPECT_EQ(logits.shape(), (Shape{1, 24, 503}));
+  EXPECT_LE(relative_error(logits.to_vector<float>(), row_of(reference.tensor("logits"), 0)), 1e-4);
+  EXPECT_TRUE(saved.contains("hidden_states.1"));
+
+  // Row 1 is right-padded in the reference; given unpadded next to row 0, the command pads it.
+  const std::vector<int64_t> row1 = unpadded_row(reference, 1);
+  const int64_t real = int64_t(row1.size());
+  const auto batch = forward_saved("--model " + kModels + "gpt2 --input-ids " + id_list(row0_ids) +
+                                       " --input-ids " + id_list(row1),
+                                   "batch.safetensors");
+  const Tensor both = batch.tensor("logits");
+  EXPECT_LE(relative_error(row_of(both, 1, 0, real * 503),
+                           row_of(reference.tensor("logits"), 1, 0, real * 503)),
+            1e-4);
+
+  const json described =
+      run_json("forward --model " + kModels + "gpt2 --input-ids " + id_list(row0_ids));
+  EXPECT_EQ(described["outputs"]["logits"]["shape"], json::array({1, 24, 503}));
+  EXPECT_EQ(described["outputs"]["logits"]["dtype"], "f32");
+}
+
+TEST_F(ModelCommands, ConvertRoundTripKeepsLogits) {
+  const auto reference = checkpoint::SafetensorsFile::open(kModels + "gpt2/reference.safetensors");
+  const std::string ids = id_list(unpadded_row(reference, 0));
+  const std::string libai = scratch_.file("gpt2-libai"), hf = scratch_.file("gpt2-hf");
+  const Result to_libai = run("convert --from " + kModels + "gpt2 --to " + libai);
+  ASSERT_EQ(to_libai.exit_code, 0) << to_libai.err;
+  EXPECT_NE(to_libai.out.find("(libai layout): "), std::string::npos) << to_libai.out;
+  EXPECT_NE(to_libai.out.find(" tensors, "), std::string::npos) << to_libai.out;
+  EXPECT_EQ(checkpoint::SafetensorsFile::open(libai + "/model.safetensors").metadata().at("format"),
+            "libai");
+  const Result to_hf = run("convert --from " + libai + " --to " + hf + " --format hf");
+  ASSERT_EQ(to_hf.exit_code, 0) << to_hf.err;
+  for (const std::string& folder : {libai, hf}) {
+    const auto saved = forward_saved("--model " + folder + " --input-ids " + ids, "rt.safetensors");
+    EXPECT_LE(relative_error(saved.tensor("logits").to_vector<float>(),
+                             row_of(reference.tensor("logits"), 0)),
+              1e-4)
+        << folder;
+  }
+  EXPECT_EQ(run("convert --from " + kModels + "gpt2 --to " + hf + " --format onnx").exit_code, 2);
+}
+
+TEST_F(ModelCommands, FillMaskAgreesWithForward) {
+  // Forward first agrees with the reference: row 1 of the bert batch, unpadded (its
+  // token_type_ids are all 0, the command's default).
+  const auto reference = checkpoint::SafetensorsFile::open(kModels + "bert/reference.safetensors");
+  const std::vector<int64_t> row1 = unpadded_row(reference, 1);
+  const int64_t real = int64_t(row1.size());
+  const auto parity = forward_saved("--model " + kModels + "bert --input-ids " + id_list(row1),
+                                    "bert_row1.safetensors");
+  EXPECT_LE(relative_error(parity.tensor("logits").to_vector<float>(),
+                           row_of(reference.tensor("logits"), 1, 0, real * 403)),
+            1e-4);
+
+  // Then fill-mask on a text equals the forward pass on Hugging Face's ids of that text.
+  const std::string text = "The capital of France is [MASK].";
+  const std::vector<int64_t> ids = hf_ids("bert", text);
+  const int64_t position = std::find(ids.begin(), ids.end(), 4) - ids.begin();  // [MASK] is 4
+  ASSERT_LT(position, int64_t(ids.size()));
+  const auto saved =
+      forward_saved("--model " + kModels + "bert --input-ids " + id_list(ids), "bert.safetensors");
+  const Tensor logits = saved.tensor("logits");  // [1, len, 403]
+  const auto p = softmax(row_of(logits, 0, position * 403, (position + 1) * 403));
+  std::vector<int64_t> order(p.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = int64_t(i);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+
+  const json out =
+      run_json("fill-mask --model " + kModels + "bert --text " + shell_quote(text) + " --top-k 4");
+  ASSERT_EQ(out["masks"].size(), 1u);
+  const json& guesses = out["masks"][0];
+  ASSERT_EQ(guesses.size(), 4u);
+  double total = 0;
+  for (size_t i = 0; i < guesses.size(); ++i) {
+    EXPECT_EQ(guesses[i]["token_id"].get<int64_t>(), order[i]) << i;
+    EXPECT_NEAR(guesses[i]["score"].get<double>(), p[size_t(order[i])], 1e-6);
+    if (i > 0) {
+      EXPECT_LE(guesses[i]["score"].get<double>(), guesses[i - 1]["score"].get<double>());
+    }
+    total += guesses[i]["score"].get<double>();
+  }
+  EXPECT_LE(total, 1.0 + 1e-9);
+  const Result human = run("fill-mask --model " + kModels + "bert --text " + shell_quote(text));
+  EXPECT_EQ(human.exit_code, 0);
+  EXPECT_EQ(std::count(human.out.begin(), human.out.end(), '\n'), 6) << human.out;  // text + 5
+}
+
+TEST_F(ModelCommands, ClassifyTextIsSoftmaxOfLogits) {
+  // Forward agrees with the reference logits (row 1, unpadded) ...
+  const auto reference =
+      checkpoint::SafetensorsFile::open(kModels + "bert_cls/reference.safetensors");
+  const auto parity = forward_saved(
+      "--model " + kModels + "bert_cls --input-ids " + id_list(unpadded_row(reference, 1)),
+      "row1.safetensors");
+  EXPECT_LE(relative_error(parity.tensor("logits").to_vector<float>(),
+                           row_of(reference.tensor("logits"), 1)),
+            1e-4);
+
+  // ... and classify --text gives softmax(logits) of Hugging Face's ids of the text.
+  const std::string text = "Hello, world!";
+  const auto saved = forward_saved(
+      "--model " + kModels + "bert_cls --input-ids " + id_list(hf_ids("bert_cls", text)),
+      "cls.safetensors");
+  const auto p = softmax(saved.tensor("logits").to_vector<float>());
+  const json id2label = read_json(kModels + "bert_cls/config.json")["id2label"];
+  const json out = run_json("classify --model " + kModels + "bert_cls --text " + shell_quote(text));
+  ASSERT_EQ(out["labels"].size(), p.size());
+  for (size_t i = 0; i < p.size(); ++i) {
+    const std::string label = out["labels"][i]["label"];
+    size_t id = p.size();
+    for (const auto& [key, name] : id2label.items())
+      if (name == label) id = std::stoul(key);
+    ASSERT_LT(id, p.size()) << label << " is not in id2label";
+    EXPECT_NEAR(out["labels"][i]["score"].get<double>(), p[id], 1e-6) << label;
+    if (i > 0) {
+      EXPECT_LE(out["labels"][i]["score"], out["labels"][i - 1]["score"]);
+    }
+  }
+  EXPECT_EQ(
+      run_json("classify --model " + kModels + "bert_cls --text ok --top-k 1")["labels"].size(),
+      1u);
+}
+
+TEST_F(ModelCommands, ClassifyImageIsSoftmaxOfForward) {
+  const std::string image = LIBAI_SOURCE_DIR "/tests/data/images/gradient.png";
+  const auto saved =
+      forward_saved("--model " + kModels + "vit --image " + image, "vit.safetensors");
+  const auto p = softmax(saved.tensor("logits").to_vector<float>());
+  const json out = run_json("classify --model " + kModels + "vit --image " + image);
+  ASSERT_EQ(out["labels"].size(), std::min<size_t>(5, p.size()));
+  const double best = *std::max_element(p.begin(), p.end());
+  EXPECT_NEAR(out["labels"][0]["score"].get<double>(), best, 1e-6);
+  expect_error("classify --model " + kModels + "vit --image /nonexistent.png",
+               {"/nonexistent.png"});
+  expect_error("classify --model " + kModels + "bert_cls --image " + image,
+               {"image-classification", "sequence-classification"});
+}
+
+TEST_F(ModelCommands, EmbedIsMeanPooledForward) {
+  const std::vector<std::string> texts = {"Hello, world!",
+                                          "The quick brown fox jumps over the lazy dog."};
+  std::vector<std::vector<double>> expected;
+  for (const auto& text : texts) {
+    const auto ids = hf_ids("bert", text);
+    const auto saved = forward_saved("--model " + kModels + "bert --input-ids " + id_list(ids),
+                                     "embed.safetensors");
+    const Tensor h = saved.tensor("last_hidden_state");  // [1, len, hidden]
+    const auto values = h.to_vector<float>();
+    const int64_t len = h.size(1), hidden = h.size(2);
+    std::vector<double> mean(size_t(hidden), 0.0);
+    for (int64_t t = 0; t < len; ++t)
+      for (int64_t d = 0; d < hidden; ++d)
+        mean[size_t(d)] += values[size_t(t * hidden + d)] / double(len);
+    double norm = 0;
+    for (double x : mean) norm += x * x;
+    for (double& x : mean) x /= std::sqrt(norm);
+    expected.push_back(mean);
+  }
+  const json out = run_json("embed --model " + kModels + "bert --text " + shell_quote(texts[0]) +
+                            " --text " + shell_quote(texts[1]));
+  ASSERT_EQ(out["embeddings"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto e = out["embeddings"][i].get<std::vector<double>>();
+    ASSERT_EQ(e.size(), expected[i].size());
+    for (size_t d = 0; d < e.size(); ++d) EXPECT_NEAR(e[d], expected[i][d], 1e-5) << i << "," << d;
+  }
+  double dot = 0;
+  for (size_t d = 0; d < expected[0].size(); ++d) dot += expected[0][d] * expected[1][d];
+  EXPECT_NEAR(out["similarity"][0][1].get<double>(), dot, 1e-5);
+  EXPECT_NEAR(out["similarity"][1][1].get<double>(), 1.0, 1e-6);
+  const Result human = run("embed --model " + kModels + "bert --text a --text b");
+  EXPECT_EQ(human.exit_code, 0);
+  EXPECT_NE(human.out.find("cosine similarity"), std::string::npos) << human.out;
+}
+
+TEST_F(ModelCommands, ErrorsAreOneLineAndExitOne) {
+  expect_error("generate --model /no/such/model --prompt hi", {"--model", "/no/such/model"});
+  expect_error("forward --model " + kModels + "gpt2 --input-ids 1,x,3",
+               {"--input-ids", "'x'", "item 2"});
+  expect_error("generate --model " + kModels + "gpt2 --prompt-ids 1,,3",
+               {"--prompt-ids", "item 2"});
+  expect_error("generate --model " + kModels + "bert --prompt hi",
+               {"generate needs a model of kind causal-lm or seq2seq-lm", "masked-lm"});
+  expect_error("forward --model " + kModels + "gpt2 --input-ids 1,99999", {"99999", "vocab"});
+  expect_error("fill-mask --model " + kModels + "bert --text 'no mask here'", {"[MASK]"});
+  expect_error("fill-mask --model " + kModels + "gpt2 --text '[MASK]'", {"fill-mask needs"});
+  expect_error("classify --model " + kModels + "vit --text hi",
+               {"sequence-classification", "image-classification"});
+  expect_error("embed --model " + kModels + "gpt2 --text a --dtype f8", {"--dtype", "f8"});
+  expect_error("convert --from /no/such/model --to " + scratch_.file("x"), {"--from"});
+  // Usage mistakes stay exit 2.
+  EXPECT_EQ(run("generate --prompt hi").exit_code, 2);
+  EXPECT_EQ(run("generate --model x --prompt a --prompt-ids 1").exit_code, 2);
+  EXPECT_EQ(run("generate --model x --prompt a --num-beams 0").exit_code, 2);
+}
+
+}  // namespace
+}  // namespace libai::testing
