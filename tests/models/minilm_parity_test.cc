@@ -29,7 +29,7 @@ TEST(MiniLmPretrained, EmbeddingsMatchSentenceTransformers) {
                  << " (run tools/install_pretrained.sh BUILD, or set LIBAI_MINILM_DIR)";
   const fs::path data = fs::path(LIBAI_SOURCE_DIR) / "tests" / "data" / "minilm";
   std::ifstream in(data / "sentences.json");
-  auto sentences = nlohmann::json::parse(in).get<std::vector<std::string>>();
+  auto sentences = nlohmann::json::parse(in).at("sentences").get<std::vector<std::string>>();
   ASSERT_EQ(sentences.size(), 20u);
   auto ref = checkpoint::SafetensorsFile::open((data / "reference.safetensors").string());
   Tensor expected = ref.tensor("embeddings");  // [20, 384]
