@@ -53,6 +53,7 @@ int classify(const ClassifyOptions& options) {
     scores = pipelines::classify_text(m, options.text);
   }
   scores.resize(std::min(scores.size(), size_t(options.top_k)));
+  if (!options.model.leader) return kExitOk;  // rank 0 prints
   if (options.json) {
     Json labels = Json::array();
     for (const auto& s : scores) labels.push_back({{"label", s.label}, {"score", s.score}});
@@ -76,7 +77,13 @@ CommandAction setup_classify(CLI::App& command) {
   command.add_option("--top-k", options->top_k, "labels to show, most likely first")
       ->check(CLI::PositiveNumber);
   command.add_flag("--json", options->json, "print one JSON document");
-  return [options] { return classify(*options); };
+  return [options] {
+    return run_on_ranks(options->model, [&](const ModelFlags& rank_flags) {
+      ClassifyOptions mine = *options;
+      mine.model = rank_flags;
+      return classify(mine);
+    });
+  };
 }
 
 }  // namespace libai::cli

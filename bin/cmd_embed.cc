@@ -46,13 +46,15 @@ int embed(const EmbedOptions& options) {
     const std::vector<std::string> chunk(options.texts.begin() + long(start),
                                          options.texts.begin() + long(end));
     for (auto& v : pipelines::embed(m, chunk, options.batch_size)) vectors.push_back(std::move(v));
-    if (options.texts.size() > options.batch_size) progress.advance(int64_t(chunk.size()));
+    if (options.texts.size() > options.batch_size && options.model.leader)
+      progress.advance(int64_t(chunk.size()));
   }
   std::vector<std::vector<double>> similarity(vectors.size(), std::vector<double>(vectors.size()));
   for (size_t i = 0; i < vectors.size(); ++i)
     for (size_t j = 0; j < vectors.size(); ++j)
       similarity[i][j] = pipelines::cosine(vectors[i], vectors[j]);
 
+  if (!options.model.leader) return kExitOk;  // rank 0 prints
   if (options.json) {
     print_json({{"embeddings", vectors}, {"similarity", similarity}});
     return kExitOk;
@@ -85,7 +87,13 @@ CommandAction setup_embed(CLI::App& command) {
   command.add_option("--batch-size", options->batch_size, "texts per forward pass")
       ->check(CLI::PositiveNumber);
   command.add_flag("--json", options->json, "print one JSON document");
-  return [options] { return embed(*options); };
+  return [options] {
+    return run_on_ranks(options->model, [&](const ModelFlags& rank_flags) {
+      EmbedOptions mine = *options;
+      mine.model = rank_flags;
+      return embed(mine);
+    });
+  };
 }
 
 }  // namespace libai::cli

@@ -25,6 +25,7 @@ struct FillMaskOptions {
 int fill_mask(const FillMaskOptions& options) {
   auto m = load_text_model(options.model, "fill-mask", {models::Task::masked_lm});
   const auto masks = models::pipelines::fill_mask(m, options.text, options.top_k);
+  if (!options.model.leader) return kExitOk;  // rank 0 prints
   if (options.json) {
     Json all = Json::array();
     for (const auto& guesses : masks) {
@@ -58,7 +59,13 @@ CommandAction setup_fill_mask(CLI::App& command) {
   command.add_option("--top-k", options->top_k, "guesses per mask token")
       ->check(CLI::PositiveNumber);
   command.add_flag("--json", options->json, "print one JSON document");
-  return [options] { return fill_mask(*options); };
+  return [options] {
+    return run_on_ranks(options->model, [&](const ModelFlags& rank_flags) {
+      FillMaskOptions mine = *options;
+      mine.model = rank_flags;
+      return fill_mask(mine);
+    });
+  };
 }
 
 }  // namespace libai::cli

@@ -85,6 +85,7 @@ int forward(const ForwardOptions& options) {
   autograd::NoGradGuard no_grad;
   const models::TensorMap outputs = model->forward(inputs);
 
+  if (!options.model.leader) return kExitOk;  // rank 0 prints
   if (!options.save.empty()) {
     checkpoint::NamedTensors named(outputs.begin(), outputs.end());
     checkpoint::save_safetensors(options.save, named,
@@ -127,7 +128,13 @@ CommandAction setup_forward(CLI::App& command) {
   command.add_option("--image", options->image, "image file, as pixel_values for a vision model");
   command.add_option("--save", options->save, "write every output to this .safetensors file");
   command.add_flag("--json", options->json, "print one JSON document");
-  return [options] { return forward(*options); };
+  return [options] {
+    return run_on_ranks(options->model, [&](const ModelFlags& rank_flags) {
+      ForwardOptions mine = *options;
+      mine.model = rank_flags;
+      return forward(mine);
+    });
+  };
 }
 
 }  // namespace libai::cli

@@ -72,6 +72,7 @@ int generate(GenerateOptions& options) {
                            : pipelines::generate_ids(m, prompt_ids, options.config);
   const size_t prompts = prompt_ids.empty() ? options.prompts.size() : prompt_ids.size();
   const bool encoder_decoder = m.model().task() == models::Task::seq2seq_lm;
+  if (!options.model.leader) return kExitOk;  // rank 0 prints
   if (!options.json) {
     std::vector<std::string> labels;
     std::vector<size_t> skip;
@@ -148,7 +149,13 @@ CommandAction setup_generate(CLI::App& command) {
                   "padding token id (default: the folder's, else the eos)")
       ->check(CLI::NonNegativeNumber);
   command.add_flag("--json", options->json, "print one JSON document");
-  return [options] { return generate(*options); };
+  return [options] {
+    return run_on_ranks(options->model, [&](const ModelFlags& rank_flags) {
+      GenerateOptions mine = *options;
+      mine.model = rank_flags;
+      return generate(mine);
+    });
+  };
 }
 
 }  // namespace libai::cli

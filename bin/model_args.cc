@@ -1,5 +1,8 @@
 #include "bin/model_args.h"
 
+#include "bin/commands.h"
+#include "runtime/comm/spmd.h"
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -19,6 +22,9 @@ using models::Task;
 void add_model_flags(CLI::App& command, ModelFlags& flags, bool with_dtype) {
   command.add_option("--model", flags.folder, "model folder (config.json, weights, tokenizer)")
       ->required();
+  command.add_option("--tensor-parallel-size", flags.tensor_parallel_size,
+                     "split the model over N ranks (threads of this process)")
+      ->check(CLI::Range(1, 64));
   if (with_dtype)
     command.add_option("--dtype", flags.dtype, "parameter and activation dtype: f32 or bf16");
 }
@@ -79,6 +85,7 @@ models::pipelines::TextModel load_text_model(const ModelFlags& flags, const std:
   const auto start = Clock::now();
   models::LoadOptions options;
   options.dtype = dtype;
+  options.tp = flags.tp;
   std::optional<models::pipelines::TextModel> loaded;
   try {
     loaded = models::pipelines::TextModel::load(flags.folder, options);
@@ -89,7 +96,7 @@ models::pipelines::TextModel load_text_model(const ModelFlags& flags, const std:
   }
   auto& m = *loaded;
   require_task(m.model(), flags.folder, command, accepted);
-  print_loaded(flags.folder, m.model(), dtype, start);
+  if (flags.leader) print_loaded(flags.folder, m.model(), dtype, start);
   return std::move(m);
 }
 
@@ -100,10 +107,25 @@ std::unique_ptr<models::Model> load_bare_model(const ModelFlags& flags, const st
   const auto start = Clock::now();
   models::LoadOptions options;
   options.dtype = dtype;
+  options.tp = flags.tp;
   auto model = models::load_model(flags.folder, options);
   require_task(*model, flags.folder, command, accepted);
-  print_loaded(flags.folder, *model, dtype, start);
+  if (flags.leader) print_loaded(flags.folder, *model, dtype, start);
   return model;
+}
+
+int run_on_ranks(const ModelFlags& flags, const std::function<int(const ModelFlags&)>& command) {
+  if (flags.tensor_parallel_size <= 1) return command(flags);
+  check_model_folder(flags.folder);  // one error line, before any rank starts
+  int leader_code = kExitOk;
+  comm::run_spmd_threads(flags.tensor_parallel_size, [&](comm::Communicator& c) {
+    ModelFlags mine = flags;
+    mine.tp = std::shared_ptr<comm::Communicator>(&c, [](comm::Communicator*) {});
+    mine.leader = c.rank() == 0;
+    const int code = command(mine);
+    if (mine.leader) leader_code = code;
+  });
+  return leader_code;
 }
 
 std::vector<int64_t> parse_id_list(const std::string& text, const std::string& flag) {

@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -22,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/model.h"
+#include "runtime/comm/communicator.h"
 #include "models/pipelines/pipelines.h"
 
 namespace libai::cli {
@@ -29,9 +31,19 @@ namespace libai::cli {
 struct ModelFlags {
   std::string folder;
   std::string dtype = "f32";
+  int tensor_parallel_size = 1;
+  // Set per rank by run_on_ranks: the rank's tensor-parallel group, and whether it prints.
+  std::shared_ptr<comm::Communicator> tp;
+  bool leader = true;
 };
-// --model DIR (required) and, when `with_dtype`, --dtype f32|bf16.
+// --model DIR (required), --tensor-parallel-size N and, when `with_dtype`, --dtype f32|bf16.
 void add_model_flags(CLI::App& command, ModelFlags& flags, bool with_dtype = true);
+
+// Runs `command` once per tensor-parallel rank (threads of this process sharing the local
+// communicator; --tensor-parallel-size 1: once, as is) with a copy of `flags` naming the
+// rank's group; only rank 0 (flags.leader) prints. Returns rank 0's exit code; an error on any
+// rank wakes the others and is rethrown.
+int run_on_ranks(const ModelFlags& flags, const std::function<int(const ModelFlags&)>& command);
 // "f32" | "bf16" (and their long names); InvalidArgument naming --dtype otherwise.
 DType parse_dtype_flag(const std::string& text);
 // NotFound when `folder` (given by `flag`) is missing or has no config.json.

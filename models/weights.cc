@@ -150,6 +150,26 @@ void release_pages(const Tensor& t) {
   if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+// dst <- src in blocks of rows, dropping the checkpoint's mapped pages after each block, so
+// loading a large tensor keeps at most one block of the file resident beside the parameter.
+void copy_releasing(Tensor& dst, const Tensor& src, const std::vector<Tensor>& sources) {
+  constexpr int64_t kBlockBytes = 8 << 20;
+  const int64_t rows = dst.dim() == 0 ? 1 : dst.size(0);
+  const int64_t row_bytes = rows > 0 ? int64_t(dst.nbytes()) / std::max<int64_t>(rows, 1) : 0;
+  const int64_t block = std::max<int64_t>(1, kBlockBytes / std::max<int64_t>(row_bytes, 1));
+  if (dst.dim() == 0 || rows <= block) {
+    dst.copy_from(src);
+  } else {
+    for (int64_t r = 0; r < rows; r += block) {
+      const int64_t n = std::min(block, rows - r);
+      Tensor part = ops::narrow(dst, 0, r, n);
+      part.copy_from(ops::narrow(src, 0, r, n));
+      for (const Tensor& t : sources) release_pages(t);
+    }
+  }
+  for (const Tensor& t : sources) release_pages(t);
+}
+
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
@@ -210,21 +230,20 @@ LoadReport load_parameters(Module& module, const WeightSource& source, const Wei
                                  ", checkpoint has ", shapes));
       continue;
     }
+    Tensor dst = *param;
     if (info.split_dim >= 0) {  // this rank's block (a view: only its bytes are read)
       const int d = info.split_dim;
       const int64_t part = param->size(d), start = info.tp_rank * part;
       const int64_t length = std::clamp<int64_t>(info.logical_shape[d] - start, 0, part);
-      if (length < part) {  // the padded tail of an uneven split stays zero
-        param->copy_from(Tensor::zeros(param->shape(), param->dtype()));
-        if (length > 0) ops::narrow(*param, d, 0, length).copy_from(ops::narrow(value, d, start, length));
-        ++report.loaded;
-        continue;
+      if (length < part) {  // the padded tail of an uneven split is zero
+        Tensor tail = ops::narrow(*param, d, length, part - length);
+        tail.copy_from(Tensor::zeros(tail.shape(), tail.dtype()));
       }
-      value = ops::narrow(value, d, start, part);
+      dst = ops::narrow(*param, d, 0, length);
+      value = ops::narrow(value, d, start, length);
     }
-    param->copy_from(value);
+    copy_releasing(dst, value, tensors);
     ++report.loaded;
-    for (const Tensor& t : tensors) release_pages(t);
   }
   if (!problems.empty()) {
     std::string message = str_cat("cannot load ", source.path(), ": ", problems.size(), " problem",

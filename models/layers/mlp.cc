@@ -7,6 +7,8 @@ namespace libai::models {
 // Tensor parallel: up (and gate) column-parallel, down row-parallel, so the intermediate
 // activation stays split and the block costs one all-reduce forward.
 Mlp::Mlp(const LayerContext& ctx, const MlpConfig& config) : config_(config) {
+  LIBAI_CHECK(config.intermediate % ctx.tp_size() == 0, "mlp: tensor_parallel_size ", ctx.tp_size(),
+              " does not divide the intermediate size ", config.intermediate);
   const auto col = Parallel::column, row = Parallel::row;
   if (config.gated)
     gate_ = &add_module("gate", std::make_unique<Linear>(ctx, config.hidden, config.intermediate,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tests/bin/cli_fixture.h"
+#include "tests/models/random_models.h"
 
 namespace libai::testing {
 namespace {
@@ -295,6 +296,35 @@ TEST_F(ModelCommands, ErrorsAreOneLineAndExitOne) {
   EXPECT_EQ(run("generate --prompt hi").exit_code, 2);
   EXPECT_EQ(run("generate --model x --prompt a --prompt-ids 1").exit_code, 2);
   EXPECT_EQ(run("generate --model x --prompt a --num-beams 0").exit_code, 2);
+}
+
+}  // namespace
+}  // namespace libai::testing
+
+namespace libai::testing {
+namespace {
+
+// --tensor-parallel-size splits the model over ranks (threads) and gives the one-device
+// outputs: forward on a random GPT-2 and T5 with 4 heads, at 2 and 4 ranks.
+TEST_F(ModelCommands, TensorParallelFlagGivesTheOneDeviceOutputs) {
+  for (int index : {0, 4}) {  // gpt2, t5 in random_models.h
+    const auto family = families()[index];
+    const auto dir = save_random_model(family, "cli_" + std::to_string(::getpid())).string();
+    const std::string args = "--model " + dir + " --input-ids 3,4,5,6 --input-ids 7,8" +
+                             (family.name == "t5" ? " --decoder-input-ids 0,9,10 --decoder-input-ids 0,11" : "");
+    const auto one = forward_saved(args, family.name + "_tp1.safetensors");
+    for (int tp : {2, 4}) {
+      const auto split = forward_saved(args + " --tensor-parallel-size " + std::to_string(tp),
+                                       family.name + "_tp" + std::to_string(tp) + ".safetensors");
+      EXPECT_LE(relative_error(split.tensor("logits").to_vector<float>(),
+                               one.tensor("logits").to_vector<float>()),
+                1e-5)
+          << family.name << " at " << tp << " ranks";
+    }
+    std::filesystem::remove_all(dir);
+  }
+  expect_error("forward --model " + kModels + "gpt2 --input-ids 1,2 --tensor-parallel-size 2",
+               {"tensor_parallel_size 2 does not divide the number of heads 3"});
 }
 
 }  // namespace
