@@ -77,13 +77,7 @@ CommandAction setup_classify(CLI::App& command) {
   command.add_option("--top-k", options->top_k, "labels to show, most likely first")
       ->check(CLI::PositiveNumber);
   command.add_flag("--json", options->json, "print one JSON document");
-  return [options] {
-    return run_on_ranks(options->model, [&](const ModelFlags& rank_flags) {
-      ClassifyOptions mine = *options;
-      mine.model = rank_flags;
-      return classify(mine);
-    });
-  };
+  return on_ranks(options, [](ClassifyOptions& o) { return classify(o); });
 }
 
 }  // namespace libai::cli

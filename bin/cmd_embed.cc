@@ -87,13 +87,7 @@ CommandAction setup_embed(CLI::App& command) {
   command.add_option("--batch-size", options->batch_size, "texts per forward pass")
       ->check(CLI::PositiveNumber);
   command.add_flag("--json", options->json, "print one JSON document");
-  return [options] {
-    return run_on_ranks(options->model, [&](const ModelFlags& rank_flags) {
-      EmbedOptions mine = *options;
-      mine.model = rank_flags;
-      return embed(mine);
-    });
-  };
+  return on_ranks(options, [](EmbedOptions& o) { return embed(o); });
 }
 
 }  // namespace libai::cli

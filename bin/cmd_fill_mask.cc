@@ -59,13 +59,7 @@ CommandAction setup_fill_mask(CLI::App& command) {
   command.add_option("--top-k", options->top_k, "guesses per mask token")
       ->check(CLI::PositiveNumber);
   command.add_flag("--json", options->json, "print one JSON document");
-  return [options] {
-    return run_on_ranks(options->model, [&](const ModelFlags& rank_flags) {
-      FillMaskOptions mine = *options;
-      mine.model = rank_flags;
-      return fill_mask(mine);
-    });
-  };
+  return on_ranks(options, [](FillMaskOptions& o) { return fill_mask(o); });
 }
 
 }  // namespace libai::cli

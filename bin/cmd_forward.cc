@@ -128,13 +128,7 @@ CommandAction setup_forward(CLI::App& command) {
   command.add_option("--image", options->image, "image file, as pixel_values for a vision model");
   command.add_option("--save", options->save, "write every output to this .safetensors file");
   command.add_flag("--json", options->json, "print one JSON document");
-  return [options] {
-    return run_on_ranks(options->model, [&](const ModelFlags& rank_flags) {
-      ForwardOptions mine = *options;
-      mine.model = rank_flags;
-      return forward(mine);
-    });
-  };
+  return on_ranks(options, [](ForwardOptions& o) { return forward(o); });
 }
 
 }  // namespace libai::cli

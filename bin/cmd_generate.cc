@@ -149,13 +149,7 @@ CommandAction setup_generate(CLI::App& command) {
                   "padding token id (default: the folder's, else the eos)")
       ->check(CLI::NonNegativeNumber);
   command.add_flag("--json", options->json, "print one JSON document");
-  return [options] {
-    return run_on_ranks(options->model, [&](const ModelFlags& rank_flags) {
-      GenerateOptions mine = *options;
-      mine.model = rank_flags;
-      return generate(mine);
-    });
-  };
+  return on_ranks(options, [](GenerateOptions& o) { return generate(o); });
 }
 
 }  // namespace libai::cli

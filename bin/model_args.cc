@@ -76,16 +76,21 @@ void print_loaded(const std::string& folder, models::Model& model, DType dtype,
   std::fflush(stderr);
 }
 
+models::LoadOptions load_options(const ModelFlags& flags) {
+  check_model_folder(flags.folder);
+  models::LoadOptions options;
+  options.dtype = parse_dtype_flag(flags.dtype);
+  options.tp = flags.tp;
+  return options;
+}
+
 }  // namespace
 
 models::pipelines::TextModel load_text_model(const ModelFlags& flags, const std::string& command,
                                              std::initializer_list<Task> accepted) {
-  check_model_folder(flags.folder);
-  const DType dtype = parse_dtype_flag(flags.dtype);
   const auto start = Clock::now();
-  models::LoadOptions options;
-  options.dtype = dtype;
-  options.tp = flags.tp;
+  const models::LoadOptions options = load_options(flags);
+  const DType dtype = options.dtype;
   std::optional<models::pipelines::TextModel> loaded;
   try {
     loaded = models::pipelines::TextModel::load(flags.folder, options);
@@ -102,12 +107,9 @@ models::pipelines::TextModel load_text_model(const ModelFlags& flags, const std:
 
 std::unique_ptr<models::Model> load_bare_model(const ModelFlags& flags, const std::string& command,
                                                std::initializer_list<Task> accepted) {
-  check_model_folder(flags.folder);
-  const DType dtype = parse_dtype_flag(flags.dtype);
   const auto start = Clock::now();
-  models::LoadOptions options;
-  options.dtype = dtype;
-  options.tp = flags.tp;
+  const models::LoadOptions options = load_options(flags);
+  const DType dtype = options.dtype;
   auto model = models::load_model(flags.folder, options);
   require_task(*model, flags.folder, command, accepted);
   if (flags.leader) print_loaded(flags.folder, *model, dtype, start);

@@ -44,6 +44,19 @@ void add_model_flags(CLI::App& command, ModelFlags& flags, bool with_dtype = tru
 // rank's group; only rank 0 (flags.leader) prints. Returns rank 0's exit code; an error on any
 // rank wakes the others and is rethrown.
 int run_on_ranks(const ModelFlags& flags, const std::function<int(const ModelFlags&)>& command);
+
+// The action of a model command: `command(options)` run on every rank, each with its own copy
+// of the options (its `model` flags naming the rank's group).
+template <typename Options, typename Command>
+std::function<int()> on_ranks(std::shared_ptr<Options> options, Command command) {
+  return [options, command] {
+    return run_on_ranks(options->model, [&](const ModelFlags& rank_flags) {
+      Options mine = *options;
+      mine.model = rank_flags;
+      return command(mine);
+    });
+  };
+}
 // "f32" | "bf16" (and their long names); InvalidArgument naming --dtype otherwise.
 DType parse_dtype_flag(const std::string& text);
 // NotFound when `folder` (given by `flag`) is missing or has no config.json.

@@ -11,6 +11,11 @@
 #include <cstdlib>
 #include <string>
 
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "models/generation/generate.h"
 #include "models/model.h"
 #include "runtime/checkpoint/safetensors.h"
 
@@ -59,6 +64,35 @@ inline std::vector<std::string> output_names(const checkpoint::SafetensorsFile& 
         n.find("hidden_states.") != std::string::npos)
       out.push_back(n);
   return out;
+}
+
+// A fixture's reference.json.
+inline nlohmann::json reference_json(const std::string& folder) {
+  std::ifstream in(model_fixture(folder) / "reference.json");
+  return nlohmann::json::parse(in);
+}
+
+// The generate kwargs of a reference.json case as our GenerationConfig.
+inline models::generation::GenerationConfig config_from(const nlohmann::json& kwargs) {
+  models::generation::GenerationConfig g;
+  g.max_new_tokens = kwargs.value("max_new_tokens", int64_t(20));
+  g.min_new_tokens = kwargs.value("min_new_tokens", int64_t(0));
+  g.num_beams = kwargs.value("num_beams", int64_t(1));
+  g.length_penalty = kwargs.value("length_penalty", 1.0);
+  g.early_stopping = kwargs.value("early_stopping", false);
+  g.num_return_sequences = kwargs.value("num_return_sequences", int64_t(1));
+  g.repetition_penalty = kwargs.value("repetition_penalty", 1.0);
+  g.no_repeat_ngram_size = kwargs.value("no_repeat_ngram_size", int64_t(0));
+  g.do_sample = kwargs.value("do_sample", false);
+  if (kwargs.contains("eos_token_id")) {
+    const auto& e = kwargs["eos_token_id"];
+    if (e.is_array())
+      for (const auto& x : e) g.eos_token_ids.push_back(x.get<int64_t>());
+    else
+      g.eos_token_ids.push_back(e.get<int64_t>());
+  }
+  if (kwargs.contains("pad_token_id")) g.pad_token_id = kwargs["pad_token_id"].get<int64_t>();
+  return g;
 }
 
 }  // namespace libai::testing

@@ -125,32 +125,8 @@ TEST_P(T5Decoding, CachedStepsMatchReferenceForward) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, T5Decoding, ::testing::Values("t5", "t5v11", "mt5"));
 
-nlohmann::json reference_json(const std::string& folder) {
-  std::ifstream in(model_fixture(folder) / "reference.json");
-  return nlohmann::json::parse(in);
-}
-
-generation::GenerationConfig config_from(const nlohmann::json& kwargs) {
-  generation::GenerationConfig g;
-  g.max_new_tokens = kwargs.value("max_new_tokens", int64_t(20));
-  g.min_new_tokens = kwargs.value("min_new_tokens", int64_t(0));
-  g.num_beams = kwargs.value("num_beams", int64_t(1));
-  g.length_penalty = kwargs.value("length_penalty", 1.0);
-  g.early_stopping = kwargs.value("early_stopping", false);
-  g.num_return_sequences = kwargs.value("num_return_sequences", int64_t(1));
-  g.repetition_penalty = kwargs.value("repetition_penalty", 1.0);
-  g.no_repeat_ngram_size = kwargs.value("no_repeat_ngram_size", int64_t(0));
-  g.do_sample = kwargs.value("do_sample", false);
-  if (kwargs.contains("eos_token_id")) {
-    const auto& e = kwargs["eos_token_id"];
-    if (e.is_array())
-      for (const auto& x : e) g.eos_token_ids.push_back(x.get<int64_t>());
-    else
-      g.eos_token_ids.push_back(e.get<int64_t>());
-  }
-  if (kwargs.contains("pad_token_id")) g.pad_token_id = kwargs["pad_token_id"].get<int64_t>();
-  return g;
-}
+using testing::config_from;
+using testing::reference_json;
 
 class T5GenerationParity : public ::testing::TestWithParam<std::string> {};
 

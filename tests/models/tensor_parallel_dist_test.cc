@@ -1,4 +1,4 @@
-// Tensor parallelism across processes: the same families as tensor_parallel_test.cc, each
+// Tensor parallelism across processes: the families of tensor_parallel_test.cc, each
 // rank a separate process talking over UCX on loopback (run_spmd_processes), against one
 // device. Children write their logits and gradient shards to files; the parent compares.
 #include <gtest/gtest.h>
@@ -99,9 +99,11 @@ TEST_P(TensorParallelProcesses, OutputsAndGradientsMatchOneDevice) {
   fs::remove_all(dir);
 }
 
+// Every family at 2 ranks; GPT-2 and T5 (the two decoders) also at 4.
 INSTANTIATE_TEST_SUITE_P(Families, TensorParallelProcesses,
                          ::testing::Values(std::make_tuple(0, 2), std::make_tuple(0, 4), std::make_tuple(1, 2),
-                                           std::make_tuple(4, 2), std::make_tuple(6, 2)),
+                                           std::make_tuple(2, 2), std::make_tuple(3, 2), std::make_tuple(4, 2),
+                                           std::make_tuple(4, 4), std::make_tuple(5, 2), std::make_tuple(6, 2)),
                          [](const auto& info) {
                            return families()[std::get<0>(info.param)].name + "_tp" +
                                   std::to_string(std::get<1>(info.param));
