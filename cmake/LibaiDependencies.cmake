@@ -21,6 +21,11 @@ find_library(OPENBLAS_LIBRARY NAMES openblas REQUIRED)
 # CLI11 is header-only; Debian 12 ships headers and a CMake config.
 find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
 
+# SentencePiece (Debian's libsentencepiece-dev) reads T5 / Llama `.model` tokenizers for
+# models/tokenizers/sentencepiece.cc; it ships no CMake config, so find it by name.
+find_path(SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h REQUIRED)
+find_library(SENTENCEPIECE_LIBRARY sentencepiece REQUIRED)
+
 # stb_image (Debian's libstb-dev) decodes PNG, JPEG, PNM and BMP for models/vision/image.cc,
 # which compiles the header-only implementation itself: no library to link.
 find_path(STB_INCLUDE_DIR stb_image.h PATH_SUFFIXES stb REQUIRED)

@@ -47,9 +47,12 @@ libai_layer_library(libai_ops ops)
 target_link_libraries(libai_ops PUBLIC libai_runtime PRIVATE ${OPENBLAS_LIBRARY})
 
 libai_layer_library(libai_models models)
-target_link_libraries(libai_models PUBLIC libai_ops)
-# stb_image.h for models/vision/image.cc (SYSTEM: its own warnings are not ours).
-target_include_directories(libai_models SYSTEM PRIVATE ${STB_INCLUDE_DIR})
+# libsentencepiece for models/tokenizers/sentencepiece.cc (SentencePiece .model tokenizers).
+target_link_libraries(libai_models PUBLIC libai_ops PRIVATE ${SENTENCEPIECE_LIBRARY})
+# stb_image.h for models/vision/image.cc and sentencepiece_processor.h (SYSTEM: their own
+# warnings are not ours).
+target_include_directories(libai_models SYSTEM PRIVATE ${STB_INCLUDE_DIR}
+                                                       ${SENTENCEPIECE_INCLUDE_DIR})
 
 libai_layer_library(libai_schedule schedule)
 target_link_libraries(libai_schedule PUBLIC libai_runtime)

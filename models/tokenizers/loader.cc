@@ -1,9 +1,11 @@
 // load_tokenizer: tokenizer.json, or the legacy vocab.txt (BERT) and vocab.json + merges.txt
-// (GPT-2) files, with special tokens named by tokenizer_config.json / special_tokens_map.json.
+// (GPT-2) files, with special tokens named by tokenizer_config.json / special_tokens_map.json,
+// or a SentencePiece .model file (sentencepiece.cc).
 #include <fstream>
 #include <sstream>
 
 #include "models/tokenizers/pipeline.h"
+#include "models/tokenizers/sentencepiece.h"
 #include "runtime/error.h"
 
 namespace libai::tokenizers {
@@ -49,7 +51,7 @@ std::string read_file(const fs::path& path) {
 json parse_json(const fs::path& path) {
   try {
     return json::parse(read_file(path));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number overflow
     LIBAI_THROW(CorruptInput, path.string(), ": malformed JSON: ", e.what());
   }
 }
@@ -250,11 +252,11 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& path) {
     if (fs::exists(path / "vocab.json") && fs::exists(path / "merges.txt"))
       return load_gpt2_files(path / "vocab.json", path / "merges.txt");
     if (fs::exists(path / "vocab.txt")) return load_bert_vocab(path / "vocab.txt");
-    if (fs::exists(path / "tokenizer.model"))
-      LIBAI_THROW(Unsupported, (path / "tokenizer.model").string(),
-                  ": SentencePiece .model files are not supported yet; convert to tokenizer.json");
+    for (const char* name : {"spiece.model", "tokenizer.model"})
+      if (fs::exists(path / name)) return load_sentencepiece(path / name);
     LIBAI_THROW(NotFound, "no tokenizer in ", path.string(),
-                ": expected tokenizer.json, vocab.json + merges.txt, or vocab.txt");
+                ": expected tokenizer.json, vocab.json + merges.txt, vocab.txt, spiece.model or "
+                "tokenizer.model");
   }
   LIBAI_CHECK_KIND(NotFound, fs::exists(path), "tokenizer file ", path.string(), " does not exist");
   const std::string name = path.filename().string();
@@ -266,8 +268,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& path) {
                      path.string(), ": a GPT-2 tokenizer needs both vocab.json and merges.txt");
     return load_gpt2_files(folder / "vocab.json", folder / "merges.txt");
   }
-  if (path.extension() == ".model")
-    LIBAI_THROW(Unsupported, path.string(), ": SentencePiece .model files are not supported yet");
+  if (path.extension() == ".model") return load_sentencepiece(path);
   return load_tokenizer_json(path);
 }
 

@@ -1,6 +1,7 @@
 // Tokenizers with exact Hugging Face parity: byte-level BPE (GPT-2, RoBERTa), WordPiece (BERT)
 // and Unigram (T5-style, Metaspace), loaded from `tokenizer.json` or the legacy `vocab.txt` /
-// `vocab.json` + `merges.txt` files. See docs/TOKENIZERS.md.
+// `vocab.json` + `merges.txt` files; SentencePiece `.model` files through libsentencepiece
+// (sentencepiece.h). See docs/TOKENIZERS.md.
 //
 //   auto tok = libai::tokenizers::load_tokenizer("models/minilm");   // a folder or a file
 //   Encoding e = tok->encode("Hello, world!");        // ids [101, 7592, 1010, 2088, 999, 102]
@@ -105,9 +106,10 @@ class Tokenizer {
 };
 
 // Loads a tokenizer from a folder (tokenizer.json, else vocab.json + merges.txt, else
-// vocab.txt) or from one of those files. Throws NotFound for a missing file, CorruptInput for
-// malformed JSON or a missing/mistyped field (naming the file and the field), Unsupported for
-// a component type it does not implement.
+// vocab.txt, else spiece.model / tokenizer.model) or from one of those files. Throws NotFound
+// for a missing file, CorruptInput for malformed JSON or a missing/mistyped field (naming the
+// file and the field) or a corrupt .model file, Unsupported for a component type it does not
+// implement.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& path);
 
 }  // namespace libai::tokenizers

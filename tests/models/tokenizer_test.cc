@@ -152,6 +152,15 @@ TEST(TokenizerErrors, TruncatedJsonIsCorruptInput) {
   EXPECT_NE(message.find("malformed JSON"), std::string::npos) << message;
 }
 
+// Found by tests/fuzz/fuzz_tokenizer.cc: nlohmann reports a number too large for a double as
+// out_of_range, not parse_error, and it escaped as a non-libai exception.
+TEST(TokenizerErrors, NumberOverflowIsCorruptInput) {
+  const auto folder = write_tokenizer_json(
+      "overflow", R"({"model": {"type": "WordPiece", "vocab": {"a": -4E050317189431677}}})");
+  const std::string message = error_of<CorruptInput>(folder);
+  EXPECT_NE(message.find("malformed JSON"), std::string::npos) << message;
+}
+
 TEST(TokenizerErrors, MissingVocabNamesTheField) {
   const auto folder =
       write_tokenizer_json("novocab", R"({"model": {"type": "WordPiece", "unk_token": "[UNK]"}})");
