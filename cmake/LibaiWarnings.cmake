@@ -1,5 +1,8 @@
 # Warnings, CPU target and sanitizers, applied to every target of the project.
 add_compile_options(-Wall -Wextra)
+# Designated initializers that leave fields at their defaults ({.causal = true}) are the
+# intended style for option structs; GCC would flag every one of them.
+add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-Wno-missing-field-initializers>)
 if(LIBAI_NATIVE)
   add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-march=native>)
 endif()
