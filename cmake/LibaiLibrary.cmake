@@ -9,8 +9,10 @@ function(libai_collect out_var folder)
   file(GLOB_RECURSE found CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${folder}/*.cc)
   list(FILTER found EXCLUDE REGEX "/cuda/")
   if(LIBAI_HAVE_CUDA)
-    file(GLOB_RECURSE cuda_found CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${folder}/cuda/*.cc
-         ${PROJECT_SOURCE_DIR}/${folder}/cuda/*.cu)
+    # Every cuda/ folder below `folder` (runtime/cuda, runtime/comm/cuda, ...).
+    file(GLOB_RECURSE cuda_found CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${folder}/*.cc
+         ${PROJECT_SOURCE_DIR}/${folder}/*.cu)
+    list(FILTER cuda_found INCLUDE REGEX "/cuda/")
     list(APPEND found ${cuda_found})
   endif()
   set(${out_var} ${found} PARENT_SCOPE)
