@@ -30,8 +30,20 @@ Form form_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   return {CblasNoTrans, c1, false};
 }
 
+// One row times a matrix (decoding: one token per sequence) goes to gemv: OpenBLAS 0.3.21's
+// sgemm has no one-row path and would repack the whole weight matrix for every token.
+// c[1, n] = a[1, k] op(b)[k, n]: op(b) = b [k, n] is bᵀ x over b's rows; op(b) = bᵀ (b [n, k])
+// is b x. a's k values are contiguous (no-trans) or lda apart (a stored as [k, 1]).
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c) {
+  if (m == 1 && k > 0) {
+    const blasint incx = ta == CblasNoTrans ? 1 : blasint(lda);
+    if (tb == CblasNoTrans)
+      cblas_sgemv(CblasRowMajor, CblasTrans, blasint(k), blasint(n), 1.0f, b, blasint(ldb), a, incx, beta, c, 1);
+    else
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, blasint(n), blasint(k), 1.0f, b, blasint(ldb), a, incx, beta, c, 1);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), 1.0f, a, blasint(lda), b,
               blasint(ldb), beta, c, blasint(n));
 }

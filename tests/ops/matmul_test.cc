@@ -87,6 +87,26 @@ TEST(Matmul, StridedLayouts) {
   expect_close(ops::bmm(batch_t, rhs), reference_matmul(batch_t.clone_raw(), rhs), 1e-14, "bmm");
 }
 
+// One-row products (a decoding step) take OpenBLAS's gemv path: every layout of a and b,
+// f32, against the f64 loops; and a batched one-row product whose batch is summed (beta = 1).
+TEST(Matmul, OneRowF32AllLayouts) {
+  auto f32 = [](const Tensor& t) {
+    Tensor out = Tensor::empty(t.shape(), DType::f32);
+    out.copy_from(t);
+    return out;
+  };
+  const Tensor a = f32(random({1, 37}, 20)), at = f32(random({37, 1}, 21));
+  const Tensor b = f32(random({37, 29}, 22)), bt = f32(random({29, 37}, 23));
+  for (const Tensor& lhs : {a, transposed(at)})
+    for (const Tensor& rhs : {b, transposed(bt)})
+      expect_close(ops::matmul(lhs, rhs), reference_matmul(lhs.clone_raw(), rhs.clone_raw()), 1e-5,
+                   "one row");
+  const Tensor rows = f32(random({3, 1, 37}, 24)), batch = f32(random({3, 37, 29}, 25));
+  Tensor summed = ops::gemm_raw(rows, batch, {1, 1, 29});
+  Tensor expected = ops::sum(reference_matmul(rows, batch), {0}, true);
+  expect_close(summed, expected, 1e-5, "one row, batch summed");
+}
+
 TEST(Matmul, EmptyInnerDimensionGivesZeros) {
   Tensor out = ops::matmul(Tensor::zeros({3, 0}, DType::f64), Tensor::zeros({0, 2}, DType::f64));
   expect_close(out, Tensor::zeros({3, 2}, DType::f64), 0.0, "k = 0");
