@@ -59,12 +59,6 @@ void KVCache::select_rows(const Tensor& rows) {
   v_ = ops::index_select(v_, 0, rows);
 }
 
-void KVCache::clear() {
-  k_ = Tensor();
-  v_ = Tensor();
-  length_ = 0;
-}
-
 Attention::Attention(const LayerContext& ctx, const AttentionConfig& config)
     : config_(resolved(config)) {
   LIBAI_CHECK(config_.heads % ctx.tp_size() == 0, "attention: tensor_parallel_size ", ctx.tp_size(),

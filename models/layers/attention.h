@@ -41,7 +41,6 @@ class KVCache {
   bool empty() const { return length_ == 0; }
   // Row i of the batch becomes old row rows[i] (rows: 1-d i64).
   void select_rows(const Tensor& rows);
-  void clear();
 
  private:
   Tensor k_, v_;  // [batch, heads, capacity, head_dim]

@@ -29,8 +29,6 @@ class Linear : public Module {
   Tensor forward(const Tensor& x) const;
   Tensor& weight() { return weight_; }
   Tensor* bias() { return bias_; }
-  int64_t in_features() const { return weight_.size(1); }
-  int64_t out_features() const { return weight_.size(0); }
 
  private:
   Parallel parallel_;

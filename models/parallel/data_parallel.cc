@@ -14,7 +14,6 @@ struct GradientReducer::State {
     std::vector<int64_t> offsets;  // element offset of each parameter in `buffer`
     Tensor buffer;                 // flat, the parameters' dtype
     int64_t ready = 0;
-    bool launched = false;
     comm::WorkHandle work;
   };
   std::shared_ptr<comm::Communicator> group;
@@ -36,7 +35,6 @@ struct GradientReducer::State {
     while (next_launch < buckets.size()) {
       Bucket& b = buckets[next_launch];
       if (b.ready < int64_t(b.params.size())) return;
-      b.launched = true;
       b.work = group->all_reduce_async(b.buffer);
       ++next_launch;
     }
@@ -129,7 +127,6 @@ void GradientReducer::finish() {
       p->set_grad(scale == 1.0 ? g : ops::scale(g, scale));
     }
     b.ready = 0;
-    b.launched = false;
     b.work.reset();
     std::fill(s.arrived[bi].begin(), s.arrived[bi].end(), false);
   }
