@@ -44,3 +44,51 @@ struct TensorHeader {
   bytes @2 :UInt64;
   tag @3 :UInt64;
 }
+
+# One named tensor of a packet; its bytes are part of the packet's data-plane message.
+struct NamedTensor {
+  name @0 :Text;
+  header @1 :TensorHeader;       # header.tag is unused here (the packet has one tag)
+}
+
+# Announces a packet between pipeline stages: the work item (group, step) and its tensors,
+# whose bytes follow on the data plane as one message, concatenated in list order, under `tag`.
+# A `done` packet carries no tensors: the group has finished and leaves every later step.
+struct PacketHeader {
+  group @0 :UInt32;
+  step @1 :UInt32;
+  done @2 :Bool;
+  tensors @3 :List(NamedTensor);
+  tag @4 :UInt32;
+  bytes @5 :UInt64;              # sum of the tensors' bytes
+}
+
+# A consumer freed `slots` input slots: the producer may send that many more packets.
+struct Credit {
+  slots @0 :UInt32;
+}
+
+# The job ends everywhere; `reason` names the cause (a dead node and its stages, Ctrl-C, ...).
+struct Abort {
+  reason @0 :Text;
+  node @1 :Int32;                # the node that saw it first (-1: unknown)
+}
+
+# Node 0 to every node once all have joined: the resolved job config (YAML), the plan's
+# decisions (so that no node re-decides them), and where the data plane meets.
+struct Assignment {
+  configYaml @0 :Text;
+  stageOf @1 :List(Int32);       # layer -> pipeline stage
+  deviceOfStage @2 :List(Int32); # pipeline stage -> device position in the pipeline's node order
+  dataPort @3 :UInt16;           # node 0's rendezvous port of the UCX data plane (0: one node)
+  devices @4 :List(DeviceProfile);  # every device of the cluster, in node order
+}
+
+# What one stage did, for the per-stage utilisation report.
+struct StageReport {
+  name @0 :Text;
+  node @1 :Int32;
+  busySeconds @2 :Float64;       # compute (and emulated slow-down) on its pinned thread
+  actions @3 :UInt64;
+  bytesReceived @4 :UInt64;
+}

@@ -120,16 +120,6 @@ Bytes encode(const JoinReply& m) {
   });
 }
 
-Bytes encode(const TensorHeader& m) {
-  return build<schema::TensorHeader>([&](schema::TensorHeader::Builder root) {
-    root.setDtype(to_schema(m.dtype));
-    auto shape = root.initShape(static_cast<unsigned>(m.shape.size()));
-    for (unsigned i = 0; i < m.shape.size(); ++i) shape.set(i, m.shape[i]);
-    root.setBytes(m.bytes);
-    root.setTag(m.tag);
-  });
-}
-
 template <>
 DeviceProfile decode<DeviceProfile>(std::span<const std::uint8_t> bytes, const ReadLimits& limits) {
   return read_message<schema::DeviceProfile>(bytes, read_device, limits);
@@ -157,34 +147,179 @@ JoinReply decode<JoinReply>(std::span<const std::uint8_t> bytes, const ReadLimit
       limits);
 }
 
-template <>
-TensorHeader decode<TensorHeader>(std::span<const std::uint8_t> bytes, const ReadLimits& limits) {
-  TensorHeader m = read_message<schema::TensorHeader>(
-      bytes,
-      [&](schema::TensorHeader::Reader root) {
-        TensorHeader h;
-        h.dtype = from_schema(root.getDtype(), bytes.size());
-        for (std::int64_t d : root.getShape()) h.shape.push_back(d);
-        h.bytes = root.getBytes();
-        h.tag = root.getTag();
-        return h;
-      },
-      limits);
-  // A header that lies about its size would make the data plane read past a buffer.
+namespace {
+
+void fill_tensor(schema::TensorHeader::Builder root, const TensorHeader& m) {
+  root.setDtype(to_schema(m.dtype));
+  auto shape = root.initShape(static_cast<unsigned>(m.shape.size()));
+  for (unsigned i = 0; i < m.shape.size(); ++i) shape.set(i, m.shape[i]);
+  root.setBytes(m.bytes);
+  root.setTag(m.tag);
+}
+
+TensorHeader read_tensor(schema::TensorHeader::Reader root, std::size_t size) {
+  TensorHeader h;
+  h.dtype = from_schema(root.getDtype(), size);
+  for (std::int64_t d : root.getShape()) h.shape.push_back(d);
+  h.bytes = root.getBytes();
+  h.tag = root.getTag();
+  return h;
+}
+
+// A header that lies about its size would make the data plane read past a buffer.
+void check_tensor(const TensorHeader& m, std::size_t size) {
   std::uint64_t expected = dtype_size(m.dtype);
   for (std::int64_t d : m.shape) {
-    if (d < 0) corrupt(bytes.size(), str_cat("negative dimension in shape ", m.shape));
+    if (d < 0) corrupt(size, str_cat("negative dimension in shape ", m.shape));
     const auto dim = static_cast<std::uint64_t>(d);
     if (dim != 0 && expected > std::numeric_limits<std::uint64_t>::max() / dim) {
-      corrupt(bytes.size(), str_cat("shape ", m.shape, " overflows 64 bits"));
+      corrupt(size, str_cat("shape ", m.shape, " overflows 64 bits"));
     }
     expected *= dim;
   }
   if (expected != m.bytes) {
-    corrupt(bytes.size(), str_cat("tensor header says ", m.bytes, " bytes but ",
-                                  dtype_name(m.dtype), " ", m.shape, " needs ", expected));
+    corrupt(size, str_cat("tensor header says ", m.bytes, " bytes but ", dtype_name(m.dtype), " ",
+                          m.shape, " needs ", expected));
   }
+}
+
+}  // namespace
+
+Bytes encode(const TensorHeader& m) {
+  return build<schema::TensorHeader>(
+      [&](schema::TensorHeader::Builder root) { fill_tensor(root, m); });
+}
+
+template <>
+TensorHeader decode<TensorHeader>(std::span<const std::uint8_t> bytes, const ReadLimits& limits) {
+  TensorHeader m = read_message<schema::TensorHeader>(
+      bytes, [&](schema::TensorHeader::Reader root) { return read_tensor(root, bytes.size()); },
+      limits);
+  check_tensor(m, bytes.size());
   return m;
+}
+
+Bytes encode(const PacketHeader& m) {
+  return build<schema::PacketHeader>([&](schema::PacketHeader::Builder root) {
+    root.setGroup(m.group);
+    root.setStep(m.step);
+    root.setDone(m.done);
+    auto tensors = root.initTensors(static_cast<unsigned>(m.tensors.size()));
+    for (unsigned i = 0; i < m.tensors.size(); ++i) {
+      tensors[i].setName(m.tensors[i].name);
+      fill_tensor(tensors[i].initHeader(), m.tensors[i].header);
+    }
+    root.setTag(m.tag);
+    root.setBytes(m.bytes);
+  });
+}
+
+template <>
+PacketHeader decode<PacketHeader>(std::span<const std::uint8_t> bytes, const ReadLimits& limits) {
+  PacketHeader m = read_message<schema::PacketHeader>(
+      bytes,
+      [&](schema::PacketHeader::Reader root) {
+        PacketHeader h;
+        h.group = root.getGroup();
+        h.step = root.getStep();
+        h.done = root.getDone();
+        for (auto t : root.getTensors())
+          h.tensors.push_back({t.getName().cStr(), read_tensor(t.getHeader(), bytes.size())});
+        h.tag = root.getTag();
+        h.bytes = root.getBytes();
+        return h;
+      },
+      limits);
+  std::uint64_t total = 0;
+  for (const NamedTensor& t : m.tensors) {
+    check_tensor(t.header, bytes.size());
+    if (t.header.bytes > std::numeric_limits<std::uint64_t>::max() - total)
+      corrupt(bytes.size(), "packet size overflows 64 bits");
+    total += t.header.bytes;
+  }
+  if (total != m.bytes)
+    corrupt(bytes.size(), str_cat("packet header says ", m.bytes, " bytes but its ",
+                                  m.tensors.size(), " tensors hold ", total));
+  if (m.done && !m.tensors.empty())
+    corrupt(bytes.size(), "a done packet carries tensors");
+  return m;
+}
+
+Bytes encode(const Credit& m) {
+  return build<schema::Credit>([&](schema::Credit::Builder root) { root.setSlots(m.slots); });
+}
+
+template <>
+Credit decode<Credit>(std::span<const std::uint8_t> bytes, const ReadLimits& limits) {
+  Credit m = read_message<schema::Credit>(
+      bytes, [](schema::Credit::Reader root) { return Credit{root.getSlots()}; }, limits);
+  if (m.slots == 0) corrupt(bytes.size(), "a credit of zero slots");
+  return m;
+}
+
+Bytes encode(const Abort& m) {
+  return build<schema::Abort>([&](schema::Abort::Builder root) {
+    root.setReason(m.reason);
+    root.setNode(m.node);
+  });
+}
+
+template <>
+Abort decode<Abort>(std::span<const std::uint8_t> bytes, const ReadLimits& limits) {
+  return read_message<schema::Abort>(
+      bytes,
+      [](schema::Abort::Reader root) { return Abort{root.getReason().cStr(), root.getNode()}; },
+      limits);
+}
+
+Bytes encode(const Assignment& m) {
+  return build<schema::Assignment>([&](schema::Assignment::Builder root) {
+    root.setConfigYaml(m.config_yaml);
+    auto stage_of = root.initStageOf(static_cast<unsigned>(m.stage_of.size()));
+    for (unsigned i = 0; i < m.stage_of.size(); ++i) stage_of.set(i, m.stage_of[i]);
+    auto device_of = root.initDeviceOfStage(static_cast<unsigned>(m.device_of_stage.size()));
+    for (unsigned i = 0; i < m.device_of_stage.size(); ++i) device_of.set(i, m.device_of_stage[i]);
+    root.setDataPort(m.data_port);
+    auto devices = root.initDevices(static_cast<unsigned>(m.devices.size()));
+    for (unsigned i = 0; i < m.devices.size(); ++i) fill_device(devices[i], m.devices[i]);
+  });
+}
+
+template <>
+Assignment decode<Assignment>(std::span<const std::uint8_t> bytes, const ReadLimits& limits) {
+  return read_message<schema::Assignment>(
+      bytes,
+      [](schema::Assignment::Reader root) {
+        Assignment m;
+        m.config_yaml = root.getConfigYaml().cStr();
+        for (std::int32_t s : root.getStageOf()) m.stage_of.push_back(s);
+        for (std::int32_t d : root.getDeviceOfStage()) m.device_of_stage.push_back(d);
+        m.data_port = root.getDataPort();
+        for (auto device : root.getDevices()) m.devices.push_back(read_device(device));
+        return m;
+      },
+      limits);
+}
+
+Bytes encode(const StageReport& m) {
+  return build<schema::StageReport>([&](schema::StageReport::Builder root) {
+    root.setName(m.name);
+    root.setNode(m.node);
+    root.setBusySeconds(m.busy_seconds);
+    root.setActions(m.actions);
+    root.setBytesReceived(m.bytes_received);
+  });
+}
+
+template <>
+StageReport decode<StageReport>(std::span<const std::uint8_t> bytes, const ReadLimits& limits) {
+  return read_message<schema::StageReport>(
+      bytes,
+      [](schema::StageReport::Reader root) {
+        return StageReport{root.getName().cStr(), root.getNode(), root.getBusySeconds(),
+                           root.getActions(), root.getBytesReceived()};
+      },
+      limits);
 }
 
 }  // namespace libai::wire

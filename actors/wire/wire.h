@@ -60,6 +60,53 @@ struct TensorHeader {
   bool operator==(const TensorHeader&) const = default;
 };
 
+struct NamedTensor {
+  std::string name;
+  TensorHeader header;
+  bool operator==(const NamedTensor&) const = default;
+};
+
+// Announces a packet between pipeline stages; its tensors' bytes follow on the data plane
+// as one message under `tag`. Decoding checks every tensor header and that `bytes` is their sum.
+struct PacketHeader {
+  std::uint32_t group = 0;
+  std::uint32_t step = 0;
+  bool done = false;
+  std::vector<NamedTensor> tensors;
+  std::uint32_t tag = 0;
+  std::uint64_t bytes = 0;
+  bool operator==(const PacketHeader&) const = default;
+};
+
+struct Credit {
+  std::uint32_t slots = 1;
+  bool operator==(const Credit&) const = default;
+};
+
+struct Abort {
+  std::string reason;
+  std::int32_t node = -1;
+  bool operator==(const Abort&) const = default;
+};
+
+struct Assignment {
+  std::string config_yaml;
+  std::vector<std::int32_t> stage_of;
+  std::vector<std::int32_t> device_of_stage;
+  std::uint16_t data_port = 0;
+  std::vector<DeviceProfile> devices;
+  bool operator==(const Assignment&) const = default;
+};
+
+struct StageReport {
+  std::string name;
+  std::int32_t node = 0;
+  double busy_seconds = 0;
+  std::uint64_t actions = 0;
+  std::uint64_t bytes_received = 0;
+  bool operator==(const StageReport&) const = default;
+};
+
 // Control messages are small: 1 Mi words (8 MiB) of traversal is far above any real one and
 // still stops amplification tricks (lists of empty structs) cold.
 struct ReadLimits {
@@ -71,8 +118,13 @@ Bytes encode(const JoinRequest& message);
 Bytes encode(const JoinReply& message);
 Bytes encode(const TensorHeader& message);
 Bytes encode(const DeviceProfile& message);
+Bytes encode(const PacketHeader& message);
+Bytes encode(const Credit& message);
+Bytes encode(const Abort& message);
+Bytes encode(const Assignment& message);
+Bytes encode(const StageReport& message);
 
-// Defined for the four value types above; throws CorruptInput on malformed bytes.
+// Defined for the value types above; throws CorruptInput on malformed bytes.
 template <typename T>
 T decode(std::span<const std::uint8_t> bytes, const ReadLimits& limits = {});
 

@@ -5,56 +5,113 @@
 
 namespace libai::models {
 
+BertConfig::BertConfig(const HfConfig& c, bool is_roberta) : roberta(is_roberta) {
+  vocab = c.require_int("vocab_size");
+  hidden = c.get_int("hidden_size", 768);
+  layers = c.get_int("num_hidden_layers", 12);
+  heads = c.get_int("num_attention_heads", 12);
+  intermediate = c.get_int("intermediate_size", 3072);
+  positions = c.get_int("max_position_embeddings", 512);
+  type_vocab = c.get_int("type_vocab_size", 2);
+  pad = c.get_int("pad_token_id", roberta ? 1 : 0);
+  activation = parse_activation(c.get_string("hidden_act", "gelu"), c.path() + ": hidden_act");
+  eps = c.get_double("layer_norm_eps", 1e-12);
+  labels = int64_t(c.labels().size());
+  if (labels == 0) labels = c.get_int("num_labels", 2);
+  const std::string pet = c.get_string("position_embedding_type", "absolute");
+  LIBAI_CHECK_KIND(Unsupported, pet == "absolute", c.path(), ": position_embedding_type \"",
+                   pet, "\" is not supported (only \"absolute\")");
+  LIBAI_CHECK_KIND(CorruptInput, hidden % heads == 0, c.path(), ": hidden_size ", hidden,
+                   " is not divisible by num_attention_heads ", heads);
+}
+
+TransformerLayerConfig BertConfig::layer() const {
+  TransformerLayerConfig layer;
+  layer.attention = {.hidden = hidden, .heads = heads};
+  layer.mlp = {.hidden = hidden, .intermediate = intermediate, .activation = activation};
+  layer.pre_norm = false;
+  layer.norm_eps = eps;
+  return layer;
+}
+
+BertEmbeddings::BertEmbeddings(const LayerContext& ctx, const BertConfig& c) : c_(c) {
+  word_ = &add_module("word", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden,
+                                                          EmbeddingParallel::vocab));
+  position_ = &add_module("position", std::make_unique<Embedding>(ctx, c_.positions, c_.hidden));
+  token_type_ = &add_module("token_type", std::make_unique<Embedding>(ctx, c_.type_vocab, c_.hidden));
+  norm_ = &add_module("norm", std::make_unique<Norm>(ctx, ops::NormKind::layer, c_.hidden, c_.eps));
+}
+
+Tensor BertEmbeddings::forward(const Tensor& ids, Tensor types, Tensor positions) const {
+  LIBAI_CHECK(ids.dim() == 2, c_.name(), ": input_ids should be [batch, seq], got ", shape_str(ids.shape()));
+  LIBAI_CHECK(ids.size(1) <= c_.positions - (c_.roberta ? c_.pad + 1 : 0), c_.name(), ": ", ids.size(1),
+              " tokens exceed max_position_embeddings ", c_.positions);
+  if (!types.defined()) types = Tensor::zeros(ids.shape(), DType::i64);
+  if (!positions.defined()) positions = position_ids(ids);
+  return norm_->forward(word_->forward(ids) + position_->forward(positions) +
+                        token_type_->forward(types));  // [batch, seq, hidden]
+}
+
+Tensor BertEmbeddings::position_ids(const Tensor& ids) const {
+  if (!c_.roberta)
+    return ops::contiguous(ops::expand(ops::unsqueeze(Tensor::arange(ids.size(1)), 0), ids.shape()));
+  auto v = ids.to_vector<int64_t>();
+  const int64_t seq = ids.size(1);
+  std::vector<int64_t> pos(v.size());
+  for (int64_t b = 0; b < ids.size(0); ++b) {
+    int64_t count = 0;
+    for (int64_t j = 0; j < seq; ++j) {
+      const bool real = v[b * seq + j] != c_.pad;
+      count += real;
+      pos[b * seq + j] = real ? c_.pad + count : c_.pad;
+    }
+  }
+  return Tensor::from_vector(pos, ids.shape());
+}
+
+WeightMap bert_base_weight_map(const BertConfig& c) {
+  WeightMap map;
+  map.source_prefixes = {"", c.roberta ? "roberta." : "bert."};
+  auto both = [&](const std::string& ours, const std::string& hf) {
+    map.add(ours + ".weight", hf + ".weight");
+    map.add(ours + ".bias", hf + ".bias");
+  };
+  map.add("embed.word.weight", "embeddings.word_embeddings.weight");
+  map.add("embed.position.weight", "embeddings.position_embeddings.weight");
+  map.add("embed.token_type.weight", "embeddings.token_type_embeddings.weight");
+  both("embed.norm", "embeddings.LayerNorm");
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string o = "layers." + std::to_string(i) + ".",
+                      h = "encoder.layer." + std::to_string(i) + ".";
+    for (const char* part : {"weight", "bias"}) {
+      const std::string p = part;
+      map.add_heads(o + "attention.qkv." + p,
+                    {h + "attention.self.query." + p, h + "attention.self.key." + p,
+                     h + "attention.self.value." + p},
+                    3, c.heads);
+    }
+    both(o + "attention.out", h + "attention.output.dense");
+    both(o + "attention_norm", h + "attention.output.LayerNorm");
+    both(o + "mlp.up", h + "intermediate.dense");
+    both(o + "mlp.down", h + "output.dense");
+    both(o + "mlp_norm", h + "output.LayerNorm");
+  }
+  map.ignore("embeddings.position_ids");
+  return map;
+}
+
 namespace {
 
 enum class Head { encoder, masked_lm, classifier };
-
-struct BertConfig {
-  bool roberta = false;
-  int64_t vocab = 0, hidden = 0, layers = 0, heads = 0, intermediate = 0, positions = 0;
-  int64_t type_vocab = 0, pad = 0, labels = 0;
-  Activation activation = Activation::gelu;
-  double eps = 1e-12;
-
-  BertConfig(const HfConfig& c, bool is_roberta) : roberta(is_roberta) {
-    vocab = c.require_int("vocab_size");
-    hidden = c.get_int("hidden_size", 768);
-    layers = c.get_int("num_hidden_layers", 12);
-    heads = c.get_int("num_attention_heads", 12);
-    intermediate = c.get_int("intermediate_size", 3072);
-    positions = c.get_int("max_position_embeddings", 512);
-    type_vocab = c.get_int("type_vocab_size", 2);
-    pad = c.get_int("pad_token_id", roberta ? 1 : 0);
-    activation = parse_activation(c.get_string("hidden_act", "gelu"), c.path() + ": hidden_act");
-    eps = c.get_double("layer_norm_eps", 1e-12);
-    labels = int64_t(c.labels().size());
-    if (labels == 0) labels = c.get_int("num_labels", 2);
-    const std::string pet = c.get_string("position_embedding_type", "absolute");
-    LIBAI_CHECK_KIND(Unsupported, pet == "absolute", c.path(), ": position_embedding_type \"",
-                     pet, "\" is not supported (only \"absolute\")");
-    LIBAI_CHECK_KIND(CorruptInput, hidden % heads == 0, c.path(), ": hidden_size ", hidden,
-                     " is not divisible by num_attention_heads ", heads);
-  }
-};
 
 class Bert : public Model {
  public:
   Bert(const HfConfig& hf, const LayerContext& ctx, bool roberta, Head head)
       : Model(hf), c_(hf, roberta), head_(head) {
-    word_ = &add_module("embed.word", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden,
-                                                                  EmbeddingParallel::vocab));
-    position_ = &add_module("embed.position", std::make_unique<Embedding>(ctx, c_.positions, c_.hidden));
-    token_type_ = &add_module("embed.token_type",
-                              std::make_unique<Embedding>(ctx, c_.type_vocab, c_.hidden));
-    embed_norm_ = &add_module("embed.norm", norm(ctx));
-    TransformerLayerConfig layer;
-    layer.attention = {.hidden = c_.hidden, .heads = c_.heads};
-    layer.mlp = {.hidden = c_.hidden, .intermediate = c_.intermediate, .activation = c_.activation};
-    layer.pre_norm = false;
-    layer.norm_eps = c_.eps;
+    embed_ = &add_module("embed", std::make_unique<BertEmbeddings>(ctx, c_));
     for (int64_t i = 0; i < c_.layers; ++i)
       layers_.push_back(&add_module("layers." + std::to_string(i),
-                                    std::make_unique<TransformerLayer>(ctx, layer)));
+                                    std::make_unique<TransformerLayer>(ctx, c_.layer())));
     // Hugging Face builds the masked-LM model and RoBERTa's classifier without a pooler.
     const bool pooler = head == Head::encoder || (head == Head::classifier && !roberta);
     if (pooler) pooler_ = &add_module("pooler", std::make_unique<Linear>(ctx, c_.hidden, c_.hidden));
@@ -72,20 +129,11 @@ class Bert : public Model {
   }
 
   TensorMap forward(const TensorMap& inputs) override {
-    const char* name = c_.roberta ? "roberta" : "bert";
-    const Tensor& ids = require_input(inputs, "input_ids", name);
-    LIBAI_CHECK(ids.dim() == 2, name, ": input_ids should be [batch, seq], got ", shape_str(ids.shape()));
-    LIBAI_CHECK(ids.size(1) <= c_.positions - (c_.roberta ? c_.pad + 1 : 0), name, ": ", ids.size(1),
-                " tokens exceed max_position_embeddings ", c_.positions);
+    const Tensor& ids = require_input(inputs, "input_ids", c_.name());
     Tensor mask = optional_input(inputs, "attention_mask");
     Tensor keep = mask.defined() ? ops::ne(mask, Tensor::zeros({}, mask.dtype())) : Tensor();
-    Tensor types = optional_input(inputs, "token_type_ids");
-    if (!types.defined()) types = Tensor::zeros(ids.shape(), DType::i64);
-    Tensor positions = optional_input(inputs, "position_ids");
-    if (!positions.defined()) positions = c_.roberta ? roberta_positions(ids) : bert_positions(ids);
-
-    Tensor h = embed_norm_->forward(word_->forward(ids) + position_->forward(positions) +
-                                    token_type_->forward(types));  // [batch, seq, hidden]
+    Tensor h = embed_->forward(ids, optional_input(inputs, "token_type_ids"),
+                               optional_input(inputs, "position_ids"));  // [batch, seq, hidden]
     TensorMap out{{"hidden_states.0", h}};
     LayerInputs in;
     in.self.key_padding_mask = keep;
@@ -98,7 +146,7 @@ class Bert : public Model {
     if (pooler_) out["pooler_output"] = ops::tanh(pooler_->forward(first));
     if (head_ == Head::masked_lm) {
       Tensor t = mlm_norm_->forward(apply_activation(mlm_activation(), mlm_dense_->forward(h)));
-      out["logits"] = vocab_parallel_logits(t, *word_, *mlm_bias_);  // [batch, seq, vocab]
+      out["logits"] = vocab_parallel_logits(t, embed_->word(), *mlm_bias_);  // [batch, seq, vocab]
     } else if (head_ == Head::classifier) {
       Tensor x = c_.roberta ? ops::tanh(cls_dense_->forward(first)) : out["pooler_output"];
       out["logits"] = cls_out_->forward(x);  // [batch, labels]
@@ -122,51 +170,12 @@ class Bert : public Model {
   // RoBERTa's LM head always uses exact gelu; BERT's uses hidden_act.
   Activation mlm_activation() const { return c_.roberta ? Activation::gelu : c_.activation; }
 
-  static Tensor bert_positions(const Tensor& ids) {
-    return ops::contiguous(ops::expand(ops::unsqueeze(Tensor::arange(ids.size(1)), 0), ids.shape()));
-  }
-  Tensor roberta_positions(const Tensor& ids) const {
-    auto v = ids.to_vector<int64_t>();
-    const int64_t seq = ids.size(1);
-    std::vector<int64_t> pos(v.size());
-    for (int64_t b = 0; b < ids.size(0); ++b) {
-      int64_t count = 0;
-      for (int64_t j = 0; j < seq; ++j) {
-        const bool real = v[b * seq + j] != c_.pad;
-        count += real;
-        pos[b * seq + j] = real ? c_.pad + count : c_.pad;
-      }
-    }
-    return Tensor::from_vector(pos, ids.shape());
-  }
-
   void build_weight_map() {
-    const std::string base = c_.roberta ? "roberta." : "bert.";
-    map_.source_prefixes = {"", base};
+    map_ = bert_base_weight_map(c_);
     auto both = [&](const std::string& ours, const std::string& hf) {
       map_.add(ours + ".weight", hf + ".weight");
       map_.add(ours + ".bias", hf + ".bias");
     };
-    map_.add("embed.word.weight", "embeddings.word_embeddings.weight");
-    map_.add("embed.position.weight", "embeddings.position_embeddings.weight");
-    map_.add("embed.token_type.weight", "embeddings.token_type_embeddings.weight");
-    both("embed.norm", "embeddings.LayerNorm");
-    for (int64_t i = 0; i < c_.layers; ++i) {
-      const std::string o = "layers." + std::to_string(i) + ".",
-                        h = "encoder.layer." + std::to_string(i) + ".";
-      for (const char* part : {"weight", "bias"}) {
-        const std::string p = part;
-        map_.add_heads(o + "attention.qkv." + p,
-                       {h + "attention.self.query." + p, h + "attention.self.key." + p,
-                        h + "attention.self.value." + p},
-                       3, c_.heads);
-      }
-      both(o + "attention.out", h + "attention.output.dense");
-      both(o + "attention_norm", h + "attention.output.LayerNorm");
-      both(o + "mlp.up", h + "intermediate.dense");
-      both(o + "mlp.down", h + "output.dense");
-      both(o + "mlp_norm", h + "output.LayerNorm");
-    }
     if (pooler_) both("pooler", "pooler.dense");
     if (head_ == Head::masked_lm) {
       // The heads live outside the base model's prefix: list them with the prefix stripped
@@ -193,15 +202,13 @@ class Bert : public Model {
         both("classifier.out", "classifier");
       }
     }
-    map_.ignore("embeddings.position_ids");
     map_.ignore("cls.seq_relationship.weight");
     map_.ignore("cls.seq_relationship.bias");
   }
 
   BertConfig c_;
   Head head_;
-  Embedding *word_ = nullptr, *position_ = nullptr, *token_type_ = nullptr;
-  Norm* embed_norm_ = nullptr;
+  BertEmbeddings* embed_ = nullptr;
   std::vector<TransformerLayer*> layers_;
   Linear* pooler_ = nullptr;
   Linear *mlm_dense_ = nullptr, *cls_dense_ = nullptr, *cls_out_ = nullptr;

@@ -7,11 +7,50 @@
 //   heads:   encoder (+ pooler: tanh(dense(h[:, 0])))
 //            masked LM: bias + norm(act(dense(h))) wordᵀ               // tied decoder
 //            classifier: BERT linear(pooler); RoBERTa out(tanh(dense(h[:, 0])))
+//
+// The config, the embeddings, the layer shape and the checkpoint names are public so that a
+// pipeline stage (models/pipeline/) builds a contiguous part of the same model under the same
+// names.
 #pragma once
 
+#include "models/layers/transformer_layer.h"
 #include "models/model.h"
 
 namespace libai::models {
+
+// config.json of a BERT or RoBERTa model.
+struct BertConfig {
+  bool roberta = false;
+  int64_t vocab = 0, hidden = 0, layers = 0, heads = 0, intermediate = 0, positions = 0;
+  int64_t type_vocab = 0, pad = 0, labels = 0;
+  Activation activation = Activation::gelu;
+  double eps = 1e-12;
+
+  BertConfig(const HfConfig& c, bool is_roberta);
+  const char* name() const { return roberta ? "roberta" : "bert"; }
+  TransformerLayerConfig layer() const;  // every layer's shape (post-LN)
+};
+
+// h = norm(word[ids] + position[pos] + token_type[types]), [batch, seq, hidden]; parameters
+// word, position, token_type, norm.
+class BertEmbeddings : public Module {
+ public:
+  BertEmbeddings(const LayerContext& ctx, const BertConfig& c);
+  // ids [batch, seq] i64; types and positions undefined: zeros, and BERT's 0, 1, ... or
+  // RoBERTa's pad + cumsum(ids != pad) (pad for pads).
+  Tensor forward(const Tensor& ids, Tensor types = Tensor(), Tensor positions = Tensor()) const;
+  const Embedding& word() const { return *word_; }  // the tied masked-LM decoder
+
+ private:
+  Tensor position_ids(const Tensor& ids) const;
+  BertConfig c_;
+  Embedding *word_ = nullptr, *position_ = nullptr, *token_type_ = nullptr;
+  Norm* norm_ = nullptr;
+};
+
+// Checkpoint names -> ours of the base model: embed.{word,position,token_type,norm} and
+// layers.{i} (the heads add theirs).
+WeightMap bert_base_weight_map(const BertConfig& c);
 
 std::unique_ptr<Model> make_bert_encoder(const HfConfig& config, const LayerContext& ctx);
 std::unique_ptr<Model> make_bert_masked_lm(const HfConfig& config, const LayerContext& ctx);

@@ -6,52 +6,76 @@
 
 namespace libai::models {
 
-namespace {
+Gpt2Config::Gpt2Config(const HfConfig& c) {
+  vocab = c.require_int("vocab_size");
+  positions = c.get_int("n_positions", 1024);
+  hidden = c.get_int("n_embd", 768);
+  layers = c.get_int("n_layer", 12);
+  heads = c.get_int("n_head", 12);
+  inner = c.get_int("n_inner", 4 * hidden);
+  activation = parse_activation(c.get_string("activation_function", "gelu_new"),
+                                c.path() + ": activation_function");
+  eps = c.get_double("layer_norm_epsilon", 1e-5);
+  auto eos_ids = c.get_int_list("eos_token_id");
+  eos = eos_ids.empty() ? -1 : eos_ids[0];
+  LIBAI_CHECK_KIND(Unsupported, !c.get_bool("scale_attn_by_inverse_layer_idx", false), c.path(),
+                   ": scale_attn_by_inverse_layer_idx is not supported");
+  LIBAI_CHECK_KIND(Unsupported, c.get_bool("scale_attn_weights", true), c.path(),
+                   ": scale_attn_weights = false is not supported");
+  LIBAI_CHECK_KIND(CorruptInput, hidden % heads == 0, c.path(), ": n_embd ", hidden,
+                   " is not divisible by n_head ", heads);
+}
 
-struct Gpt2Config {
-  int64_t vocab = 0, positions = 0, hidden = 0, layers = 0, heads = 0, inner = 0;
-  Activation activation = Activation::gelu_tanh;
-  double eps = 1e-5;
-  int64_t eos = -1;
+TransformerLayerConfig Gpt2Config::layer() const {
+  TransformerLayerConfig layer;
+  layer.attention = {.hidden = hidden, .heads = heads};
+  layer.mlp = {.hidden = hidden, .intermediate = inner, .activation = activation};
+  layer.pre_norm = true;
+  layer.norm_eps = eps;
+  return layer;
+}
 
-  explicit Gpt2Config(const HfConfig& c) {
-    vocab = c.require_int("vocab_size");
-    positions = c.get_int("n_positions", 1024);
-    hidden = c.get_int("n_embd", 768);
-    layers = c.get_int("n_layer", 12);
-    heads = c.get_int("n_head", 12);
-    inner = c.get_int("n_inner", 4 * hidden);
-    activation = parse_activation(c.get_string("activation_function", "gelu_new"),
-                                  c.path() + ": activation_function");
-    eps = c.get_double("layer_norm_epsilon", 1e-5);
-    auto eos_ids = c.get_int_list("eos_token_id");
-    eos = eos_ids.empty() ? -1 : eos_ids[0];
-    LIBAI_CHECK_KIND(Unsupported, !c.get_bool("scale_attn_by_inverse_layer_idx", false), c.path(),
-                     ": scale_attn_by_inverse_layer_idx is not supported");
-    LIBAI_CHECK_KIND(Unsupported, c.get_bool("scale_attn_weights", true), c.path(),
-                     ": scale_attn_weights = false is not supported");
-    LIBAI_CHECK_KIND(CorruptInput, hidden % heads == 0, c.path(), ": n_embd ", hidden,
-                     " is not divisible by n_head ", heads);
+WeightMap gpt2_weight_map(const Gpt2Config& c) {
+  WeightMap map;
+  map.source_prefixes = {"transformer.", ""};
+  map.add("embed.weight", "wte.weight");
+  map.add("positions.weight", "wpe.weight");
+  for (int64_t i = 0; i < c.layers; ++i) {
+    const std::string ours = "layers." + std::to_string(i) + ".", hf = "h." + std::to_string(i) + ".";
+    map.add(ours + "attention_norm.weight", hf + "ln_1.weight");
+    map.add(ours + "attention_norm.bias", hf + "ln_1.bias");
+    map.add_heads(ours + "attention.qkv.weight", {hf + "attn.c_attn.weight"}, 3, c.heads, true);
+    map.add_heads(ours + "attention.qkv.bias", {hf + "attn.c_attn.bias"}, 3, c.heads);
+    map.add_transposed(ours + "attention.out.weight", hf + "attn.c_proj.weight");
+    map.add(ours + "attention.out.bias", hf + "attn.c_proj.bias");
+    map.add(ours + "mlp_norm.weight", hf + "ln_2.weight");
+    map.add(ours + "mlp_norm.bias", hf + "ln_2.bias");
+    map.add_transposed(ours + "mlp.up.weight", hf + "mlp.c_fc.weight");
+    map.add(ours + "mlp.up.bias", hf + "mlp.c_fc.bias");
+    map.add_transposed(ours + "mlp.down.weight", hf + "mlp.c_proj.weight");
+    map.add(ours + "mlp.down.bias", hf + "mlp.c_proj.bias");
   }
-};
+  map.add("final_norm.weight", "ln_f.weight");
+  map.add("final_norm.bias", "ln_f.bias");
+  map.ignore("attn.bias");
+  map.ignore("attn.masked_bias");
+  map.ignore("lm_head.weight");  // tied to wte
+  return map;
+}
+
+namespace {
 
 class Gpt2 : public Model, public generation::GenerativeModel {
  public:
-  Gpt2(const HfConfig& hf, const LayerContext& ctx) : Model(hf), c_(hf) {
+  Gpt2(const HfConfig& hf, const LayerContext& ctx) : Model(hf), c_(hf), map_(gpt2_weight_map(c_)) {
     wte_ = &add_module("embed", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden,
                                                            EmbeddingParallel::vocab));
     wpe_ = &add_module("positions", std::make_unique<Embedding>(ctx, c_.positions, c_.hidden));
-    TransformerLayerConfig layer;
-    layer.attention = {.hidden = c_.hidden, .heads = c_.heads};
-    layer.mlp = {.hidden = c_.hidden, .intermediate = c_.inner, .activation = c_.activation};
-    layer.pre_norm = true;
-    layer.norm_eps = c_.eps;
     for (int64_t i = 0; i < c_.layers; ++i)
       layers_.push_back(&add_module("layers." + std::to_string(i),
-                                    std::make_unique<TransformerLayer>(ctx, layer)));
+                                    std::make_unique<TransformerLayer>(ctx, c_.layer())));
     ln_f_ = &add_module("final_norm",
                         std::make_unique<Norm>(ctx, ops::NormKind::layer, c_.hidden, c_.eps));
-    build_weight_map();
   }
 
   // ids, positions [batch, seq]; keep [batch, kv_len] or undefined -> [batch, seq, hidden]
@@ -107,32 +131,6 @@ class Gpt2 : public Model, public generation::GenerativeModel {
   const WeightMap& weight_map() const override { return map_; }
 
  private:
-  void build_weight_map() {
-    map_.source_prefixes = {"transformer.", ""};
-    map_.add("embed.weight", "wte.weight");
-    map_.add("positions.weight", "wpe.weight");
-    for (int64_t i = 0; i < c_.layers; ++i) {
-      const std::string ours = "layers." + std::to_string(i) + ".", hf = "h." + std::to_string(i) + ".";
-      map_.add(ours + "attention_norm.weight", hf + "ln_1.weight");
-      map_.add(ours + "attention_norm.bias", hf + "ln_1.bias");
-      map_.add_heads(ours + "attention.qkv.weight", {hf + "attn.c_attn.weight"}, 3, c_.heads, true);
-      map_.add_heads(ours + "attention.qkv.bias", {hf + "attn.c_attn.bias"}, 3, c_.heads);
-      map_.add_transposed(ours + "attention.out.weight", hf + "attn.c_proj.weight");
-      map_.add(ours + "attention.out.bias", hf + "attn.c_proj.bias");
-      map_.add(ours + "mlp_norm.weight", hf + "ln_2.weight");
-      map_.add(ours + "mlp_norm.bias", hf + "ln_2.bias");
-      map_.add_transposed(ours + "mlp.up.weight", hf + "mlp.c_fc.weight");
-      map_.add(ours + "mlp.up.bias", hf + "mlp.c_fc.bias");
-      map_.add_transposed(ours + "mlp.down.weight", hf + "mlp.c_proj.weight");
-      map_.add(ours + "mlp.down.bias", hf + "mlp.c_proj.bias");
-    }
-    map_.add("final_norm.weight", "ln_f.weight");
-    map_.add("final_norm.bias", "ln_f.bias");
-    map_.ignore("attn.bias");
-    map_.ignore("attn.masked_bias");
-    map_.ignore("lm_head.weight");  // tied to wte
-  }
-
   Gpt2Config c_;
   Embedding* wte_ = nullptr;
   Embedding* wpe_ = nullptr;

@@ -3,11 +3,29 @@
 //   embed:  h = wte[ids] + wpe[positions]                       // [batch, seq, hidden]
 //   layers: h = h + attn(ln(h)) (causal); h = h + mlp(ln(h))    // pre-LN, gelu_new
 //   head:   logits = ln_f(h) wteᵀ                               // tied to the embedding
+//
+// The config, the layer shape and the checkpoint names are public so that a pipeline stage
+// (models/pipeline/) builds a contiguous part of the same model under the same names.
 #pragma once
 
+#include "models/layers/transformer_layer.h"
 #include "models/model.h"
 
 namespace libai::models {
+
+// config.json of a GPT-2 model.
+struct Gpt2Config {
+  int64_t vocab = 0, positions = 0, hidden = 0, layers = 0, heads = 0, inner = 0;
+  Activation activation = Activation::gelu_tanh;
+  double eps = 1e-5;
+  int64_t eos = -1;
+
+  explicit Gpt2Config(const HfConfig& c);
+  TransformerLayerConfig layer() const;  // every layer's shape
+};
+
+// Checkpoint names -> ours: embed (wte), positions (wpe), layers.{i}, final_norm (ln_f).
+WeightMap gpt2_weight_map(const Gpt2Config& c);
 
 std::unique_ptr<Model> make_gpt2_lm(const HfConfig& config, const LayerContext& ctx);
 

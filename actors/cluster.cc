@@ -1,0 +1,501 @@
+#include "actors/cluster.h"
+
+#include <caf/io/all.hpp>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <future>
+#include <set>
+#include <thread>
+
+#include "runtime/comm/ucx_communicator.h"
+#include "runtime/error.h"
+#include "runtime/logging.h"
+
+namespace libai::actors {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+std::atomic<int> g_interrupted{0};
+
+std::string hostname() {
+  char buf[256] = {0};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+// "stage 1, stage 2" held by `node`.
+std::string stages_of_node(const PipelineLayout& layout, int node) {
+  std::string out;
+  for (const SlotSpec& slot : layout.slots)
+    if (slot.node == node) out += (out.empty() ? "" : ", ") + slot.name();
+  return out.empty() ? "no stages" : out;
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  return str_cat(double(ms.count()) / 1000.0, " s");
+}
+
+// Everything of one node's run that outlives a phase.
+struct Node {
+  const ClusterSpec& spec;
+  ClusterJob& job;
+  const ClusterOptions& options;
+  caf::actor_system_config config;
+  std::unique_ptr<caf::actor_system> system;
+  std::unique_ptr<caf::scoped_actor> self;
+  std::shared_ptr<comm::Communicator> data_plane;
+  PipelineLayout layout;
+  bool have_layout = false;
+  std::vector<caf::actor> stages;  // this node's (null for other nodes' slots)
+  caf::actor driver;               // node 0
+
+  Node(const ClusterSpec& s, ClusterJob& j, const ClusterOptions& o) : spec(s), job(j), options(o) {
+    configure_actor_system(config);
+    system = std::make_unique<caf::actor_system>(config);
+    self = std::make_unique<caf::scoped_actor>(*system);
+  }
+
+  caf::scoped_actor& me() { return *self; }
+  std::string who() const { return str_cat("node ", spec.node_rank); }
+  std::string stages_of(int node) const {
+    return have_layout ? stages_of_node(layout, node) : "stages not yet assigned";
+  }
+
+  void stop_local_stages() {
+    for (auto& stage : stages)
+      if (stage) caf::anon_send(stage, abort_atom::value, std::string("job aborted"));
+    if (driver) caf::anon_send(driver, stop_atom::value);
+  }
+
+  void check_interrupt() {
+    if (const int sig = g_interrupted.load())
+      LIBAI_THROW(CommunicationError, who(), " was interrupted (signal ", sig, ")");
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Node 0: the scheduler.
+
+struct Scheduler {
+  Node& node;
+  std::vector<caf::actor> agents;  // by node rank (0: none)
+  std::vector<std::vector<wire::DeviceProfile>> devices;
+  std::set<int> dead;
+
+  explicit Scheduler(Node& n) : node(n), agents(size_t(n.spec.nodes)), devices(size_t(n.spec.nodes)) {}
+
+  int rank_of(const caf::actor_addr& addr) const {
+    for (size_t k = 1; k < agents.size(); ++k)
+      if (agents[k] && agents[k].address() == addr) return int(k);
+    return -1;
+  }
+
+  // Ends the job on every node that is still there, then throws `reason`.
+  [[noreturn]] void abort_all(const std::string& reason) {
+    logger("cluster")->error("{}", reason);
+    const wire::Bytes note = wire::encode(wire::Abort{reason, 0});
+    for (size_t k = 1; k < agents.size(); ++k)
+      if (agents[k] && !dead.count(int(k))) node.me()->send(agents[k], abort_atom::value, note);
+    node.stop_local_stages();
+    LIBAI_THROW(CommunicationError, reason);
+  }
+
+  std::string died(int rank) {
+    dead.insert(rank);
+    return str_cat("node ", rank, " died (", node.stages_of(rank), ")");
+  }
+
+  void publish() {
+    const char* bind = node.spec.addr == "127.0.0.1" || node.spec.addr == "localhost"
+                           ? "127.0.0.1"
+                           : nullptr;  // any interface
+    auto port = node.system->middleman().publish(caf::actor{node.me()}, uint16_t(node.spec.port),
+                                                 bind, true);
+    LIBAI_CHECK_KIND(CommunicationError, bool(port), "node 0 cannot listen on ",
+                     node.spec.addr, ":", node.spec.port, ": ",
+                     node.system->render(port.error()));
+    logger("cluster")->info("node 0 listening on {}:{}; waiting for {} more node(s)",
+                                 node.spec.addr, *port, node.spec.nodes - 1);
+    if (node.options.on_listening) node.options.on_listening(int(*port));
+  }
+
+  void accept_joins() {
+    devices[0] = node.job.profile_devices(0);
+    int joined = 1;
+    const auto deadline = Clock::now() + node.options.join_timeout;
+    while (joined < node.spec.nodes) {
+      node.check_interrupt();
+      if (Clock::now() > deadline) {
+        std::string missing;
+        for (int k = 1; k < node.spec.nodes; ++k)
+          if (!agents[size_t(k)]) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+        abort_all(str_cat("node(s) ", missing, " did not join within ",
+                          seconds_text(node.options.join_timeout), " (node 0 at ", node.spec.addr,
+                          ":", node.spec.port, ", ", joined, " of ", node.spec.nodes,
+                          " nodes present)"));
+      }
+      node.me()->receive(
+          [&](join_atom, const wire::Bytes& bytes) {
+            auto sender = caf::actor_cast<caf::actor>(node.me()->current_sender());
+            wire::JoinReply reply{true, ""};
+            wire::JoinRequest request;
+            try {
+              request = wire::decode<wire::JoinRequest>(bytes);
+            } catch (const CorruptInput& e) {
+              reply = {false, e.what()};
+            }
+            if (reply.accepted && request.token != node.spec.token)
+              reply = {false, str_cat("wrong cluster token from node ", request.node_rank, " (",
+                                      request.hostname, ")")};
+            else if (reply.accepted &&
+                     (request.node_rank == 0 || int(request.node_rank) >= node.spec.nodes))
+              reply = {false, str_cat("node rank ", request.node_rank, " is outside [1, ",
+                                      node.spec.nodes, ") for a cluster of ", node.spec.nodes,
+                                      " nodes")};
+            else if (reply.accepted && agents[request.node_rank])
+              reply = {false, str_cat("node rank ", request.node_rank, " joined twice (from ",
+                                      request.hostname, ")")};
+            node.me()->send(sender, join_atom::value, wire::encode(reply));
+            if (!reply.accepted) {
+              logger("cluster")->warn("refused a join: {}", reply.reason);
+              return;
+            }
+            agents[request.node_rank] = sender;
+            devices[request.node_rank] = request.devices;
+            node.me()->monitor(sender);
+            ++joined;
+            logger("cluster")->info("node {} ({}) joined with {} device(s)",
+                                         request.node_rank, request.hostname,
+                                         request.devices.size());
+          },
+          [&](caf::down_msg& msg) {
+            const int rank = rank_of(msg.source);
+            if (rank > 0) abort_all(died(rank) + " while the cluster was forming");
+          },
+          [&](abort_atom, const wire::Bytes&) {}, caf::after(100ms) >> [] {});
+    }
+  }
+
+  wire::Assignment assign() {
+    wire::Assignment a;
+    a.config_yaml = node.options.config_yaml;
+    for (const auto& d : devices) a.devices.insert(a.devices.end(), d.begin(), d.end());
+    node.job.plan(a);
+    std::future<void> data_ready;
+    if (node.spec.nodes > 1) {
+      std::promise<int> port;
+      auto got_port = port.get_future();
+      data_ready = std::async(std::launch::async, [this, p = std::move(port)]() mutable {
+        comm::UcxGroupOptions o;
+        o.rank = 0;
+        o.size = node.spec.nodes;
+        o.addr = node.spec.addr;
+        o.port = 0;
+        o.timeout = node.options.setup_timeout;
+        o.on_listening = [&p](int port) { p.set_value(port); };
+        node.data_plane = comm::make_ucx_communicator(o);
+      });
+      if (got_port.wait_for(node.options.setup_timeout) != std::future_status::ready) {
+        data_ready.get();  // rethrows the data plane's error
+        abort_all("node 0 could not open the data plane");
+      }
+      a.data_port = uint16_t(got_port.get());
+    }
+    const wire::Bytes bytes = wire::encode(a);
+    for (size_t k = 1; k < agents.size(); ++k) node.me()->send(agents[k], assign_atom::value, bytes);
+    if (data_ready.valid()) {
+      try {
+        data_ready.get();
+      } catch (const std::exception& e) {
+        abort_all(str_cat("the data plane did not form: ", e.what()));
+      }
+    }
+    return a;
+  }
+
+  std::vector<caf::actor> gather_handles(ClusterResult& result) {
+    std::vector<caf::actor> handles = node.stages;
+    std::set<int> ready{0};
+    const auto deadline = Clock::now() + node.options.setup_timeout;
+    while (int(ready.size()) < node.spec.nodes) {
+      node.check_interrupt();
+      if (Clock::now() > deadline)
+        abort_all(str_cat("not every node built its stages within ",
+                          seconds_text(node.options.setup_timeout)));
+      std::string failure;
+      node.me()->receive(
+          [&](ready_atom, int rank, const std::vector<caf::actor>& theirs) {
+            if (rank <= 0 || rank >= node.spec.nodes || theirs.size() != handles.size()) {
+              failure = str_cat("node ", rank, " reported a stage table that does not fit the plan");
+              return;
+            }
+            for (size_t i = 0; i < theirs.size(); ++i)
+              if (node.layout.slots[i].node == rank) handles[i] = theirs[i];
+            ready.insert(rank);
+          },
+          [&](failed_atom, const wire::Bytes& bytes) {
+            failure = wire::decode<wire::Abort>(bytes).reason;
+          },
+          [&](failed_atom, const std::string& what) { failure = what; },
+          [&](abort_atom, const wire::Bytes& bytes) {
+            failure = wire::decode<wire::Abort>(bytes).reason;
+          },
+          [&](caf::down_msg& msg) {
+            const int rank = rank_of(msg.source);
+            if (rank > 0) failure = died(rank);
+          },
+          [&](finished_atom, const wire::Bytes& bytes) {
+            result.reports.push_back(wire::decode<wire::StageReport>(bytes));
+          },
+          caf::after(100ms) >> [] {});
+      if (!failure.empty()) abort_all(failure);
+    }
+    return handles;
+  }
+};
+
+ClusterResult run_node0(Node& node) {
+  ClusterResult result;
+  Scheduler scheduler(node);
+  if (node.spec.nodes > 1) {
+    LIBAI_CHECK(!node.spec.token.empty(), "a cluster of ", node.spec.nodes,
+                " nodes needs a token: set train.cluster.token or LIBAI_CLUSTER_TOKEN");
+    scheduler.publish();
+  }
+  scheduler.accept_joins();
+  result.assignment = scheduler.assign();
+  node.layout = node.job.layout(result.assignment);
+  node.have_layout = true;
+  auto client = std::make_shared<PipelineClient>();
+  node.driver = spawn_driver(*node.system, DriverSetup{.node = 0, .client = client,
+                                                       .data_plane = node.data_plane});
+  try {
+    node.stages = spawn_slots(*node.system, node.layout, 0,
+                              node.job.compute(node.layout, result.assignment), node.data_plane,
+                              caf::actor{node.me()});
+  } catch (const std::exception& e) {
+    scheduler.abort_all(str_cat("node 0 could not build its stages: ", e.what()));
+  }
+  std::vector<caf::actor> handles = scheduler.gather_handles(result);
+  std::vector<caf::actor> table = handles;
+  table.push_back(node.driver);
+  for (size_t k = 1; k < scheduler.agents.size(); ++k)
+    node.me()->send(scheduler.agents[k], routes_atom::value, table);
+  connect_slots(node.layout, 0, handles, node.driver);
+
+  // The job runs on its own thread; this one watches the cluster.
+  const auto start = Clock::now();
+  std::promise<void> job_done;
+  auto job_result = job_done.get_future();
+  std::thread job_thread([&] {
+    try {
+      node.job.drive(*client, node.layout);
+      job_done.set_value();
+    } catch (...) {
+      job_done.set_exception(std::current_exception());
+    }
+  });
+  std::string failure;
+  const auto deadline = start + node.options.job_timeout;
+  bool job_finished = false;
+  while (failure.empty() && (!job_finished || result.reports.size() < node.layout.slots.size())) {
+    if (g_interrupted.load()) failure = str_cat("the job was interrupted on node 0 (signal ",
+                                                g_interrupted.load(), ")");
+    else if (Clock::now() > deadline)
+      failure = str_cat("the job did not finish within ", seconds_text(node.options.job_timeout));
+    if (!failure.empty()) break;
+    if (!job_finished && job_result.wait_for(0s) == std::future_status::ready) {
+      job_finished = true;
+      try {
+        job_result.get();
+      } catch (const std::exception& e) {
+        // A stage's own failure, when it is on its way, names the cause better.
+        node.me()->receive([&](failed_atom, const std::string& what) { failure = what; },
+                           [&](failed_atom, const wire::Bytes& bytes) {
+                             failure = wire::decode<wire::Abort>(bytes).reason;
+                           },
+                           caf::after(200ms) >> [&] { failure = e.what(); });
+        break;
+      }
+    }
+    node.me()->receive(
+        [&](finished_atom, const wire::Bytes& bytes) {
+          result.reports.push_back(wire::decode<wire::StageReport>(bytes));
+        },
+        [&](report_atom, const wire::Bytes& bytes) {
+          result.reports.push_back(wire::decode<wire::StageReport>(bytes));
+        },
+        [&](failed_atom, const std::string& what) { failure = what; },
+        [&](failed_atom, const wire::Bytes& bytes) {
+          failure = wire::decode<wire::Abort>(bytes).reason;
+        },
+        [&](abort_atom, const wire::Bytes& bytes) {
+          failure = wire::decode<wire::Abort>(bytes).reason;
+        },
+        [&](caf::down_msg& msg) {
+          const int rank = scheduler.rank_of(msg.source);
+          if (rank > 0) failure = scheduler.died(rank);
+        },
+        caf::after(50ms) >> [] {});
+  }
+  if (!failure.empty()) {
+    client->fail(failure);
+    job_thread.join();
+    scheduler.abort_all(failure);
+  }
+  job_thread.join();
+  result.job_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (size_t k = 1; k < scheduler.agents.size(); ++k)
+    node.me()->send(scheduler.agents[k], stop_atom::value);
+  caf::anon_send(node.driver, stop_atom::value);
+  result.layout = node.layout;
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Node k > 0: an agent.
+
+ClusterResult run_agent(Node& node) {
+  ClusterResult result;
+  auto log = logger("cluster");
+  bool got = false;
+  const std::string where = str_cat(node.spec.addr, ":", node.spec.port);
+  LIBAI_CHECK(!node.spec.token.empty(), "node ", node.spec.node_rank,
+              ": a cluster needs a token: set train.cluster.token or LIBAI_CLUSTER_TOKEN");
+  // 1. Reach node 0, retrying until the join timeout.
+  const auto join_deadline = Clock::now() + node.options.join_timeout;
+  caf::actor scheduler;
+  std::string last_error;
+  while (!scheduler) {
+    node.check_interrupt();
+    auto found = node.system->middleman().remote_actor(node.spec.addr, uint16_t(node.spec.port));
+    if (found) {
+      scheduler = *found;
+      break;
+    }
+    last_error = node.system->render(found.error());
+    if (Clock::now() > join_deadline)
+      LIBAI_THROW(CommunicationError, node.who(), " could not reach node 0 at ", where, " within ",
+                  seconds_text(node.options.join_timeout), ": ", last_error);
+    std::this_thread::sleep_for(200ms);
+  }
+  node.me()->monitor(scheduler);
+  wire::JoinRequest request{uint32_t(node.spec.node_rank), node.spec.token, hostname(),
+                            node.job.profile_devices(node.spec.node_rank)};
+  node.me()->send(scheduler, join_atom::value, wire::encode(request));
+
+  std::string failure;
+  auto on_down = [&](caf::down_msg&) {
+    failure = str_cat("node 0 (the scheduler at ", where, ") died");
+  };
+  auto on_abort = [&](abort_atom, const wire::Bytes& bytes) {
+    failure = wire::decode<wire::Abort>(bytes).reason;
+  };
+  // Receives until `handler` ran (it sets `got`), node 0 fails, or `timeout`; then throws.
+  auto wait_for = [&](std::chrono::milliseconds timeout, const std::string& what, auto&&... handlers) {
+    got = false;
+    const auto deadline = Clock::now() + timeout;
+    while (!got && failure.empty()) {
+      if (g_interrupted.load()) {
+        failure = str_cat("the job was interrupted on node ", node.spec.node_rank, " (signal ",
+                          g_interrupted.load(), ")");
+        node.me()->send(scheduler, abort_atom::value,
+                        wire::encode(wire::Abort{failure, node.spec.node_rank}));
+        break;
+      }
+      if (Clock::now() > deadline) {
+        failure = str_cat(node.who(), ": no ", what, " from node 0 within ", seconds_text(timeout));
+        break;
+      }
+      node.me()->receive(handlers..., on_down, on_abort, caf::after(100ms) >> [] {});
+    }
+    if (!failure.empty()) {
+      node.stop_local_stages();
+      LIBAI_THROW(CommunicationError, failure);
+    }
+  };
+  // 2. The join reply, then the assignment.
+  wait_for(
+      node.options.join_timeout, "join reply", [&](join_atom, const wire::Bytes& bytes) {
+        got = true;
+        const auto reply = wire::decode<wire::JoinReply>(bytes);
+        if (!reply.accepted) failure = str_cat("node 0 refused ", node.who(), ": ", reply.reason);
+      });
+  log->info("node {} joined the cluster at {}", node.spec.node_rank, where);
+  wait_for(
+      node.options.setup_timeout, "assignment", [&](assign_atom, const wire::Bytes& bytes) {
+        got = true;
+        result.assignment = wire::decode<wire::Assignment>(bytes);
+      });
+  // 3. The data plane, this node's stages, and the routes.
+  try {
+    comm::UcxGroupOptions o;
+    o.rank = node.spec.node_rank;
+    o.size = node.spec.nodes;
+    o.addr = node.spec.addr;
+    o.port = result.assignment.data_port;
+    o.timeout = node.options.setup_timeout;
+    node.data_plane = comm::make_ucx_communicator(o);
+    node.layout = node.job.layout(result.assignment);
+    node.have_layout = true;
+    node.stages = spawn_slots(*node.system, node.layout, node.spec.node_rank,
+                              node.job.compute(node.layout, result.assignment), node.data_plane,
+                              caf::actor{node.me()});
+  } catch (const std::exception& e) {
+    const std::string reason = str_cat(node.who(), " could not build its stages: ", e.what());
+    node.me()->send(scheduler, failed_atom::value, wire::encode(wire::Abort{reason, node.spec.node_rank}));
+    node.stop_local_stages();
+    throw;
+  }
+  node.me()->send(scheduler, ready_atom::value, node.spec.node_rank, node.stages);
+  wait_for(
+      node.options.setup_timeout, "routes", [&](routes_atom, const std::vector<caf::actor>& table) {
+        got = true;
+        if (table.size() != node.layout.slots.size() + 1) {
+          failure = "node 0 sent a stage table that does not fit the plan";
+          return;
+        }
+        std::vector<caf::actor> handles(table.begin(), table.end() - 1);
+        connect_slots(node.layout, node.spec.node_rank, handles, table.back());
+      });
+  // 4. Forward the stages' reports until node 0 says stop.
+  // Runs until node 0 says stop (a stage failure is forwarded and ends the job here too).
+  wait_for(
+      node.options.job_timeout, "stop", [&](stop_atom) { got = true; },
+      [&](finished_atom, const wire::Bytes& bytes) {
+        result.reports.push_back(wire::decode<wire::StageReport>(bytes));
+        node.me()->send(scheduler, report_atom::value, bytes);
+      },
+      [&](failed_atom, const std::string& what) {
+        node.me()->send(scheduler, failed_atom::value,
+                        wire::encode(wire::Abort{what, node.spec.node_rank}));
+        failure = what;
+      });
+  result.layout = node.layout;
+  return result;
+}
+
+}  // namespace
+
+ClusterResult run_cluster(const ClusterSpec& spec, ClusterJob& job, const ClusterOptions& options) {
+  Node node(spec, job, options);
+  ClusterResult result = spec.node_rank == 0 ? run_node0(node) : run_agent(node);
+  return result;
+}
+
+void interrupt_cluster(int signal_number) { g_interrupted.store(signal_number); }
+
+void install_interrupt_handlers() {
+  struct sigaction action {};
+  action.sa_handler = interrupt_cluster;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
+
+}  // namespace libai::actors

@@ -1,0 +1,155 @@
+#include "actors/model_jobs.h"
+
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "runtime/autograd.h"
+#include "runtime/comm/local_communicator.h"
+#include "runtime/error.h"
+
+namespace libai::actors {
+
+namespace mp = models::pipeline;
+
+ModelStageCompute::ModelStageCompute(std::unique_ptr<mp::PipelineStage> stage)
+    : stage_(std::move(stage)) {}
+
+models::TensorMap ModelStageCompute::forward(int group, const models::TensorMap& inputs) {
+  auto& state = states_[group];
+  if (!state) state = stage_->new_state();
+  autograd::NoGradGuard no_grad;
+  return stage_->forward(inputs, *state);
+}
+
+void ModelStageCompute::release(int group) { states_.erase(group); }
+
+std::vector<mp::StageSpec> stage_specs(const std::vector<int>& stage_of) {
+  LIBAI_CHECK(!stage_of.empty(), "stage_specs: no layers");
+  std::vector<int> per_stage;
+  for (int s : stage_of) {
+    LIBAI_CHECK(s == int(per_stage.size()) - 1 || s == int(per_stage.size()),
+                "stage_specs: stages must be contiguous and start at 0");
+    if (s == int(per_stage.size())) per_stage.push_back(0);
+    ++per_stage.back();
+  }
+  return mp::contiguous_stages(per_stage);
+}
+
+ComputeFactory model_stage_factory(const std::filesystem::path& folder, const PipelineLayout& layout,
+                                   const std::vector<int>& stage_of, DType dtype) {
+  const auto specs = stage_specs(stage_of);
+  LIBAI_CHECK(int(specs.size()) == layout.sizes.pp, folder.string(), ": the split has ",
+              specs.size(), " stages but pipeline_parallel_size is ", layout.sizes.pp);
+  // One local tensor-parallel group per (replica, stage), made when its first rank loads.
+  auto groups = std::make_shared<std::map<std::pair<int, int>, std::vector<std::shared_ptr<comm::Communicator>>>>();
+  auto mutex = std::make_shared<std::mutex>();
+  const int tp = layout.sizes.tp;
+  return [folder, specs, groups, mutex, tp, dtype](const SlotSpec& slot) -> std::shared_ptr<StageCompute> {
+    models::LoadOptions options;
+    options.dtype = dtype;
+    if (tp > 1) {
+      std::lock_guard lock(*mutex);
+      auto& comms = (*groups)[{slot.replica, slot.stage}];
+      if (comms.empty()) comms = comm::LocalGroup::create(tp, std::chrono::seconds(120));
+      options.tp = comms[size_t(slot.rank)];
+    }
+    return std::make_shared<ModelStageCompute>(
+        mp::load_stage(folder, specs[size_t(slot.stage)], options));
+  };
+}
+
+std::vector<std::vector<std::vector<int64_t>>> split_into_groups(
+    const std::vector<std::vector<int64_t>>& prompts, int groups) {
+  LIBAI_CHECK(groups >= 1 && size_t(groups) <= prompts.size(), "cannot split ", prompts.size(),
+              " prompts into ", groups, " groups");
+  std::vector<std::vector<std::vector<int64_t>>> out(static_cast<size_t>(groups));
+  const size_t base = prompts.size() / size_t(groups), extra = prompts.size() % size_t(groups);
+  size_t next = 0;
+  for (size_t g = 0; g < size_t(groups); ++g)
+    for (size_t i = 0; i < base + (g < extra ? 1 : 0); ++i) out[g].push_back(prompts[next++]);
+  return out;
+}
+
+namespace {
+
+// A decoder-only model whose every step is a round trip through the pipeline.
+class PipelineCausalLm : public models::generation::GenerativeModel {
+ public:
+  PipelineCausalLm(PipelineClient& client, int replica, int group, mp::CausalLmInfo info)
+      : client_(client), replica_(replica), group_(group), info_(info) {}
+  std::unique_ptr<models::generation::DecodeSession> start(
+      const std::vector<std::vector<int64_t>>& prompts) override {
+    for (const auto& p : prompts)
+      for (int64_t id : p)
+        LIBAI_CHECK(id >= 0 && id < info_.vocab_size, "token id ", id,
+                    " outside the vocabulary of ", info_.vocab_size);
+    return std::make_unique<models::CausalLmSession>(
+        prompts, info_.pad_id, [this](const models::TensorMap& inputs) {
+          client_.submit(replica_, Packet{.group = group_, .step = steps_++, .done = false,
+                                          .tensors = inputs});
+          Packet out = client_.wait(group_);
+          auto it = out.tensors.find("logits");
+          LIBAI_CHECK(it != out.tensors.end(), "group ", group_,
+                      ": the last stage returned no logits");
+          return it->second;
+        });
+  }
+  bool is_encoder_decoder() const override { return false; }
+  int64_t vocab_size() const override { return info_.vocab_size; }
+  int steps() const { return steps_; }
+
+ private:
+  PipelineClient& client_;
+  int replica_, group_;
+  mp::CausalLmInfo info_;
+  int steps_ = 0;
+};
+
+}  // namespace
+
+std::vector<std::vector<std::vector<models::generation::GeneratedSequence>>> run_generation(
+    PipelineClient& client, const PipelineLayout& layout, const mp::CausalLmInfo& info,
+    const std::vector<std::vector<std::vector<int64_t>>>& prompt_groups,
+    const models::generation::GenerationConfig& config) {
+  const size_t groups = prompt_groups.size();
+  std::vector<std::vector<std::vector<models::generation::GeneratedSequence>>> results(groups);
+  std::vector<std::exception_ptr> errors(groups);
+  std::vector<std::thread> threads;
+  for (size_t g = 0; g < groups; ++g)
+    threads.emplace_back([&, g] {
+      const int replica = layout.replica_of_group(int(g));
+      PipelineCausalLm model(client, replica, int(g), info);
+      try {
+        results[g] = models::generation::generate(model, prompt_groups[g], config);
+        client.submit(replica, Packet{.group = int(g), .step = model.steps(), .done = true, .tensors = {}});
+      } catch (...) {
+        errors[g] = std::current_exception();
+        client.fail(str_cat("generation of group ", g, " failed"));
+      }
+    });
+  for (auto& t : threads) t.join();
+  // The pipeline's own error (a stage's) names the cause better than the groups' echoes.
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return results;
+}
+
+std::vector<Tensor> run_encoding(PipelineClient& client, const PipelineLayout& layout,
+                                 const std::vector<models::TensorMap>& micro_batches) {
+  const int groups = int(micro_batches.size());
+  for (int g = 0; g < groups; ++g)
+    client.submit(layout.replica_of_group(g),
+                  Packet{.group = g, .step = 0, .done = false, .tensors = micro_batches[size_t(g)]});
+  std::vector<Tensor> out;
+  for (int g = 0; g < groups; ++g) {
+    Packet p = client.wait(g);
+    auto it = p.tensors.find("last_hidden_state");
+    LIBAI_CHECK(it != p.tensors.end(), "micro-batch ", g, ": the last stage returned no last_hidden_state");
+    out.push_back(it->second);
+    client.submit(layout.replica_of_group(g), Packet{.group = g, .step = 1, .done = true, .tensors = {}});
+  }
+  return out;
+}
+
+}  // namespace libai::actors

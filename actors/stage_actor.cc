@@ -1,0 +1,303 @@
+#include "actors/stage_actor.h"
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "actors/pinned_thread.h"
+#include "runtime/error.h"
+#include "runtime/logging.h"
+
+namespace libai::actors {
+
+std::uint32_t packet_tag(std::uint32_t channel, std::uint32_t seq) {
+  return (channel << 16) | (seq & 0xffffu);
+}
+
+StageOutput prepare_output(Packet packet, const Route& to, int from_node,
+                           comm::Communicator* data_plane, std::uint32_t seq,
+                           std::vector<comm::WorkHandle>* pending_sends) {
+  StageOutput out;
+  out.done = packet.done;
+  if (!to.actor) return out;
+  if (to.node == from_node) {
+    out.packet = std::make_shared<const Packet>(std::move(packet));
+    return out;
+  }
+  LIBAI_CHECK(data_plane != nullptr, "a packet for node ", to.node,
+              " but this process has no data plane");
+  PackedPacket packed = pack(packet, packet_tag(to.channel, seq));
+  if (packed.header.bytes > 0)
+    pending_sends->push_back(data_plane->send_async(packed.bytes, to.node, packed.header.tag));
+  out.header = wire::encode(packed.header);
+  return out;
+}
+
+void deliver(caf::event_based_actor* self, const Route& to, const StageOutput& output) {
+  if (!to.actor) return;
+  if (output.packet)
+    self->send(to.actor, packet_atom::value, output.packet);
+  else
+    self->send(to.actor, packet_atom::value, output.header);
+}
+
+Packet receive_packet(const wire::PacketHeader& header, int from_node,
+                      comm::Communicator& data_plane) {
+  Tensor buffer = buffer_for(header);
+  if (header.bytes > 0) data_plane.recv(buffer, from_node, header.tag);
+  return unpack(header, buffer);
+}
+
+void send_credit(caf::event_based_actor* self, const Route& to, int from_node, std::uint32_t slots) {
+  if (!to.actor) return;
+  if (to.node == from_node)
+    self->send(to.actor, credit_atom::value, slots);
+  else
+    self->send(to.actor, credit_atom::value, wire::encode(wire::Credit{slots}));
+}
+
+namespace {
+
+using Key = std::pair<int, int>;  // (step, group): program order is step-major
+
+std::string key_name(Key key) { return str_cat("g", key.second, "s", key.first); }
+
+// Note [Stage programs]: step-major over the groups still active.
+class ProgramCursor {
+ public:
+  explicit ProgramCursor(std::vector<int> groups) : active_(std::move(groups)) {}
+  bool finished() const { return active_.empty(); }
+  Key next() const { return {step_, active_[index_]}; }
+  void advance(bool group_done) {
+    if (group_done)
+      active_.erase(active_.begin() + std::ptrdiff_t(index_));
+    else
+      ++index_;
+    if (index_ >= active_.size()) {
+      index_ = 0;
+      ++step_;
+    }
+  }
+
+ private:
+  std::vector<int> active_;
+  std::size_t index_ = 0;
+  int step_ = 0;
+};
+
+struct Arrival {
+  PacketPtr packet;                    // from this process
+  std::optional<wire::PacketHeader> header;  // from another: bytes still on the data plane
+};
+
+// What the pinned thread owns (touched only there, one job at a time).
+struct ThreadSide {
+  std::uint32_t seq_out = 0;
+  std::vector<comm::WorkHandle> pending_sends;
+  std::uint64_t bytes_received = 0;
+};
+
+struct StageState {
+  StageSetup setup;
+  std::optional<ProgramCursor> cursor;
+  StageRoutesPtr routes;
+  int credits = 0;
+  bool busy = false;
+  bool finished = false;
+  std::map<Key, Arrival> arrivals;
+  double busy_seconds = 0;
+  std::uint64_t actions = 0;
+  std::shared_ptr<ThreadSide> thread_side = std::make_shared<ThreadSide>();
+  std::unique_ptr<PinnedThread> thread;
+  static inline const char* name = "libai.stage";
+};
+
+using Self = caf::stateful_actor<StageState>;
+
+void trace(Self* self, const std::string& event) {
+  if (self->state.setup.trace) self->state.setup.trace(event);
+}
+
+void fail(Self* self, const std::string& what) {
+  if (self->state.finished) return;
+  self->state.finished = true;
+  self->send(self->state.setup.parent, failed_atom::value, what);
+  self->quit(caf::exit_reason::user_shutdown);
+}
+
+// Runs one action on the pinned thread and reports (computed_atom, output) to the actor.
+void run_action(caf::actor me, const StageSetup& setup, const StageRoutes& routes,
+                const std::shared_ptr<ThreadSide>& side, Arrival arrival) {
+  try {
+    Packet in;
+    if (arrival.packet) {
+      in = *arrival.packet;  // shares the tensors
+    } else {
+      const int from = routes.upstream.node;
+      in = receive_packet(*arrival.header, from, *setup.data_plane);
+      side->bytes_received += arrival.header->bytes;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    Packet result{.group = in.group, .step = in.step, .done = in.done, .tensors = {}};
+    if (in.done)
+      setup.compute->release(in.group);
+    else
+      result.tensors = setup.compute->forward(in.group, in.tensors);
+    const std::chrono::duration<double> computed = std::chrono::steady_clock::now() - start;
+    if (setup.slowdown > 1.0 && !in.done)
+      std::this_thread::sleep_for(std::chrono::duration<double>(computed.count() *
+                                                                (setup.slowdown - 1.0)));
+    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+    StageOutput out = prepare_output(std::move(result), routes.downstream, setup.node,
+                                     setup.data_plane.get(), side->seq_out++,
+                                     &side->pending_sends);
+    out.seconds = seconds.count();
+    // Reap the sends UCX has finished (their buffers can go).
+    std::erase_if(side->pending_sends, [](const comm::WorkHandle& w) { return w->completed(); });
+    caf::anon_send(me, computed_atom::value,
+                   StageOutputPtr(std::make_shared<const StageOutput>(std::move(out))));
+  } catch (const std::exception& e) {
+    caf::anon_send(me, failed_atom::value, str_cat(setup.name, ": ", e.what()));
+  }
+}
+
+void finish(Self* self) {
+  auto& st = self->state;
+  st.finished = true;
+  // The last sends must leave before the stage reports: wait for them on the pinned thread.
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  wire::StageReport report{st.setup.name, st.setup.node, st.busy_seconds, st.actions, 0};
+  auto side = st.thread_side;
+  const std::string name = st.setup.name;
+  st.thread->post([me, side, report, name]() mutable {
+    try {
+      for (auto& w : side->pending_sends) w->wait();
+      side->pending_sends.clear();
+      report.bytes_received = side->bytes_received;
+      caf::anon_send(me, finished_atom::value, wire::encode(report));
+    } catch (const std::exception& e) {
+      caf::anon_send(me, failed_atom::value, str_cat(name, ": ", e.what()));
+    }
+  });
+}
+
+void try_fire(Self* self) {
+  auto& st = self->state;
+  if (st.busy || st.finished || !st.routes) return;
+  if (st.cursor->finished()) {
+    finish(self);
+    return;
+  }
+  const Key key = st.cursor->next();
+  auto it = st.arrivals.find(key);
+  if (it == st.arrivals.end()) return;
+  const bool needs_credit = st.routes->downstream.actor != nullptr;
+  if (needs_credit && st.credits == 0) return;
+  if (needs_credit) --st.credits;
+  st.busy = true;
+  Arrival arrival = std::move(it->second);
+  st.arrivals.erase(it);
+  trace(self, "fire " + key_name(key));
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  // The setup and routes outlive the job: the state owns them and joins the thread first.
+  const StageSetup* setup = &st.setup;
+  StageRoutesPtr routes = st.routes;
+  auto side = st.thread_side;
+  st.thread->post([me, setup, routes, side, arrival = std::move(arrival)]() mutable {
+    run_action(me, *setup, *routes, side, std::move(arrival));
+  });
+}
+
+void accept(Self* self, Key key, Arrival arrival) {
+  auto& st = self->state;
+  trace(self, "arrive " + key_name(key));
+  if (st.finished) return;
+  if (st.arrivals.count(key)) {
+    fail(self, str_cat(st.setup.name, ": received ", key_name(key), " twice"));
+    return;
+  }
+  st.arrivals.emplace(key, std::move(arrival));
+  try_fire(self);
+}
+
+caf::behavior stage_behavior(Self* self, StageSetup setup) {
+  auto& st = self->state;
+  st.cursor.emplace(setup.groups);
+  st.thread = std::make_unique<PinnedThread>(setup.name, setup.device);
+  st.setup = std::move(setup);
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    self->state.thread->stop();
+    self->quit(msg.reason);
+  });
+  return {
+      [=](routes_atom, const StageRoutesPtr& routes) {
+        self->state.routes = routes;
+        self->state.credits = routes->downstream_slots;
+        try_fire(self);
+      },
+      [=](packet_atom, const PacketPtr& packet) {
+        accept(self, {packet->step, packet->group}, Arrival{packet, std::nullopt});
+      },
+      [=](packet_atom, const wire::Bytes& header_bytes) {
+        try {
+          auto header = wire::decode<wire::PacketHeader>(header_bytes);
+          const Key key{int(header.step), int(header.group)};
+          accept(self, key, Arrival{nullptr, std::move(header)});
+        } catch (const std::exception& e) {
+          fail(self, str_cat(self->state.setup.name, ": ", e.what()));
+        }
+      },
+      [=](credit_atom, std::uint32_t slots) {
+        trace(self, "credit");
+        self->state.credits += int(slots);
+        try_fire(self);
+      },
+      [=](credit_atom, const wire::Bytes& bytes) {
+        try {
+          self->state.credits += int(wire::decode<wire::Credit>(bytes).slots);
+          trace(self, "credit");
+          try_fire(self);
+        } catch (const std::exception& e) {
+          fail(self, str_cat(self->state.setup.name, ": ", e.what()));
+        }
+      },
+      [=](computed_atom, const StageOutputPtr& out) {
+        auto& s = self->state;
+        if (s.finished) return;
+        s.busy = false;
+        s.busy_seconds += out->seconds;
+        ++s.actions;
+        const Key key = s.cursor->next();
+        // The input slot is free again.
+        send_credit(self, s.routes->upstream, s.setup.node);
+        trace(self, "send " + key_name(key));
+        deliver(self, s.routes->downstream, *out);
+        s.cursor->advance(out->done);
+        try_fire(self);
+      },
+      [=](finished_atom, const wire::Bytes& report) {
+        self->send(self->state.setup.parent, finished_atom::value, report);
+        self->state.thread->stop();
+        self->quit();
+      },
+      [=](failed_atom, const std::string& what) {
+        self->state.thread->stop();
+        fail(self, what);
+      },
+      [=](abort_atom, const std::string&) {
+        self->state.finished = true;
+        self->state.thread->stop();
+        self->quit(caf::exit_reason::user_shutdown);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_stage(caf::actor_system& system, StageSetup setup) {
+  LIBAI_CHECK(setup.compute != nullptr, setup.name, ": no compute");
+  return system.spawn(stage_behavior, std::move(setup));
+}
+
+}  // namespace libai::actors

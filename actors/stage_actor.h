@@ -1,0 +1,101 @@
+// The stage actor: one pipeline stage (one (dp, pp, tp) slot) pinned to its device. It runs
+// its program (Note [Stage programs]) one action at a time on its own thread, firing an action
+// when that action's input has arrived and the consumer has a free input slot (a credit), and
+// it returns a credit to its producer as soon as an input slot is free again: credit-based
+// back-pressure, so the quotas that schedule/ validated bound every buffer.
+//
+//   StageSetup setup{.name = "stage 1", .compute = my_layers, .groups = {0, 1, 2, 3}, ...};
+//   caf::actor stage = spawn_stage(system, setup);
+//   caf::anon_send(stage, routes_atom::value, StageRoutesPtr(...));   // producer and consumer
+//   // ... packets arrive as (packet_atom, PacketPtr) in one process or (packet_atom, header
+//   // bytes) from another, whose tensor bytes the stage's thread then takes off UCX.
+//
+// Note [Stage programs]
+// A stage consumes its inputs in a fixed order, never by arrival: step-major over the groups
+// still active, (step 0, group 0), (step 0, group 1), ..., (step 1, group 0), ... A one-shot job
+// (encoding) has a single step; a decoding job runs until every group has sent its `done`
+// packet, which passes through every stage (and frees that group's KV caches) and removes the
+// group from later steps. Because the order is fixed, the same order can be replayed by the
+// simulator in schedule/ before anything runs, and a run is deterministic whatever the
+// timing of arrivals.
+//
+// Errors: an exception on the stage's thread (a bad tensor, a dead peer on the data plane)
+// reaches the parent as (failed_atom, "<stage name>: <what>") and the stage stops.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/messages.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/device.h"
+
+namespace libai::actors {
+
+// What a stage computes: a model stage's layers, or synthetic work in tests and benchmarks.
+// Runs on the stage's pinned thread only.
+class StageCompute {
+ public:
+  virtual ~StageCompute() = default;
+  virtual models::TensorMap forward(int group, const models::TensorMap& inputs) = 0;
+  // The group finished: drop what the stage kept for it (its KV caches).
+  virtual void release(int /*group*/) {}
+};
+
+// One end of a link between actors.
+struct Route {
+  caf::actor actor;           // null: nobody (outputs are dropped, no credits are returned)
+  int node = 0;               // the process (data-plane rank) of that actor
+  std::uint32_t channel = 0;  // the link's id: the UCX tags of its packets
+};
+
+struct StageRoutes {
+  Route upstream;             // credits go back there
+  Route downstream;           // outputs go there
+  int downstream_slots = 1;   // the consumer's input quota: the credits we start with
+};
+using StageRoutesPtr = std::shared_ptr<const StageRoutes>;
+
+struct StageSetup {
+  std::string name;                 // "stage 1 (dp 0, tp 1)"
+  int node = 0;                     // this process's node rank
+  Device device = Device::cpu();    // the pinned thread computes with this device's budget
+  double slowdown = 1.0;            // emulated slower device: sleeps (slowdown - 1) x compute
+  std::shared_ptr<StageCompute> compute;
+  std::vector<int> groups;          // the groups it serves, in program order
+  std::shared_ptr<comm::Communicator> data_plane;  // UCX between nodes; null in one process
+  caf::actor parent;                // (finished_atom, StageReport bytes) or (failed_atom, text)
+  // Tests: each event as it happens on the actor ("arrive g0s0", "fire g0s0", "send g0s0",
+  // "credit"). Called from the actor's handlers, one at a time.
+  std::function<void(const std::string&)> trace;
+};
+
+caf::actor spawn_stage(caf::actor_system& system, StageSetup setup);
+
+// The two halves of moving a packet to `to` from a process `from_node`. On a pinned thread,
+// prepare_output() leaves a packet for a consumer in this process as a pointer, and for one
+// in another process packs it, posts its bytes on the data plane (the handle goes to
+// `pending_sends`, which the caller waits for before it finishes) and encodes the header.
+// On the actor, deliver() then sends the pointer or the header through CAF.
+StageOutput prepare_output(Packet packet, const Route& to, int from_node,
+                           comm::Communicator* data_plane, std::uint32_t seq,
+                           std::vector<comm::WorkHandle>* pending_sends);
+void deliver(caf::event_based_actor* self, const Route& to, const StageOutput& output);
+
+// The UCX tag of the seq-th packet on a link.
+std::uint32_t packet_tag(std::uint32_t channel, std::uint32_t seq);
+
+// Takes a remote packet's bytes off the data plane (blocking: call it on a pinned thread).
+Packet receive_packet(const wire::PacketHeader& header, int from_node,
+                      comm::Communicator& data_plane);
+
+// Sends a credit for `slots` freed input slots to `to` (Cap'n Proto across processes).
+void send_credit(caf::event_based_actor* self, const Route& to, int from_node, std::uint32_t slots = 1);
+
+}  // namespace libai::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(libai::actors::StageRoutesPtr)

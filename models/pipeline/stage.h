@@ -1,0 +1,154 @@
+// Pipeline stages of a model: a contiguous run of its layers, loaded alone from the model's
+// checkpoint, with a forward that takes and returns a few named tensors, so that the actor
+// runtime can run each stage in its own thread or process and pass the tensors between them.
+// Nothing here knows actors or threads; StageChain (chain.h) runs the stages one after the
+// other in one thread, the eager reference for the pipeline runtime.
+//
+//   const int n = pipeline_num_layers(HfConfig::load("gpt2/"));             // 12
+//   auto first = load_stage("gpt2/", {.first_layer = 0, .last_layer = 6, .num_layers = n});
+//   auto last = load_stage("gpt2/", {.first_layer = 6, .last_layer = 12, .num_layers = n});
+//   auto s0 = first->new_state(), s1 = last->new_state();   // one per group of sequences
+//   CausalInputs inputs(prompts, pad_id);                    // models/causal_lm.h
+//   Activations a = first->forward(inputs.prefill(), *s0);   // hidden_states, attention_mask,
+//                                                            // position_ids
+//   Tensor logits = last->forward(a, *s1).at("logits");      // [batch, vocab] f32
+//   auto step = inputs.step(next_tokens);                    // input_ids [batch, 1], ...
+//
+// Each stage holds only its own parameters, under the whole model's names ("layers.7.mlp.up.
+// weight" in the stage of layers [6, 12)): the first stage also holds the embedding, the last
+// the final norm and the head (GPT-2's head is tied to the token embedding, so its last stage
+// holds that table too). load_stage reads only those tensors from the checkpoint (Hugging Face
+// or libai layout), and with options.tp each tensor-parallel rank reads only its shard, as
+// load_model does; every rank returns the same whole activations.
+//
+// Messages (Hugging Face's names; the tensors cross processes, so they are few and plain):
+//
+//   decoder-only generation (GPT-2), one micro-batch = one step of one group of sequences:
+//     first stage in:  input_ids [b, n] i64, attention_mask [b, past + n] (bool or i64,
+//                      1 = a real token), position_ids [b, n] i64, optional select_rows [b'] i64
+//     other stages in: hidden_states [b, n, hidden], attention_mask, position_ids, optional
+//                      select_rows
+//     out:             hidden_states, attention_mask, position_ids and select_rows when
+//                      given (stages before the last); logits [b, vocab] f32 of the LAST
+//                      position only (the last stage)
+//     Each stage first makes row i of its KV caches (in the StageState) old row
+//     select_rows[i], exactly as CausalLmSession::select_rows does, and passes select_rows
+//     on, so that a driver only forwards each stage's outputs to the next (giving a stage
+//     the step's select_rows again is harmless). CausalInputs (models/causal_lm.h) builds the
+//     first stage's inputs exactly as CausalLmSession feeds a whole model.
+//
+//   encoders (BERT, RoBERTa):
+//     first stage in:  input_ids [b, n] i64, optional attention_mask [b, n], token_type_ids,
+//                      position_ids
+//     other stages in: hidden_states [b, n, hidden], optional attention_mask
+//     out:             hidden_states (stages before the last) or last_hidden_state (the last:
+//                      BertModel's, BERT has no norm after its layers), and attention_mask
+//                      when given. Pooling is the caller's.
+//
+// T5 and MT5 are not cut yet (load_stage says so); layer_costs covers them.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/causal_lm.h"
+#include "models/model.h"
+
+namespace libai::models::pipeline {
+
+// Which part of a model one pipeline stage holds: layers [first_layer, last_layer) of
+// num_layers; the first stage also holds the embedding, the last the final norm and head.
+struct StageSpec {
+  int first_layer = 0, last_layer = 0, num_layers = 0;
+  bool is_first() const { return first_layer == 0; }
+  bool is_last() const { return last_layer == num_layers; }
+  int size() const { return last_layer - first_layer; }
+  bool operator==(const StageSpec&) const = default;
+};
+std::string to_string(const StageSpec& spec);  // "layers [2, 4) of 6"
+
+// The stages of a pipeline with these numbers of layers, in order: {2, 1} -> [0, 2), [2, 3)
+// of 3. InvalidArgument for an empty list or a stage without layers.
+std::vector<StageSpec> contiguous_stages(const std::vector<int>& layers_per_stage);
+
+using Activations = std::map<std::string, Tensor>;  // same as models::TensorMap
+
+// What a stage keeps for one group of sequences between decoding steps (its layers' KV caches).
+class StageState {
+ public:
+  virtual ~StageState() = default;
+};
+
+// A stage is a Module: its parameters (named_parameters, parameter_count) are this stage's only.
+class PipelineStage : public Module {
+ public:
+  const StageSpec& spec() const { return spec_; }
+  // A fresh state for one group of sequences (empty caches). Encoders keep nothing.
+  virtual std::unique_ptr<StageState> new_state() const = 0;
+  // One micro-batch through this stage's layers (the message contract above). A missing or
+  // malformed input is an InvalidArgument naming the stage and the tensor. Made for
+  // inference: run it under autograd::NoGradGuard (CausalLmSession does); training through
+  // stages (backward across the messages) is not covered yet.
+  virtual Activations forward(const Activations& in, StageState& state) = 0;
+  // The family's map from checkpoint names to the model's parameter names (rules for the
+  // other stages' parameters are unused); empty for a stage that loads nothing.
+  virtual const WeightMap& weight_map() const;
+
+ protected:
+  explicit PipelineStage(const StageSpec& spec) : spec_(spec) {}
+
+ private:
+  StageSpec spec_;
+};
+
+// The number of layers a pipeline cuts (n_layer, num_hidden_layers; for T5 encoder+decoder
+// layers). Unsupported for a model_type without layers to cut.
+int pipeline_num_layers(const HfConfig& config);
+
+// Builds the stage of the model that `config` describes, without weights (zero parameters).
+// InvalidArgument naming the config and the spec for an unsupported model_type or a spec out
+// of range (first_layer >= last_layer, last_layer > num_layers, num_layers not the model's).
+std::unique_ptr<PipelineStage> create_stage(const HfConfig& config, const StageSpec& spec,
+                                            const LayerContext& ctx);
+// Loads the stage's part of the model in `folder` (config.json + weights; only this stage's
+// tensors are read). options.tp: tensor parallelism inside the stage, exactly as load_model.
+std::unique_ptr<PipelineStage> load_stage(const std::filesystem::path& folder,
+                                          const StageSpec& spec, const LoadOptions& options = {});
+
+// What generation over a decoder-only pipeline needs of the model: the vocabulary, an id to
+// left-pad prompts with (masked out), and the longest sequence. InvalidArgument for a model
+// that is not decoder-only.
+struct CausalLmInfo {
+  int64_t vocab_size = 0, pad_id = 0, max_positions = 0;
+};
+CausalLmInfo causal_lm_info(const HfConfig& config);
+
+// Planning estimates for schedule/ (pure numbers, no model is built), for one forward pass
+// over `tokens` tokens that each attend to `context` keys (0: to `tokens` keys, one sequence
+// of `tokens` tokens; decoding: tokens = batch, context = past + 1), with parameters,
+// activations and caches in `dtype`:
+//   flops                      multiply-adds x 2 of the projections and of attention
+//   weight_bytes               the parameters
+//   kv_bytes_per_token         the KV cache one token adds (decoding; T5 decoder layers count
+//                              their self-attention only, cross-attention keys are per source
+//                              token)
+//   activation_bytes_per_token what the layer keeps per token for its backward (an estimate
+//                              after Korthikanti et al. 2022, without dropout masks)
+//   output_bytes_per_token     the hidden state it passes on: the message after a stage
+struct LayerCost {
+  double flops = 0, weight_bytes = 0, kv_bytes_per_token = 0, activation_bytes_per_token = 0;
+  double output_bytes_per_token = 0;
+};
+// One entry per layer in pipeline order (T5: the encoder's layers, then the decoder's).
+std::vector<LayerCost> layer_costs(const HfConfig& config, int64_t tokens, DType dtype = DType::f32,
+                                   int64_t context = 0);
+// The first stage's extra part (embeddings, and their norm for BERT) and the last stage's
+// (final norm and head; GPT-2's tied head counts its table again, as the last stage loads it).
+// `tokens`: the positions the head computes (decoding: one per sequence).
+LayerCost embedding_cost(const HfConfig& config, int64_t tokens, DType dtype = DType::f32);
+LayerCost head_cost(const HfConfig& config, int64_t tokens, DType dtype = DType::f32);
+
+}  // namespace libai::models::pipeline
