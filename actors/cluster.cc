@@ -483,9 +483,25 @@ ClusterResult run_agent(Node& node) {
 }  // namespace
 
 ClusterResult run_cluster(const ClusterSpec& spec, ClusterJob& job, const ClusterOptions& options) {
-  Node node(spec, job, options);
-  ClusterResult result = spec.node_rank == 0 ? run_node0(node) : run_agent(node);
-  return result;
+  auto node = std::make_unique<Node>(spec, job, options);
+  try {
+    ClusterResult result = spec.node_rank == 0 ? run_node0(*node) : run_agent(*node);
+    return result;
+  } catch (...) {
+    // After a failure a stage's thread may still wait on a dead peer (until the data plane's
+    // timeout): tear the node down on another thread and give up on it after 2 s, so that the
+    // error reaches the caller at once. An abandoned node's threads end with the process.
+    auto done = std::make_shared<std::promise<void>>();
+    auto finished = done->get_future();
+    std::thread([node = std::move(node), done]() mutable {
+      node.reset();
+      done->set_value();
+    }).detach();
+    if (finished.wait_for(2s) != std::future_status::ready)
+      logger("cluster")->warn("node {} did not shut down within 2 s; leaving it to the process exit",
+                              spec.node_rank);
+    throw;
+  }
 }
 
 void interrupt_cluster(int signal_number) { g_interrupted.store(signal_number); }

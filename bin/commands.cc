@@ -7,8 +7,8 @@ namespace libai::cli {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
-      {"run", "train or serve a job config on this node (run it on every node)",
-       setup_not_implemented},
+      {"run", "run a job config on this node (run it on every node with the same config)",
+       setup_run},
       {"generate", "generate text from a model", setup_generate},
       {"plan", "print the pipeline plan of a job config (split, timeline, step time)", setup_plan},
       {"convert", "convert a checkpoint between Hugging Face and libai layouts", setup_convert},

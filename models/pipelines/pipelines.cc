@@ -64,8 +64,12 @@ std::vector<int64_t> int_list(const nlohmann::json& j) {
 }  // namespace
 
 void complete_generation_config(const TextModel& m, generation::GenerationConfig& config) {
-  const auto gen = read_json_if_exists(m.folder() / "generation_config.json");
-  const nlohmann::json& model_cfg = m.config_json();
+  complete_generation_config(m.folder(), m.config_json(), config);
+}
+
+void complete_generation_config(const fs::path& folder, const nlohmann::json& model_cfg,
+                                generation::GenerationConfig& config) {
+  const auto gen = read_json_if_exists(folder / "generation_config.json");
   auto pick = [&](const char* key) -> nlohmann::json {
     if (gen.contains(key) && !gen[key].is_null()) return gen[key];
     if (model_cfg.contains(key) && !model_cfg[key].is_null()) return model_cfg[key];
@@ -114,13 +118,40 @@ std::vector<GeneratedText> generate_text(TextModel& m, const std::vector<std::st
   return out;
 }
 
+size_t embedding_max_length(const fs::path& folder, const HfConfig& config) {
+  const auto st = read_json_if_exists(folder / "sentence_bert_config.json");
+  size_t max_length = size_t(config.get_int("max_position_embeddings", 512));
+  if (st.contains("max_seq_length") && st["max_seq_length"].is_number_integer())
+    max_length = std::min(max_length, st["max_seq_length"].get<size_t>());
+  return max_length;
+}
+
+std::vector<std::vector<float>> mean_pool_normalize(const Tensor& last_hidden_state,
+                                                    const Tensor& attention_mask) {
+  const Tensor& h = last_hidden_state;  // [batch, seq, hidden]
+  Tensor mask = Tensor::empty(attention_mask.shape(), h.dtype());
+  mask.copy_from(attention_mask);
+  Tensor summed = ops::sum(h * ops::unsqueeze(mask, -1), {1});  // [batch, hidden]
+  Tensor counts = ops::unsqueeze(ops::sum(mask, {1}), -1);      // [batch, 1]
+  Tensor mean = summed / counts;
+  const int64_t batch = mean.size(0), hidden = mean.size(1);
+  auto v = mean.to_vector<float>();
+  std::vector<std::vector<float>> out;
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<float> e(v.begin() + b * hidden, v.begin() + (b + 1) * hidden);
+    double norm = 0;
+    for (float x : e) norm += double(x) * x;
+    norm = std::max(std::sqrt(norm), 1e-12);
+    for (float& x : e) x = float(x / norm);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 std::vector<std::vector<float>> embed(TextModel& m, const std::vector<std::string>& texts,
                                       size_t batch_size) {
   autograd::NoGradGuard no_grad;
-  const auto st = read_json_if_exists(m.folder() / "sentence_bert_config.json");
-  size_t max_length = size_t(m.model().config().get_int("max_position_embeddings", 512));
-  if (st.contains("max_seq_length") && st["max_seq_length"].is_number_integer())
-    max_length = std::min(max_length, st["max_seq_length"].get<size_t>());
+  const size_t max_length = embedding_max_length(m.folder(), m.model().config());
   const auto pooling = read_json_if_exists(m.folder() / "1_Pooling" / "config.json");
   LIBAI_CHECK_KIND(Unsupported,
                    !pooling.contains("pooling_mode_mean_tokens") ||
@@ -134,22 +165,8 @@ std::vector<std::vector<float>> embed(TextModel& m, const std::vector<std::strin
     auto result = m.model().forward({{"input_ids", enc.input_ids},
                                      {"attention_mask", enc.attention_mask},
                                      {"token_type_ids", enc.token_type_ids}});
-    Tensor h = result.at("last_hidden_state");  // [batch, seq, hidden]
-    Tensor mask = Tensor::empty(enc.attention_mask.shape(), h.dtype());
-    mask.copy_from(enc.attention_mask);
-    Tensor summed = ops::sum(h * ops::unsqueeze(mask, -1), {1});           // [batch, hidden]
-    Tensor counts = ops::unsqueeze(ops::sum(mask, {1}), -1);               // [batch, 1]
-    Tensor mean = summed / counts;
-    const int64_t hidden = mean.size(1);
-    auto v = mean.to_vector<float>();
-    for (size_t b = 0; b < chunk.size(); ++b) {
-      std::vector<float> e(v.begin() + b * hidden, v.begin() + (b + 1) * hidden);
-      double norm = 0;
-      for (float x : e) norm += double(x) * x;
-      norm = std::max(std::sqrt(norm), 1e-12);
-      for (float& x : e) x = float(x / norm);
+    for (auto& e : mean_pool_normalize(result.at("last_hidden_state"), enc.attention_mask))
       out.push_back(std::move(e));
-    }
   }
   return out;
 }

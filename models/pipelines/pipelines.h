@@ -56,12 +56,21 @@ std::vector<GeneratedText> generate_ids(TextModel& m, const std::vector<std::vec
                                         generation::GenerationConfig config);
 // Fills eos_token_ids / pad_token_id from the folder's generation_config.json or config.json.
 void complete_generation_config(const TextModel& m, generation::GenerationConfig& config);
+void complete_generation_config(const std::filesystem::path& folder, const nlohmann::json& model_config,
+                                generation::GenerationConfig& config);
 
 // Sentence embeddings as sentence-transformers computes them for mean-pooling models: the
 // encoder's last hidden state averaged over real tokens, then scaled to unit length. Texts
 // are truncated to sentence_bert_config.json's max_seq_length (else the model's limit).
 std::vector<std::vector<float>> embed(TextModel& m, const std::vector<std::string>& texts,
                                       size_t batch_size = 32);
+// The pooling of embed(): last_hidden_state [batch, seq, hidden] averaged over the rows'
+// real tokens (attention_mask [batch, seq]), each row then scaled to unit length.
+std::vector<std::vector<float>> mean_pool_normalize(const Tensor& last_hidden_state,
+                                                    const Tensor& attention_mask);
+// The longest input embed() gives the model: sentence_bert_config.json's max_seq_length when
+// smaller than the model's max_position_embeddings.
+size_t embedding_max_length(const std::filesystem::path& folder, const HfConfig& config);
 double cosine(const std::vector<float>& a, const std::vector<float>& b);
 
 struct MaskGuess {

@@ -1,0 +1,91 @@
+// The pipeline job a job config describes, as a ClusterJob: what `libai-actor run CONFIG`
+// runs on every node.
+//
+//   job._target_: generate   GPT-2 family generation: model.weights (a Hugging Face folder),
+//                            job.prompts (texts) or job.prompt_ids (lists of ids),
+//                            job.max_new_tokens, job.num_groups (groups of sequences in
+//                            flight; default one per stage), and generate's options
+//                            (do_sample, temperature, top_k, top_p, seed, num_beams,
+//                            length_penalty, num_return_sequences, repetition_penalty,
+//                            no_repeat_ngram_size, min_new_tokens)
+//   job._target_: encode     BERT family sentence embeddings (mean-pooled, unit length):
+//                            model.weights, job.texts, job.micro_batch_size (default 8)
+//   job._target_: synthetic  stages of known cost, for benchmarks of the runtime itself:
+//                            job.layer_seconds per layer and micro-batch on a device of
+//                            slow-down 1, job.num_micro_batches, job.steps (default 1)
+//
+// Layout: train.dist.{data,tensor,pipeline}_parallel_size over nodes x
+// train.cluster.devices_per_node devices, device d of the cluster being node d / per_node;
+// slot (replica r, stage s, rank t) sits on device (r * pp + s) * tp + t, so the ranks of a
+// stage share a node when per_node is a multiple of tp (required: tensor parallelism stays
+// inside a node). The split of layers follows train.dist.custom_pipeline_stage_id, else
+// train.dist.balance: uniform, memory (in proportion to the devices' free memory: the split
+// llama.cpp's RPC backend and exo use), or measured (the optimal contiguous split under the
+// devices' measured speed and memory, schedule/partition.h).
+#pragma once
+
+#include <filesystem>
+#include <iosfwd>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/cluster.h"
+#include "runtime/config/config.h"
+#include "schedule/partition.h"
+
+namespace libai::actors {
+
+enum class JobKind { generate, encode, synthetic };
+
+class ConfigJob : public ClusterJob {
+ public:
+  // `cfg`: the resolved job config; `nodes`: the cluster's size. Throws InvalidArgument naming
+  // the key for a job this runtime cannot run (sizes that do not fit the devices, a model
+  // family without pipeline stages, no prompts, ...).
+  ConfigJob(const config::Config& cfg, int nodes);
+
+  std::vector<wire::DeviceProfile> profile_devices(int node_rank) override;
+  void plan(wire::Assignment& assignment) override;
+  PipelineLayout layout(const wire::Assignment& assignment) override;
+  ComputeFactory compute(const PipelineLayout& layout, const wire::Assignment& assignment) override;
+  void drive(PipelineClient& client, const PipelineLayout& layout) override;
+
+  JobKind kind() const { return kind_; }
+  int num_layers() const { return num_layers_; }
+  int num_groups() const { return num_groups_; }
+  // The cost model the split was chosen with (node 0, after plan()).
+  const schedule::CostModel& cost_model() const { return cost_; }
+  // After drive() on node 0: the results, printed as text or one JSON document.
+  void print_results(std::ostream& out, bool json) const;
+  // Per stage of the plan: layers, device, and the predicted seconds per action.
+  void print_plan(std::ostream& out, const wire::Assignment& assignment) const;
+  // Generated token ids (new tokens), per prompt and returned sequence: for tests.
+  const std::vector<std::vector<std::vector<int64_t>>>& generated() const { return generated_; }
+  const std::vector<std::vector<float>>& embeddings() const { return embeddings_; }
+
+ private:
+  void read(const config::Config& cfg);
+  schedule::CostModel build_cost_model(const std::vector<wire::DeviceProfile>& devices) const;
+
+  config::Config cfg_;
+  int nodes_ = 1;
+  JobKind kind_ = JobKind::generate;
+  std::filesystem::path model_;
+  int dp_ = 1, tp_ = 1, pp_ = 1, per_node_ = 1, threads_ = 1;
+  std::vector<double> slowdown_;  // per device of the cluster
+  int num_layers_ = 0, num_groups_ = 1, steps_ = 1;
+  double layer_seconds_ = 0.001;
+  std::vector<std::string> prompt_texts_, texts_;
+  std::vector<std::vector<int64_t>> prompts_;
+  int micro_batch_size_ = 8;
+  schedule::CostModel cost_;
+  std::string balance_;
+  // Results (node 0).
+  std::vector<std::vector<std::vector<int64_t>>> generated_;
+  std::vector<std::vector<float>> embeddings_;
+  std::vector<std::string> generated_text_;
+};
+
+}  // namespace libai::actors

@@ -1,0 +1,100 @@
+// `libai-actor run CONFIG [key=value ...] [--nodes N --node-rank R --addr A --port P --token T]`:
+// runs the job config on this node; run it on every node with the same config. Node 0 prints
+// the plan, the results and what each stage did. The cluster comes from the flags, else the
+// launcher's environment (LiBai's NODE, NODE_RANK, ADDR, PORT; torchrun's; Slurm's), else
+// train.cluster.* (runtime/cluster_env.h); the token from --token, LIBAI_CLUSTER_TOKEN or
+// train.cluster.token.
+//
+//   --json: node 0 prints one JSON document: {"plan": {...}, "results": ..., "stages": [...]}
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "actors/config_job.h"
+#include "bin/commands.h"
+#include "runtime/config/libai_schema.h"
+#include "runtime/error.h"
+#include "runtime/logging.h"
+
+namespace libai::cli {
+namespace {
+
+struct RunOptions {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::optional<int> nodes, node_rank, port;
+  std::optional<std::string> addr, token;
+  bool json = false;
+};
+
+int run(const RunOptions& options) {
+  const config::Config cfg = config::load_libai_config(options.config, options.overrides, {});
+  ClusterFlags flags;
+  flags.nodes = options.nodes;
+  flags.node_rank = options.node_rank;
+  flags.port = options.port;
+  flags.addr = options.addr;
+  flags.token = options.token;
+  const ClusterSpec spec = resolve_cluster(flags, &cfg);
+  set_log_rank(spec.node_rank);
+  actors::ConfigJob job(cfg, spec.nodes);
+  actors::install_interrupt_handlers();
+  actors::ClusterOptions cluster;
+  cluster.join_timeout = std::chrono::milliseconds(
+      int64_t(cfg.get_or<double>("train.cluster.join_timeout", 60.0) * 1000));
+  cluster.config_yaml = cfg.to_yaml();
+  logger("cluster")->info("node {} of {} (cluster from {})", spec.node_rank, spec.nodes,
+                          spec.source);
+  actors::ClusterResult result;
+  try {
+    result = actors::run_cluster(spec, job, cluster);
+  } catch (const Error& e) {
+    // Stage threads of this node may still be tied to a dead peer: end the process now.
+    std::fprintf(stderr, "libai-actor run: error: %s\n", e.what());
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(kExitError);
+  }
+  if (spec.node_rank != 0) {
+    std::printf("node %d: done (%zu stage(s))\n", spec.node_rank, result.reports.size());
+    return kExitOk;
+  }
+  std::ostringstream out;
+  if (!options.json) {
+    job.print_plan(out, result.assignment);
+    out << "\n";
+  }
+  job.print_results(out, options.json);
+  if (!options.json) {
+    out << "\nstages (" << result.job_seconds << " s):\n";
+    std::sort(result.reports.begin(), result.reports.end(),
+              [](const auto& a, const auto& b) { return a.name < b.name; });
+    for (const auto& r : result.reports) {
+      char line[200];
+      std::snprintf(line, sizeof line,
+                    "  %-24s node %d  %4llu actions  busy %7.3f s  utilisation %5.1f%%\n",
+                    r.name.c_str(), r.node, static_cast<unsigned long long>(r.actions),
+                    r.busy_seconds, 100.0 * r.busy_seconds / std::max(1e-9, result.job_seconds));
+      out << line;
+    }
+  }
+  std::cout << out.str() << std::flush;
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandAction setup_run(CLI::App& command) {
+  auto options = std::make_shared<RunOptions>();
+  command.add_option("CONFIG", options->config, "job config (YAML)")->required();
+  command.add_option("overrides", options->overrides, "KEY=VALUE overrides");
+  command.add_option("--nodes", options->nodes, "number of nodes (overrides NODE / NNODES)");
+  command.add_option("--node-rank", options->node_rank, "this node's rank (overrides NODE_RANK)");
+  command.add_option("--addr", options->addr, "node 0's address (overrides ADDR / MASTER_ADDR)");
+  command.add_option("--port", options->port, "node 0's port (overrides PORT / MASTER_PORT)");
+  command.add_option("--token", options->token, "the cluster token (overrides LIBAI_CLUSTER_TOKEN)");
+  command.add_flag("--json", options->json, "node 0 prints one JSON document");
+  return [options] { return run(*options); };
+}
+
+}  // namespace libai::cli
