@@ -25,8 +25,21 @@ Schema train_schema() {
           .key("device_speed",
                Schema::list_of(Schema::floating().greater_than(0))
                    .nullable()
-                   .doc("what-if planning: relative speed of each stage's device, e.g. [1, 4]; "
-                        "null: as measured when nodes join (or all equal)"));
+                   .doc("what-if planning: relative speed of each device (or of each stage's "
+                        "devices), e.g. [1, 4]; null: as measured when nodes join (or all equal)"))
+          .key("device_memory",
+               Schema::list_of(Schema::floating().greater_than(0))
+                   .nullable()
+                   .doc("what-if planning: GiB of memory of each device (or of each stage's "
+                        "devices); null: as measured when nodes join (or unlimited)"))
+          .key("layer_memory",
+               Schema::floating().min(0).nullable().doc(
+                   "what-if planning: GiB each layer holds (weights; in training also "
+                   "gradients and optimizer state); null: from the model (or 0)"))
+          .key("activation_memory",
+               Schema::floating().min(0).nullable().doc(
+                   "what-if planning: GiB each layer keeps per micro-batch in flight (for "
+                   "generation: per group, its KV cache); null: from the model (or 0)"));
   Schema checkpointer =
       Schema::map().key("period", count_at_least(1)).key("max_to_keep", count_at_least(1));
   Schema amp =
@@ -39,7 +52,21 @@ Schema train_schema() {
           .key("nodes", count_at_least(1))
           .key("node_rank", count_at_least(0))
           .key("addr", Schema::string())
-          .key("port", Schema::integer().min(0).max(65535));
+          .key("port", Schema::integer().min(0).max(65535))
+          .key("join_timeout", Schema::floating().greater_than(0).doc(
+                                   "seconds node 0 waits for every node to join"))
+          .key("devices_per_node", count_at_least(1).doc("devices (stage slots) of each node"))
+          .key("device_threads", count_at_least(1).doc("compute threads of each CPU device"))
+          .key("device_slowdown",
+               Schema::list_of(Schema::floating().min(1))
+                   .nullable()
+                   .doc("emulated slower devices, one factor per device of the cluster in node "
+                        "order: a device sleeps (factor - 1) x its compute time after each "
+                        "action (null: all 1)"))
+          .key("profiles",
+               Schema::map().open().nullable().doc(
+                   "what-if planning: measured device fields to override, by device name, e.g. "
+                   "{cpu:1: {matmul_gflops: 50}} (runtime/device_profile.h)"));
   return Schema::map()
       .key("output_dir", Schema::string())
       .key("train_micro_batch_size", count_at_least(1))

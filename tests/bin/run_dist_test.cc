@@ -1,0 +1,227 @@
+// `libai-actor run` on several real processes on loopback, one per node: pipeline generation
+// and encoding equal eager mode on one device; dead, missing, refused and interrupted nodes end
+// the job on every node with an error naming them, within seconds, and no process is left.
+#include <gtest/gtest.h>
+
+#include "actors/model_jobs.h"
+#include "models/model.h"
+#include "models/pipelines/pipelines.h"
+#include "tests/bin/cluster.h"
+#include "tests/models/random_models.h"
+
+namespace libai::testing {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+const std::vector<std::vector<int64_t>> kPrompts = {{5, 6, 7}, {9}, {11, 3, 30, 2}, {8, 8}, {20, 21}};
+
+fs::path random_gpt2(int layers) {
+  for (auto f : families())
+    if (f.name == "gpt2") {
+      f.config["n_layer"] = layers;
+      return save_random_model(f, "run" + std::to_string(layers) + "_" + std::to_string(::getpid()));
+    }
+  return {};
+}
+
+std::string ids_yaml(const std::vector<std::vector<int64_t>>& prompts) {
+  std::string out = "[";
+  for (size_t i = 0; i < prompts.size(); ++i) out += (i ? ", [" : "[") + id_list(prompts[i]) + "]";
+  return out + "]";
+}
+
+struct Layout {
+  int nodes = 2, pp = 2, tp = 1, dp = 1, devices_per_node = 1, groups = 2;
+};
+
+std::string generate_config(const Cluster& cluster, const fs::path& model, const Layout& l,
+                            const std::string& extra = "") {
+  const std::string yaml = str_cat(
+      "_base_: [", LIBAI_SOURCE_DIR, "/configs/default.yaml]\n",
+      "model: {weights: ", model.string(), "}\n",
+      "train:\n  dist: {data_parallel_size: ", l.dp, ", tensor_parallel_size: ", l.tp,
+      ", pipeline_parallel_size: ", l.pp, "}\n",
+      "  cluster: {nodes: ", l.nodes, ", token: test-token, devices_per_node: ", l.devices_per_node,
+      ", join_timeout: 30.0}\n",
+      "job:\n  _target_: generate\n  prompt_ids: ", ids_yaml(kPrompts),
+      "\n  max_new_tokens: 6\n  num_groups: ", l.groups, "\n", extra);
+  const std::string path = cluster.dir() + "/job.yaml";
+  std::ofstream(path) << yaml;
+  return path;
+}
+
+// Starts every node of `config`; node 0 prints JSON.
+void launch_nodes(Cluster& cluster, const std::string& config, int nodes, int port,
+                  const std::vector<std::string>& extra = {}) {
+  for (int r = 0; r < nodes; ++r) {
+    std::vector<std::string> args{"run", config, "--node-rank", std::to_string(r), "--port",
+                                  std::to_string(port)};
+    if (r == 0) args.push_back("--json");
+    args.insert(args.end(), extra.begin(), extra.end());
+    cluster.launch(args);
+  }
+}
+
+void expect_all_succeed(Cluster& cluster, int nodes) {
+  for (int r = 0; r < nodes; ++r)
+    ASSERT_EQ(cluster.wait(r, 120s), 0) << "node " << r << ":\n" << cluster.err(r) << cluster.out(r);
+}
+
+// The token ids eager mode on one device generates for the same groups of prompts.
+std::vector<std::vector<int64_t>> eager_tokens(const fs::path& folder, int groups) {
+  auto model = models::load_model(folder);
+  models::generation::GenerationConfig config;
+  config.max_new_tokens = 6;
+  models::pipelines::complete_generation_config(folder, model->config().json(), config);
+  std::vector<std::vector<int64_t>> out;
+  for (const auto& group : actors::split_into_groups(kPrompts, groups)) {
+    auto results = models::generation::generate(*model->generative(), group, config);
+    for (size_t p = 0; p < group.size(); ++p) {
+      std::vector<int64_t> ids = group[p];
+      ids.insert(ids.end(), results[p][0].tokens.begin(), results[p][0].tokens.end());
+      out.push_back(ids);
+    }
+  }
+  return out;
+}
+
+void expect_generation(const Layout& layout, int layers) {
+  Cluster cluster;
+  const fs::path model = random_gpt2(layers);
+  const std::string config = generate_config(cluster, model, layout);
+  launch_nodes(cluster, config, layout.nodes, free_port());
+  expect_all_succeed(cluster, layout.nodes);
+  const json out = json::parse(cluster.out(0));
+  const auto expected = eager_tokens(model, layout.groups);
+  ASSERT_EQ(out["sequences"].size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(out["sequences"][i]["token_ids"].get<std::vector<int64_t>>(), expected[i]) << "prompt " << i;
+  fs::remove_all(model);
+}
+
+TEST(RunCluster, Gpt2GenerationTwoStagesOnTwoNodes) {
+  expect_generation({.nodes = 2, .pp = 2, .groups = 2}, 4);
+}
+
+TEST(RunCluster, Gpt2GenerationFourStagesOnFourNodes) {
+  expect_generation({.nodes = 4, .pp = 4, .groups = 4}, 4);
+}
+
+TEST(RunCluster, Gpt2GenerationTensorTimesPipelineOnTwoNodes) {
+  expect_generation({.nodes = 2, .pp = 2, .tp = 2, .devices_per_node = 2, .groups = 3}, 4);
+}
+
+TEST(RunCluster, BertEncodingTwoStagesOnTwoNodes) {
+  Cluster cluster;
+  const std::vector<std::string> texts = {"hello world", "a b c d e f", "the cat sat on the mat",
+                                          "x"};
+  std::string list = "[";
+  for (size_t i = 0; i < texts.size(); ++i) list += (i ? ", \"" : "\"") + texts[i] + "\"";
+  list += "]";
+  const std::string yaml = str_cat(
+      "_base_: [", LIBAI_SOURCE_DIR, "/configs/default.yaml]\n", "model: {weights: ", kModels,
+      "bert}\n", "train:\n  dist: {pipeline_parallel_size: 2}\n",
+      "  cluster: {nodes: 2, token: test-token, join_timeout: 30.0}\n",
+      "job:\n  _target_: encode\n  micro_batch_size: 2\n  texts: ", list, "\n");
+  const std::string config = cluster.dir() + "/encode.yaml";
+  std::ofstream(config) << yaml;
+  launch_nodes(cluster, config, 2, free_port());
+  expect_all_succeed(cluster, 2);
+  const json out = json::parse(cluster.out(0));
+  auto model = models::pipelines::TextModel::load(kModels + "bert");
+  const auto expected = models::pipelines::embed(model, texts, 2);
+  ASSERT_EQ(out["embeddings"].size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const auto got = out["embeddings"][i].get<std::vector<float>>();
+    EXPECT_LT(relative_error(got, expected[i]), 1e-5) << "text " << i;
+  }
+}
+
+// A synthetic job that runs for many seconds unless something ends it.
+std::string long_job(const Cluster& cluster, int nodes, double join_timeout = 30.0) {
+  const std::string yaml = str_cat(
+      "_base_: [", LIBAI_SOURCE_DIR, "/configs/default.yaml]\n",
+      "train:\n  dist: {pipeline_parallel_size: ", nodes, ", pipeline_num_layers: ", nodes, "}\n",
+      "  cluster: {nodes: ", nodes, ", token: test-token, join_timeout: ", join_timeout, "}\n",
+      "job:\n  _target_: synthetic\n  layer_seconds: 0.01\n  num_micro_batches: ", nodes,
+      "\n  steps: 100000\n");
+  const std::string path = cluster.dir() + "/long.yaml";
+  std::ofstream(path) << yaml;
+  return path;
+}
+
+TEST(RunClusterFaults, AKilledNodeEndsTheJobEverywhereNamingIt) {
+  Cluster cluster;
+  const std::string config = long_job(cluster, 3);
+  launch_nodes(cluster, config, 3, free_port());
+  ASSERT_TRUE(cluster.wait_for_log(0, "node 2 (", 30s)) << cluster.err(0);
+  std::this_thread::sleep_for(1s);  // the job is running
+  cluster.signal(2, SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  for (int r : {0, 1}) {
+    EXPECT_EQ(cluster.wait(r, 5s), 1) << "node " << r << " did not exit with an error within 5 s";
+    EXPECT_NE(cluster.err(r).find("node 2 died (stage 2)"), std::string::npos)
+        << "node " << r << ":\n" << cluster.err(r);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, 5s);
+}
+
+TEST(RunClusterFaults, AKilledNodeZeroEndsTheOthers) {
+  Cluster cluster;
+  const std::string config = long_job(cluster, 2);
+  launch_nodes(cluster, config, 2, free_port());
+  ASSERT_TRUE(cluster.wait_for_log(0, "node 1 (", 30s)) << cluster.err(0);
+  std::this_thread::sleep_for(1s);
+  cluster.signal(0, SIGKILL);
+  EXPECT_EQ(cluster.wait(1, 5s), 1);
+  EXPECT_NE(cluster.err(1).find("node 0"), std::string::npos) << cluster.err(1);
+  EXPECT_NE(cluster.err(1).find("died"), std::string::npos) << cluster.err(1);
+}
+
+TEST(RunClusterFaults, ANodeThatNeverJoinsIsNamedAtTheTimeout) {
+  Cluster cluster;
+  const std::string config = long_job(cluster, 3, /*join_timeout=*/2.0);
+  const int port = free_port();
+  for (int r : {0, 1})
+    cluster.launch({"run", config, "--node-rank", std::to_string(r), "--port", std::to_string(port)});
+  EXPECT_EQ(cluster.wait(0, 10s), 1);
+  EXPECT_NE(cluster.err(0).find("node(s) 2 did not join within 2 s"), std::string::npos)
+      << cluster.err(0);
+  EXPECT_EQ(cluster.wait(1, 5s), 1);
+  EXPECT_NE(cluster.err(1).find("did not join"), std::string::npos) << cluster.err(1);
+}
+
+TEST(RunClusterFaults, AWrongTokenIsRefusedAndLogged) {
+  Cluster cluster;
+  const std::string config = long_job(cluster, 2, /*join_timeout=*/3.0);
+  const int port = free_port();
+  cluster.launch({"run", config, "--node-rank", "0", "--port", std::to_string(port)});
+  cluster.launch({"run", config, "--node-rank", "1", "--port", std::to_string(port), "--token",
+                  "not-the-token"});
+  EXPECT_EQ(cluster.wait(1, 10s), 1);
+  EXPECT_NE(cluster.err(1).find("refused node 1: wrong cluster token"), std::string::npos)
+      << cluster.err(1);
+  EXPECT_EQ(cluster.wait(0, 10s), 1);
+  EXPECT_NE(cluster.err(0).find("refused a join: wrong cluster token from node 1"), std::string::npos)
+      << cluster.err(0);
+  EXPECT_EQ(cluster.err(0).find("not-the-token"), std::string::npos) << "tokens are never logged";
+}
+
+TEST(RunClusterFaults, CtrlCOnAnyNodeStopsTheWholeJob) {
+  Cluster cluster;
+  const std::string config = long_job(cluster, 2);
+  launch_nodes(cluster, config, 2, free_port());
+  ASSERT_TRUE(cluster.wait_for_log(0, "node 1 (", 30s)) << cluster.err(0);
+  std::this_thread::sleep_for(1s);
+  cluster.signal(1, SIGINT);
+  for (int r : {0, 1}) {
+    EXPECT_EQ(cluster.wait(r, 5s), 1) << "node " << r;
+    EXPECT_NE(cluster.err(r).find("interrupted on node 1"), std::string::npos)
+        << "node " << r << ":\n" << cluster.err(r);
+  }
+}
+
+}  // namespace
+}  // namespace libai::testing
