@@ -61,6 +61,57 @@ TEST(LocalPipeline, DataAndTensorParallelReplicasEachSeeTheirGroups) {
   for (const auto& r : reports) EXPECT_EQ(r.actions, 2u * 2u + 2u) << r.name;  // 2 groups x 2 steps + done
 }
 
+TEST(LocalPipeline, CreditsBoundWhatAProducerHasInFlight) {
+  System sys;
+  const int groups = 8;
+  PipelineLayout layout = make_layout({.dp = 1, .pp = 2, .tp = 1}, groups);
+  ASSERT_EQ(layout.input_slots[1], 2);
+  std::mutex mutex;
+  int in_flight = 0, most = 0;  // packets stage 0 sent that stage 1 has not freed
+  LocalPipeline pipeline(
+      *sys.system, layout,
+      [](const SlotSpec& slot) {
+        return std::make_shared<SyntheticCompute>(slot.stage == 0 ? 0.0 : 0.003);
+      },
+      [&](const SlotSpec& slot, const std::string& event) {
+        if (slot.stage != 0) return;
+        std::lock_guard lock(mutex);
+        if (event.rfind("send", 0) == 0) most = std::max(most, ++in_flight);
+        if (event == "credit") --in_flight;
+      });
+  run_synthetic_job(pipeline.client(), layout, 1);
+  pipeline.wait(std::chrono::seconds(30));
+  EXPECT_EQ(most, 2) << "the fast stage must stop at the slow stage's two input slots";
+}
+
+TEST(LocalPipeline, StagesConsumeInProgramOrderWhateverTheArrivalOrder) {
+  System sys;
+  const int groups = 4;
+  PipelineLayout layout = make_layout({.dp = 1, .pp = 2, .tp = 1}, groups);
+  std::mutex mutex;
+  std::vector<std::string> arrived, fired;
+  LocalPipeline pipeline(
+      *sys.system, layout, [](const SlotSpec&) { return std::make_shared<SyntheticCompute>(0.0); },
+      [&](const SlotSpec& slot, const std::string& event) {
+        if (slot.stage != 0) return;
+        std::lock_guard lock(mutex);
+        if (event.rfind("arrive", 0) == 0) arrived.push_back(event.substr(7));
+        if (event.rfind("fire", 0) == 0) fired.push_back(event.substr(5));
+      });
+  auto x = [] { return Tensor::zeros({1}, DType::f32); };
+  for (int g = groups - 1; g >= 0; --g)  // the last group first
+    pipeline.client().submit(0, Packet{.group = g, .step = 0, .done = false, .tensors = {{"x", x()}}});
+  for (int g = 0; g < groups; ++g) EXPECT_EQ(pipeline.client().wait(g).group, g);
+  for (int g = 0; g < groups; ++g)
+    pipeline.client().submit(0, Packet{.group = g, .step = 1, .done = true, .tensors = {}});
+  pipeline.wait(std::chrono::seconds(30));
+  ASSERT_GE(arrived.size(), 4u);
+  EXPECT_EQ(std::vector<std::string>(arrived.begin(), arrived.begin() + 4),
+            (std::vector<std::string>{"g3s0", "g2s0", "g1s0", "g0s0"}));
+  EXPECT_EQ(std::vector<std::string>(fired.begin(), fired.begin() + 4),
+            (std::vector<std::string>{"g0s0", "g1s0", "g2s0", "g3s0"}));
+}
+
 class FailingCompute : public StageCompute {
  public:
   models::TensorMap forward(int group, const models::TensorMap& in) override {
