@@ -1,93 +1,222 @@
-// `libai-actor plan CONFIG [key=value ...]`: the pipeline plan of a job config, computed by
-// schedule/ alone (no devices touched): the stage split, the predicted 1F1B timeline of one
-// step as a text chart, the step time and each stage's utilisation.
+// `libai-actor plan CONFIG [key=value ...] [--svg FILE]`: the pipeline plan of a job config,
+// compiled by schedule/ alone (no devices touched): the stage split and each stage's devices,
+// the memory of every device, the predicted timeline of one step as a text chart (and as an
+// SVG picture with --svg), the step time, the throughput and the utilisation. Ends with the
+// plan's validation: a plan that does not fit (memory) or cannot run (deadlock) exits 1 with
+// the reason, after it has been printed.
+//
+// What is planned follows `job._target_`: `train` runs 1F1B over `train.num_accumulation_steps`
+// micro-batches of `train.train_micro_batch_size` samples; `generate` decodes `job.num_groups`
+// groups (default: one per stage) of `job.group_size` sequences (default 1) for
+// `job.max_new_tokens` steps (default 32); any other target runs one forward over
+// `job.num_micro_batches` micro-batches (default: one per stage) of `job.micro_batch_size`.
 //
 // Until models report per-layer costs and nodes report measured profiles, every layer costs
-// one unit of forward time (two of backward) on a device of speed 1; `train.dist.device_speed`
-// gives each stage's relative speed for what-if planning on mixed hardware.
+// one unit of forward time (two of backward; a decoding step as much as the prefill) on a
+// device of speed 1, and what-if keys under `train.dist` describe the devices and the model:
+// `device_speed` (relative speed, per device or per stage), `device_memory` (GiB, per device
+// or per stage), `layer_memory` (GiB each layer holds) and `activation_memory` (GiB per layer
+// for each micro-batch in flight; for `generate`, each group's KV cache).
+#include <cmath>
 #include <cstdio>
-#include <iostream>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bin/commands.h"
 #include "runtime/config/libai_schema.h"
-#include "schedule/partition.h"
-#include "schedule/program.h"
+#include "runtime/error.h"
+#include "schedule/plan.h"
+#include "schedule/svg.h"
 
 namespace libai::cli {
 namespace {
 
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
 struct PlanOptions {
   std::string config;
   std::vector<std::string> overrides;
+  std::string svg;
   int width = 72;
 };
 
-schedule::StageAssignment choose_split(const config::Config& cfg, const schedule::CostModel& cost,
-                                       int layers, int stages) {
-  if (auto custom = cfg.get_or<std::optional<std::vector<int64_t>>>(
-          "train.dist.custom_pipeline_stage_id", std::nullopt))
-    return schedule::custom_partition(*custom, layers, stages);
-  const std::string balance = cfg.get_or<std::string>("train.dist.balance", "uniform");
-  if (balance == "measured") return schedule::balanced_partition(cost).stage_of;
-  if (balance == "memory") return schedule::memory_proportional_partition(cost);
-  return schedule::uniform_partition(layers, stages);
+// A per-device list given per device or per stage (each stage's value for all its devices).
+std::vector<double> per_device(const std::string& key, std::vector<double> values, int dp, int pp,
+                               int tp, const std::string& file) {
+  const int devices = dp * pp * tp;
+  if (int(values.size()) == devices) return values;
+  LIBAI_CHECK(int(values.size()) == pp, file, ": ", key, " has ", values.size(),
+              " entries; expected one per device (", devices, ") or one per stage (", pp, ")");
+  std::vector<double> out = std::vector<double>(size_t(devices));
+  for (int d = 0; d < dp; ++d)
+    for (int s = 0; s < pp; ++s)
+      for (int t = 0; t < tp; ++t) out[size_t((d * pp + s) * tp + t)] = values[size_t(s)];
+  return out;
+}
+
+std::string device_list(const std::vector<int>& devices) {
+  std::string out = devices.size() == 1 ? "device " : "devices ";
+  for (size_t i = 0; i < devices.size() && i < 8; ++i)
+    out += (i ? "," : "") + std::to_string(devices[i]);
+  if (devices.size() > 8) out += ",... (" + std::to_string(devices.size()) + ")";
+  return out;
 }
 
 int plan(const PlanOptions& options) {
   const config::Config cfg = config::load_libai_config(options.config, options.overrides, {});
-  const int stages = cfg.get<int>("train.dist.pipeline_parallel_size");
+  const std::string& file = options.config;
+  const int pp = cfg.get<int>("train.dist.pipeline_parallel_size");
+  const int dp = cfg.get_or<int>("train.dist.data_parallel_size", 1);
+  const int tp = cfg.get_or<int>("train.dist.tensor_parallel_size", 1);
   const auto layers_opt =
       cfg.get_or<std::optional<int>>("train.dist.pipeline_num_layers", std::nullopt);
-  LIBAI_CHECK(layers_opt.has_value(), options.config,
+  LIBAI_CHECK(layers_opt.has_value(), file,
               ": train.dist.pipeline_num_layers is null; planning needs the layer count (set "
               "it, or give a model once models can be loaded)");
   const int layers = *layers_opt;
-  const int micro_batches = std::max(1, cfg.get_or<int>("train.num_accumulation_steps", 1));
-  std::vector<double> speed = cfg.get_or<std::vector<double>>(
-      "train.dist.device_speed", std::vector<double>(size_t(stages), 1.0));
-  LIBAI_CHECK(int(speed.size()) == stages, options.config, ": train.dist.device_speed has ",
-              speed.size(), " entries but pipeline_parallel_size is ", stages);
+  const int devices = dp * pp * tp;
+  const std::vector<double> speed =
+      per_device("train.dist.device_speed",
+                 cfg.get_or<std::vector<double>>("train.dist.device_speed",
+                                                 std::vector<double>(size_t(pp), 1.0)),
+                 dp, pp, tp, file);
+  const std::vector<double> memory_gib =
+      per_device("train.dist.device_memory",
+                 cfg.get_or<std::vector<double>>("train.dist.device_memory",
+                                                 std::vector<double>(size_t(pp), 0.0)),
+                 dp, pp, tp, file);
+  const double layer_gib = cfg.get_or<double>("train.dist.layer_memory", 0.0);
+  const double activation_gib = cfg.get_or<double>("train.dist.activation_memory", 0.0);
 
-  schedule::CostModel cost;
-  for (int s = 0; s < stages; ++s)
-    cost.layer_time.push_back(std::vector<double>(size_t(layers), 1.0 / speed[size_t(s)]));
-  cost.layer_memory.assign(size_t(layers), 1.0);
-  cost.memory_cap.assign(size_t(stages), 0.0);  // memory profiles arrive with the node agents
-  const schedule::StageAssignment split = choose_split(cfg, cost, layers, stages);
-  const schedule::Partition part = schedule::evaluate(cost, split);
-
-  schedule::StageCosts costs;
-  for (int s = 0; s < stages; ++s) {
-    costs.forward.push_back(part.stage_time[size_t(s)]);
-    costs.backward.push_back(2 * part.stage_time[size_t(s)]);
+  schedule::PlanRequest request;
+  request.dp = dp;
+  request.pp = pp;
+  request.tp = tp;
+  for (int d = 0; d < devices; ++d) {
+    request.layer_time.push_back(std::vector<double>(size_t(layers), 1.0 / speed[size_t(d)]));
+    request.memory_cap.push_back(memory_gib[size_t(d)] * kGiB);
   }
-  const auto timeline = schedule::simulate(schedule::one_f_one_b(stages, micro_batches), costs);
-  // The ideal: all work (3 units per layer per micro-batch) spread over the combined speed.
+  request.weight_bytes.assign(size_t(layers), layer_gib * kGiB);
+  const std::string target = cfg.get_or<std::string>("job._target_", "train");
+  std::string unit_name, item_name;
+  if (target == "train") {
+    request.workload = schedule::Workload::train;
+    request.num_micro_batches = std::max(1, cfg.get_or<int>("train.num_accumulation_steps", 1));
+    request.items_per_micro_batch = cfg.get_or<int>("train.train_micro_batch_size", 1);
+    request.activation_bytes.assign(size_t(layers), activation_gib * kGiB);
+    unit_name = "micro-batch";
+    item_name = "samples";
+  } else if (target == "generate") {
+    request.workload = schedule::Workload::decode;
+    request.num_micro_batches = cfg.get_or<int>("job.num_groups", pp);
+    request.num_steps = cfg.get_or<int>("job.max_new_tokens", 32);
+    request.items_per_micro_batch = cfg.get_or<int>("job.group_size", 1);
+    request.kv_cache_bytes.assign(size_t(layers), activation_gib * kGiB);
+    unit_name = "step of a group";
+    item_name = "tokens";
+  } else {
+    request.workload = schedule::Workload::inference;
+    request.num_micro_batches = cfg.get_or<int>("job.num_micro_batches", pp);
+    request.items_per_micro_batch = cfg.get_or<int>("job.micro_batch_size", 1);
+    unit_name = "micro-batch";
+    item_name = "sequences";
+  }
+  const std::string balance = cfg.get_or<std::string>("train.dist.balance", "uniform");
+  if (auto custom = cfg.get_or<std::optional<std::vector<int64_t>>>(
+          "train.dist.custom_pipeline_stage_id", std::nullopt)) {
+    request.balance = schedule::Balance::custom;
+    request.custom_stage_ids = *custom;
+  } else if (balance == "measured") {
+    request.balance = schedule::Balance::balanced;
+  } else if (balance == "memory") {
+    LIBAI_CHECK(
+        cfg.has("train.dist.device_memory") && !cfg.node("train.dist.device_memory").is_null(),
+        file, ": train.dist.balance is memory but train.dist.device_memory is null");
+    request.balance = schedule::Balance::memory;
+  }
+  const schedule::Plan plan = schedule::compile_plan(request);
+  const int m = request.num_micro_batches;
+
+  // The split.
+  if (plan.workload == schedule::Workload::decode)
+    std::printf("plan: %d layers, %d stages, %d groups x %d steps (decoding), balance %s\n", layers,
+                pp, m, request.num_steps, balance.c_str());
+  else
+    std::printf("plan: %d layers, %d stages, %d micro-batches (%s), balance %s\n", layers, pp, m,
+                plan.workload == schedule::Workload::train ? "1F1B" : "inference", balance.c_str());
+  if (dp > 1 || tp > 1)
+    std::printf("  %d devices: %d data-parallel replicas x %d stages x %d tensor-parallel ranks\n",
+                devices, dp, pp, tp);
+  for (int s = 0; s < pp; ++s) {
+    const schedule::StagePlan& st = plan.stages[size_t(s)];
+    double slowest = speed[size_t(st.devices[0])];
+    for (int d : st.devices) slowest = std::min(slowest, speed[size_t(d)]);
+    std::printf(
+        "  stage %d: layers %d-%d (%d), %s (speed %.2f), %.2f units per %s, %d input "
+        "slot%s\n",
+        s, st.first_layer, st.last_layer, st.num_layers(), device_list(st.devices).c_str(), slowest,
+        plan.workload == schedule::Workload::decode ? st.decode_time : st.forward_time,
+        unit_name.c_str(), st.input_slots, st.input_slots == 1 ? "" : "s");
+  }
+
+  // Memory.
+  if (layer_gib > 0 || activation_gib > 0) {
+    std::printf("\nmemory per device (weights + %s):\n",
+                plan.workload == schedule::Workload::decode ? "kv cache" : "activations");
+    for (int s = 0; s < pp; ++s) {
+      const schedule::StagePlan& st = plan.stages[size_t(s)];
+      double cap = 0;  // the tightest of its devices
+      for (int d : st.devices) {
+        const double c = plan.memory_cap[size_t(d)];
+        if (c > 0 && (cap <= 0 || c < cap)) cap = c;
+      }
+      std::printf("  %s (stage %d): %s (%s + %s)%s of %s%s\n", device_list(st.devices).c_str(), s,
+                  schedule::format_bytes(st.memory()).c_str(),
+                  schedule::format_bytes(st.weight_bytes).c_str(),
+                  schedule::format_bytes(st.kv_cache_bytes + st.activation_bytes).c_str(),
+                  st.devices.size() > 1 ? " each" : "",
+                  cap > 0 ? schedule::format_bytes(cap).c_str() : "unlimited",
+                  cap > 0 && st.memory() > cap ? "  DOES NOT FIT" : "");
+    }
+  } else {
+    std::printf(
+        "\nmemory per device: not modelled (set train.dist.layer_memory and "
+        "train.dist.activation_memory, in GiB)\n");
+  }
+
+  // The timeline.
+  const char* legend = plan.workload == schedule::Workload::train
+                           ? "digits: forward of micro-batch k, letters: backward"
+                       : plan.workload == schedule::Workload::decode
+                           ? "digits: group k, any step"
+                           : "digits: forward of micro-batch k";
+  std::printf("\npredicted timeline of one step (%s):\n%s", legend,
+              schedule::render_timeline(plan.timeline, pp, options.width).c_str());
+  double work_per_replica = double(layers) * m;
+  if (plan.workload == schedule::Workload::train) work_per_replica *= 1 + request.backward_factor;
+  if (plan.workload == schedule::Workload::decode) work_per_replica *= request.num_steps;
   double total_speed = 0;
   for (double v : speed) total_speed += v;
-  const double ideal = 3.0 * layers * micro_batches / total_speed;
+  const double ideal = work_per_replica * dp / total_speed;
+  const double step = plan.timeline.step_time;
+  std::printf("\nstep time %.2f units (ideal %.2f: %.0f%% of the devices' combined speed)\n", step,
+              ideal, step > 0 ? 100.0 * ideal / step : 0.0);
+  std::printf("throughput %.3f %s per unit (%g per step), mean utilisation %.0f%%\n",
+              plan.throughput, item_name.c_str(), plan.items_per_step, 100.0 * plan.utilisation);
 
-  std::printf("plan: %d layers, %d stages, %d micro-batches (1F1B), balance %s\n", layers, stages,
-              micro_batches, cfg.get_or<std::string>("train.dist.balance", "uniform").c_str());
-  for (int s = 0; s < stages; ++s) {
-    int first = -1, last = -1;
-    for (int l = 0; l < layers; ++l)
-      if (split[size_t(l)] == s) {
-        if (first < 0) first = l;
-        last = l;
-      }
-    std::printf("  stage %d: layers %d-%d (%d), device speed %.2f, %.2f units per micro-batch\n", s,
-                first, last, last - first + 1, speed[size_t(s)], part.stage_time[size_t(s)]);
+  if (!options.svg.empty()) {
+    schedule::SvgOptions svg{
+        .title = "libai-actor plan " + file, .time_scale = 1.0, .time_unit = "units"};
+    std::ofstream out(options.svg);
+    out << schedule::render_timeline_svg(plan.timeline, pp, svg);
+    LIBAI_CHECK_KIND(IoError, out.good(), "cannot write '", options.svg, "'");
+    std::printf("timeline written to %s\n", options.svg.c_str());
   }
-  std::printf(
-      "\npredicted timeline of one step (digits: forward of micro-batch k, letters: "
-      "backward):\n%s",
-      schedule::render_timeline(timeline, stages, options.width).c_str());
-  std::printf("\nstep time %.2f units (ideal %.2f: %.0f%% of the devices' combined speed)\n",
-              timeline.step_time, ideal, 100.0 * ideal / timeline.step_time);
+  std::fflush(stdout);
+  schedule::validate(plan);  // throws, after the plan has been shown, when it cannot run
   return kExitOk;
 }
 
@@ -100,6 +229,7 @@ CommandAction setup_plan(CLI::App& command) {
                      "KEY=VALUE overrides, e.g. train.dist.pipeline_parallel_size=4");
   command.add_option("--width", options->width, "columns of the timeline chart")
       ->check(CLI::Range(20, 400));
+  command.add_option("--svg", options->svg, "also write the timeline as an SVG picture");
   return [options] { return plan(*options); };
 }
 

@@ -9,7 +9,7 @@
 //
 //   std::vector<int> stage_of = uniform_partition(12, 4);           // 0,0,0,1,1,1,...
 //   CostModel cost{.layer_time = {{...}, {...}}, .layer_memory = ..., .memory_cap = ...};
-//   Partition best = balanced_partition(cost);                        // exact, O(L^2 S)
+//   Partition best = balanced_partition(cost);                        // exact, O(S L log)
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,10 @@ StageAssignment uniform_partition(int num_layers, int num_stages);
 StageAssignment custom_partition(const std::vector<int64_t>& stage_ids, int num_layers,
                                  int num_stages);
 
+// Costs are non-negative; the optional vectors may be empty (all zero).
+//   time of stage s   = extra_time[s] + sum of layer_time[s][l] over its layers
+//   memory of stage s = extra_memory[s] + sum of (layer_memory[l]
+//                                                 + in_flight[s] * layer_activation_memory[l])
 struct CostModel {
   // layer_time[s][l]: seconds for layer l on the device of stage s (per micro-batch).
   std::vector<std::vector<double>> layer_time;
@@ -35,13 +39,20 @@ struct CostModel {
   std::vector<double> layer_memory;
   // memory_cap[s]: bytes available on the device of stage s (<= 0: unlimited).
   std::vector<double> memory_cap;
+  // layer_activation_memory[l]: bytes layer l keeps per micro-batch in flight, and
+  // in_flight[s]: micro-batches stage s keeps at once (1F1B: p - s).
+  std::vector<double> layer_activation_memory;
+  std::vector<double> in_flight;
+  // Fixed costs of stage s whatever its layers: the embedding on stage 0, the head on the last.
+  std::vector<double> extra_time;
+  std::vector<double> extra_memory;
   int num_layers() const { return int(layer_memory.size()); }
   int num_stages() const { return int(layer_time.size()); }
 };
 
 struct Partition {
   StageAssignment stage_of;
-  std::vector<double> stage_time;    // sum of its layers' times on its device
+  std::vector<double> stage_time;    // extras + its layers' times on its device
   std::vector<double> stage_memory;  // bytes
   double bottleneck = 0.0;           // max stage_time
 };
@@ -50,13 +61,21 @@ struct Partition {
 Partition evaluate(const CostModel& cost, const StageAssignment& stage_of);
 
 // The optimal contiguous partition (minimum bottleneck) subject to memory; stages keep the
-// device order given. Throws InvalidArgument when no split fits, naming the tightest stage.
+// device order given. Throws InvalidArgument when no split fits, naming what the model needs.
 Partition balanced_partition(const CostModel& cost);
+
+// Whether some contiguous split keeps every stage's time <= `bottleneck` within memory.
+// O(S L): what balanced_partition bisects on, and what a search over device orders uses to
+// discard an order that cannot beat the best so far.
+bool fits_within(const CostModel& cost, double bottleneck);
 
 // Memory-proportional baseline (what llama.cpp RPC and exo do): layer counts in
 // proportion to memory_cap. The balanced split is measured against it.
 StageAssignment memory_proportional_partition(const CostModel& cost);
 
 std::string describe(const StageAssignment& stage_of);
+
+// "1.50 GiB" (binary units, for people's messages).
+std::string format_bytes(double bytes);
 
 }  // namespace libai::schedule

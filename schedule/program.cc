@@ -1,10 +1,12 @@
 #include "schedule/program.h"
 
 #include <algorithm>
-#include <map>
-#include <set>
+#include <cstdint>
+#include <cstdio>
+#include <unordered_map>
 
 #include "runtime/error.h"
+#include "schedule/program_index.h"
 
 namespace libai::schedule {
 namespace {
@@ -49,13 +51,31 @@ PipelineProgram one_f_one_b(int num_stages, int num_micro_batches) {
   return out;
 }
 
-std::string to_string(const Action& action) {
+PipelineProgram decode_program(int num_stages, int num_groups, int num_steps) {
+  LIBAI_CHECK(num_stages >= 1, "a pipeline needs at least one stage, got ", num_stages);
+  LIBAI_CHECK(num_groups >= 1, "decoding needs at least one group of sequences, got ", num_groups);
+  LIBAI_CHECK(num_steps >= 1, "decoding needs at least one step (the prefill), got ", num_steps);
+  PipelineProgram out(static_cast<size_t>(num_stages));
+  for (auto& stage : out)
+    for (int t = 0; t < num_steps; ++t)
+      for (int g = 0; g < num_groups; ++g) stage.push_back({ActionKind::forward, g, t});
+  return out;
+}
+
+std::string to_string(const Action& action, bool show_step) {
   std::string out(1, action.kind == ActionKind::forward ? 'F' : 'B');
   out += std::to_string(action.micro_batch);
+  if (show_step || action.step != 0) {
+    out += '.';
+    out += std::to_string(action.step);
+  }
   return out;
 }
 
 std::string to_string(const PipelineProgram& program) {
+  bool steps = false;
+  for (const auto& stage : program)
+    for (const Action& a : stage) steps |= a.step != 0;
   std::string out;
   for (size_t s = 0; s < program.size(); ++s) {
     out += "stage ";
@@ -63,7 +83,7 @@ std::string to_string(const PipelineProgram& program) {
     out += ':';
     for (const Action& a : program[s]) {
       out += ' ';
-      out += to_string(a);
+      out += to_string(a, steps);
     }
     out += "\n";
   }
@@ -85,101 +105,115 @@ std::vector<int> peak_stashed_activations(const PipelineProgram& program) {
   return peak;
 }
 
-namespace {
+namespace detail {
 
-void validate_programs(const PipelineProgram& program) {
+ProgramIndex index_program(const PipelineProgram& program) {
   const int S = int(program.size());
   LIBAI_CHECK(S >= 1, "empty pipeline program");
-  std::set<int> reference;
-  for (const Action& a : program[0])
-    if (a.kind == ActionKind::forward) reference.insert(a.micro_batch);
-  for (int s = 0; s < S; ++s) {
-    std::set<std::pair<int, int>> seen;
-    std::set<int> forwards;
-    for (const Action& a : program[size_t(s)]) {
-      LIBAI_CHECK(seen.insert({int(a.kind), a.micro_batch}).second, "stage ", s, " runs ",
-                  to_string(a), " twice");
-      if (a.kind == ActionKind::forward)
-        forwards.insert(a.micro_batch);
-      else
-        LIBAI_CHECK(forwards.count(a.micro_batch), "stage ", s, " runs ", to_string(a),
-                    " before its forward");
-    }
-    LIBAI_CHECK(forwards == reference, "stage ", s,
-                " forwards another set of micro-batches than stage 0");
+  auto key = [](const Action& a) {
+    return (std::uint64_t(std::uint32_t(a.micro_batch)) << 32) | std::uint32_t(a.step);
+  };
+  ProgramIndex index;
+  index.num_stages = S;
+  std::unordered_map<std::uint64_t, int> item_of;
+  for (const Action& a : program[0]) {
+    LIBAI_CHECK(a.micro_batch >= 0 && a.step >= 0, "stage 0 runs ", to_string(a),
+                ": micro-batches and steps count from 0");
+    if (a.kind == ActionKind::forward && item_of.emplace(key(a), index.num_items()).second)
+      index.items.push_back(a);
   }
+  const int K = index.num_items();
+  index.item_at.resize(size_t(S));
+  index.forward_at.assign(size_t(S), std::vector<int>(size_t(K), -1));
+  index.backward_at.assign(size_t(S), std::vector<int>(size_t(K), -1));
+  for (int s = 0; s < S; ++s) {
+    const StageProgram& stage = program[size_t(s)];
+    auto& forward_at = index.forward_at[size_t(s)];
+    auto& backward_at = index.backward_at[size_t(s)];
+    for (size_t i = 0; i < stage.size(); ++i) {
+      const Action& a = stage[i];
+      LIBAI_CHECK(a.micro_batch >= 0 && a.step >= 0, "stage ", s, " runs ", to_string(a),
+                  ": micro-batches and steps count from 0");
+      auto it = item_of.find(key(a));
+      if (a.kind == ActionKind::forward) {
+        LIBAI_CHECK(it != item_of.end(), "stage ", s,
+                    " forwards another set of micro-batches than stage 0 (stage 0 never runs ",
+                    to_string(a), ")");
+        LIBAI_CHECK(forward_at[size_t(it->second)] < 0, "stage ", s, " runs ", to_string(a),
+                    " twice");
+        forward_at[size_t(it->second)] = int(i);
+      } else {
+        LIBAI_CHECK(it != item_of.end() && forward_at[size_t(it->second)] >= 0, "stage ", s,
+                    " runs ", to_string(a), " before its forward");
+        LIBAI_CHECK(backward_at[size_t(it->second)] < 0, "stage ", s, " runs ", to_string(a),
+                    " twice");
+        backward_at[size_t(it->second)] = int(i);
+      }
+      index.item_at[size_t(s)].push_back(it->second);
+    }
+    for (int k = 0; k < K; ++k)
+      LIBAI_CHECK(forward_at[size_t(k)] >= 0, "stage ", s,
+                  " forwards another set of micro-batches than stage 0 (it never runs ",
+                  to_string(index.items[size_t(k)]), ")");
+  }
+  index.has_backward.assign(size_t(K), 0);
+  for (int k = 0; k < K; ++k) {
+    const bool first = index.backward_at[0][size_t(k)] >= 0;
+    index.has_backward[size_t(k)] = first;
+    for (int s = 1; s < S; ++s) {
+      Action b = index.items[size_t(k)];
+      b.kind = ActionKind::backward;
+      LIBAI_CHECK((index.backward_at[size_t(s)][size_t(k)] >= 0) == first, "stage ", s,
+                  (first ? " never runs " : " runs "), to_string(b), " but stage 0 ",
+                  (first ? "does" : "does not"),
+                  ": every stage runs the backward of the same micro-batches");
+    }
+  }
+  index.previous_step.assign(size_t(K), -1);
+  for (int k = 0; k < K; ++k) {
+    Action a = index.items[size_t(k)];
+    if (a.step == 0) continue;
+    Action before = a;
+    before.step -= 1;
+    auto it = item_of.find(key(before));
+    LIBAI_CHECK(it != item_of.end(), "the program runs ", to_string(a), " but no stage runs ",
+                to_string(before, true), ": a group's step needs the token of its step before");
+    index.previous_step[size_t(k)] = it->second;
+  }
+  return index;
 }
 
-}  // namespace
+}  // namespace detail
 
-Timeline simulate(const PipelineProgram& program, const StageCosts& costs) {
-  validate_programs(program);
-  const int S = int(program.size());
-  LIBAI_CHECK(int(costs.forward.size()) == S, "costs give ", costs.forward.size(),
-              " forward times for ", S, " stages");
-  bool any_backward = false;
-  for (const auto& p : program)
-    for (const Action& a : p) any_backward |= a.kind == ActionKind::backward;
-  LIBAI_CHECK(!any_backward || int(costs.backward.size()) == S, "costs give ",
-              costs.backward.size(), " backward times for ", S, " stages");
-  // done[(stage, kind, micro_batch)] = finish time.
-  std::map<std::tuple<int, int, int>, double> done;
-  std::vector<size_t> next(static_cast<size_t>(S), 0);
-  std::vector<double> free_at(static_cast<size_t>(S), 0.0);
-  Timeline t;
-  t.busy.assign(static_cast<size_t>(S), 0.0);
-  // Dependencies of an action, as (stage, kind, micro_batch) and the transfer it needs.
-  auto ready_time = [&](int s, const Action& a, double& when) {
-    when = free_at[size_t(s)];
-    auto need = [&](int stage, ActionKind kind, double transfer) {
-      auto it = done.find({stage, int(kind), a.micro_batch});
-      if (it == done.end()) return false;
-      when = std::max(when, it->second + transfer);
-      return true;
-    };
-    if (a.kind == ActionKind::forward)
-      return s == 0 || need(s - 1, ActionKind::forward, costs.transfer);
-    if (!need(s, ActionKind::forward, 0.0)) return false;
-    return s == S - 1 || need(s + 1, ActionKind::backward, costs.transfer);
-  };
-  size_t remaining = 0;
-  for (const auto& p : program) remaining += p.size();
-  while (remaining > 0) {
-    // Run the stage whose next action can start earliest (ties: lower stage).
-    int pick = -1;
-    double best = 0;
-    for (int s = 0; s < S; ++s) {
-      if (next[size_t(s)] >= program[size_t(s)].size()) continue;
-      double when;
-      if (ready_time(s, program[size_t(s)][next[size_t(s)]], when) && (pick < 0 || when < best)) {
-        pick = s;
-        best = when;
+std::vector<int> buffer_quota(const PipelineProgram& program) {
+  const detail::ProgramIndex index = detail::index_program(program);
+  const int S = index.num_stages, K = index.num_items();
+  // held[s]: the most inputs stage s holds at once by its own program order (an input is
+  // held from its forward until its backward, or through its forward when it has none).
+  std::vector<int> held(size_t(S), 0);
+  for (int s = 0; s < S; ++s) {
+    int live = 0;
+    for (size_t i = 0; i < program[size_t(s)].size(); ++i) {
+      const Action& a = program[size_t(s)][i];
+      const int item = index.item_at[size_t(s)][i];
+      if (a.kind == ActionKind::forward) {
+        held[size_t(s)] = std::max(held[size_t(s)], ++live);
+        if (!index.has_backward[size_t(item)]) --live;
+      } else {
+        --live;
       }
     }
-    if (pick < 0) {
-      std::string blocked;
-      for (int s = 0; s < S; ++s)
-        if (next[size_t(s)] < program[size_t(s)].size())
-          blocked += str_cat(blocked.empty() ? "" : ", ", "stage ", s, " at ",
-                             to_string(program[size_t(s)][next[size_t(s)]]));
-      LIBAI_THROW(InvalidArgument, "pipeline program deadlocks: ", blocked,
-                  " wait for inputs that are never produced");
-    }
-    const Action& a = program[size_t(pick)][next[size_t(pick)]++];
-    double duration =
-        a.kind == ActionKind::forward ? costs.forward[size_t(pick)] : costs.backward[size_t(pick)];
-    double end = best + duration;
-    done[{pick, int(a.kind), a.micro_batch}] = end;
-    free_at[size_t(pick)] = end;
-    t.busy[size_t(pick)] += duration;
-    t.events.push_back({pick, a, best, end});
-    t.step_time = std::max(t.step_time, end);
-    --remaining;
   }
-  std::sort(t.events.begin(), t.events.end(),
-            [](const TimelineEvent& x, const TimelineEvent& y) { return x.start < y.start; });
-  for (double b : t.busy) t.utilisation.push_back(t.step_time > 0 ? b / t.step_time : 0.0);
-  return t;
+  std::vector<int> quota = std::vector<int>(size_t(S));
+  quota[0] = std::max(1, held[0]);
+  for (int s = 1; s < S; ++s) {
+    // One more than the stage holds (the next input arrives while it computes), and no less
+    // than its producer may send ahead by its own order: the producer holds an input until
+    // its backward, which waits for this stage's backward of the same micro-batch.
+    int q = std::max(held[size_t(s) - 1], held[size_t(s)] + 1);
+    quota[size_t(s)] = std::max(1, std::min(q, K));
+  }
+  return quota;
 }
 
 std::string render_timeline(const Timeline& timeline, int num_stages, int width) {
@@ -197,8 +231,8 @@ std::string render_timeline(const Timeline& timeline, int num_stages, int width)
   for (int s = 0; s < num_stages; ++s) {
     char label[64];
     std::snprintf(label, sizeof label, "stage %d |", s);
-    out += label + rows[size_t(s)] +
-           str_cat("| ", int(timeline.utilisation[size_t(s)] * 100 + 0.5), "% busy\n");
+    const double used = s < int(timeline.utilisation.size()) ? timeline.utilisation[size_t(s)] : 0;
+    out += label + rows[size_t(s)] + str_cat("| ", int(used * 100 + 0.5), "% busy\n");
   }
   return out;
 }

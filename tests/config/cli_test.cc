@@ -97,11 +97,17 @@ TEST_F(Cli, MissingArgumentIsAUsageError) {
 }
 
 TEST_F(Cli, UnimplementedCommandsExitThree) {
-  for (const char* name : {"run", "bench"}) {
+  for (const char* name : {"bench"}) {
     const Result r = run(std::string(name) + " --model x");
     EXPECT_EQ(r.exit_code, 3) << name;
     EXPECT_EQ(r.err, "libai-actor " + std::string(name) + ": not implemented yet in this build\n");
   }
+}
+
+TEST_F(Cli, RunRejectsATrainingConfigByName) {
+  const Result r = run("run '" + kDefault + "'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("job._target_ is 'train'"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, ConfigShowAppliesOverrides) {
@@ -172,6 +178,55 @@ TEST_F(Cli, PlanErrorsNameTheKey) {
   EXPECT_EQ(bad_split.exit_code, 1);
   EXPECT_NE(bad_split.err.find("custom_pipeline_stage_id[2] = 0"), std::string::npos)
       << bad_split.err;
+}
+
+// Generation plans decode groups step by step; --svg draws the same timeline. Values from
+// the decoding closed form (schedule/): 4 equal stages of 3 units, 4 groups, 8 steps:
+// (T G + p - 1) f = (32 + 3) 3 = 105 units.
+TEST_F(Cli, PlanDecodingWithAPicture) {
+  const std::string svg = scratch_.file("plan.svg");
+  const Result r = run("plan '" + kDefault +
+                       "' job._target_=generate +job.max_new_tokens=8 +job.num_groups=4"
+                       " train.dist.pipeline_parallel_size=4 train.dist.pipeline_num_layers=12"
+                       " --svg '" +
+                       svg + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("4 groups x 8 steps (decoding)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stage 0: layers 0-2 (3), device 0 (speed 1.00), 3.00 units per step of "
+                       "a group, 1 input slot"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("step time 105.00 units"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("throughput 0.305 tokens per unit"), std::string::npos) << r.out;
+  std::ifstream in(svg);
+  std::stringstream picture;
+  picture << in.rdbuf();
+  EXPECT_NE(picture.str().find("step time 105.000 units"), std::string::npos);
+}
+
+// What does not fit is printed, then named in the error: stage 1 holds 3 layers of 1 GiB
+// and the activations of 1 micro-batch in flight (1F1B's last stage), 3 x 0.5 GiB.
+TEST_F(Cli, PlanNamesTheDeviceThatDoesNotFit) {
+  const Result r = run("plan '" + kDefault +
+                       "' train.dist.pipeline_parallel_size=2 train.dist.pipeline_num_layers=6"
+                       " train.num_accumulation_steps=4 'train.dist.device_memory=[16,4]'"
+                       " train.dist.layer_memory=1 train.dist.activation_memory=0.5");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("device 1 (stage 1): 4.50 GiB (3.00 GiB + 1.50 GiB) of 4.00 GiB  DOES NOT "
+                       "FIT"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("stage 1 (layers 3-5) does not fit device 1: it needs 4831838208 bytes"),
+            std::string::npos)
+      << r.err;
+  // The balanced split moves a layer to the roomy device and fits.
+  const Result balanced =
+      run("plan '" + kDefault +
+          "' train.dist.pipeline_parallel_size=2 train.dist.pipeline_num_layers=6"
+          " train.num_accumulation_steps=4 'train.dist.device_memory=[16,4]'"
+          " train.dist.layer_memory=1 train.dist.activation_memory=0.5"
+          " train.dist.balance=measured");
+  EXPECT_EQ(balanced.exit_code, 0) << balanced.err;
 }
 
 }  // namespace

@@ -1,0 +1,32 @@
+// Internal to schedule/: one stage of the feasibility sweep of Note [Exact min-max contiguous
+// partition] (partition.cc), shared by balanced_partition and the search over device orders.
+#pragma once
+
+#include <vector>
+
+namespace libai::schedule::detail {
+
+struct LayerPrefixes {
+  std::vector<double> memory, activation;  // [L + 1]: sums over layers [0, j)
+};
+LayerPrefixes layer_prefixes(const std::vector<double>& memory,
+                             const std::vector<double>& activation);  // activation may be empty
+std::vector<double> prefix_sums(const std::vector<double>& values);   // [n + 1]
+
+// What one stage may hold, on its device, at its position in the pipeline.
+struct StageLimits {
+  const double* time_prefix = nullptr;  // [L + 1]: its device's layer times, summed
+  double extra_time = 0, extra_memory = 0, in_flight = 0;
+  double memory_cap = 0;  // <= 0: unlimited
+};
+
+// Whether layers [i, j) fit the stage within `bound` seconds and its memory.
+bool stage_fits(const StageLimits& stage, const LayerPrefixes& layers, int i, int j, double bound);
+
+// current[j] = the stage can end at j having started at some i with previous[i] (an end of
+// the stages before it), ending no later than last_end. Returns the furthest such j, or -1.
+int sweep_stage(const StageLimits& stage, const LayerPrefixes& layers,
+                const std::vector<char>& previous, int last_end, double bound,
+                std::vector<char>& current);
+
+}  // namespace libai::schedule::detail

@@ -1,0 +1,350 @@
+#include "schedule/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+
+#include "runtime/error.h"
+#include "schedule/device_order.h"
+
+namespace libai::schedule {
+
+double layer_time_from_profile(double flops, double bytes, double gflops, double gbs) {
+  LIBAI_CHECK(flops >= 0 && bytes >= 0, "layer_time_from_profile: flops (", flops, ") and bytes (",
+              bytes, ") must be >= 0");
+  LIBAI_CHECK(gflops > 0 && gbs > 0, "layer_time_from_profile: the device's rate (", gflops,
+              " GFLOP/s) and bandwidth (", gbs, " GB/s) must be > 0");
+  return std::max(flops / (gflops * 1e9), bytes / (gbs * 1e9));
+}
+
+const char* workload_name(Workload workload) {
+  switch (workload) {
+    case Workload::train: return "train";
+    case Workload::inference: return "inference";
+    case Workload::decode: return "decode";
+  }
+  return "?";
+}
+
+const char* balance_name(Balance balance) {
+  switch (balance) {
+    case Balance::uniform: return "uniform";
+    case Balance::custom: return "custom";
+    case Balance::balanced: return "balanced";
+    case Balance::memory: return "memory";
+  }
+  return "?";
+}
+
+namespace {
+
+void check_finite_non_negative(const std::vector<double>& v, const std::string& name) {
+  for (size_t i = 0; i < v.size(); ++i)
+    LIBAI_CHECK(std::isfinite(v[i]) && v[i] >= 0, "plan: ", name, "[", i, "] is ", v[i],
+                "; expected a finite number >= 0");
+}
+
+void check_request(const PlanRequest& r) {
+  LIBAI_CHECK(r.dp >= 1 && r.pp >= 1 && r.tp >= 1, "plan: parallel sizes dp ", r.dp, ", pp ", r.pp,
+              ", tp ", r.tp, " must all be at least 1");
+  const int D = r.dp * r.pp * r.tp, L = int(r.weight_bytes.size());
+  LIBAI_CHECK(int(r.layer_time.size()) == D, "plan: layer_time covers ", r.layer_time.size(),
+              " devices but dp x pp x tp = ", r.dp, " x ", r.pp, " x ", r.tp, " = ", D);
+  LIBAI_CHECK(L >= 1, "plan: weight_bytes is empty: the model needs at least one layer");
+  LIBAI_CHECK(r.pp <= L, "plan: pipeline_parallel_size ", r.pp, " exceeds the ", L,
+              " layers: every stage needs at least one layer");
+  for (int d = 0; d < D; ++d) {
+    LIBAI_CHECK(int(r.layer_time[size_t(d)].size()) == L, "plan: layer_time[", d, "] has ",
+                r.layer_time[size_t(d)].size(), " layers but weight_bytes has ", L);
+    check_finite_non_negative(r.layer_time[size_t(d)], str_cat("layer_time[", d, "]"));
+  }
+  if (!r.layer_decode_time.empty()) {
+    LIBAI_CHECK(int(r.layer_decode_time.size()) == D, "plan: layer_decode_time covers ",
+                r.layer_decode_time.size(), " devices but there are ", D);
+    for (int d = 0; d < D; ++d) {
+      LIBAI_CHECK(int(r.layer_decode_time[size_t(d)].size()) == L, "plan: layer_decode_time[", d,
+                  "] has ", r.layer_decode_time[size_t(d)].size(), " layers, expected ", L);
+      check_finite_non_negative(r.layer_decode_time[size_t(d)],
+                                str_cat("layer_decode_time[", d, "]"));
+    }
+  }
+  LIBAI_CHECK(r.memory_cap.empty() || int(r.memory_cap.size()) == D, "plan: memory_cap has ",
+              r.memory_cap.size(), " entries for ", D, " devices (or give none: unlimited)");
+  for (size_t d = 0; d < r.memory_cap.size(); ++d)
+    LIBAI_CHECK(!std::isnan(r.memory_cap[d]), "plan: memory_cap[", d, "] is not a number");
+  check_finite_non_negative(r.weight_bytes, "weight_bytes");
+  for (const auto* v : {&r.activation_bytes, &r.kv_cache_bytes})
+    LIBAI_CHECK(v->empty() || int(v->size()) == L,
+                "plan: ", v == &r.activation_bytes ? "activation_bytes" : "kv_cache_bytes", " has ",
+                v->size(), " entries for ", L, " layers (or give none)");
+  check_finite_non_negative(r.activation_bytes, "activation_bytes");
+  check_finite_non_negative(r.kv_cache_bytes, "kv_cache_bytes");
+  for (const auto* e : {&r.embedding, &r.head}) {
+    const char* name = e == &r.embedding ? "embedding" : "head";
+    for (const auto* v : {&e->time, &e->decode_time})
+      LIBAI_CHECK(v->empty() || int(v->size()) == D, "plan: ", name, ".",
+                  v == &e->time ? "time" : "decode_time", " has ", v->size(), " entries for ", D,
+                  " devices (or give none)");
+    check_finite_non_negative(e->time, str_cat(name, ".time"));
+    check_finite_non_negative(e->decode_time, str_cat(name, ".decode_time"));
+    check_finite_non_negative({e->bytes}, str_cat(name, ".bytes"));
+  }
+  LIBAI_CHECK(r.num_micro_batches >= 1, "plan: num_micro_batches is ", r.num_micro_batches,
+              "; expected at least 1");
+  LIBAI_CHECK(r.num_steps >= 1, "plan: num_steps is ", r.num_steps, "; expected at least 1");
+  LIBAI_CHECK(r.workload == Workload::decode || r.num_steps == 1, "plan: num_steps is ",
+              r.num_steps, " but only decoding runs several steps");
+  LIBAI_CHECK(std::isfinite(r.items_per_micro_batch) && r.items_per_micro_batch > 0,
+              "plan: items_per_micro_batch is ", r.items_per_micro_batch, "; expected > 0");
+  check_finite_non_negative({r.backward_factor}, "backward_factor");
+  check_finite_non_negative({r.transfer_time}, "transfer_time");
+  check_finite_non_negative({r.sample_time}, "sample_time");
+  LIBAI_CHECK(r.balance == Balance::custom || r.custom_stage_ids.empty(),
+              "plan: custom stage ids given but the balance policy is ", balance_name(r.balance));
+}
+
+// One pipeline slot's costs: per layer the slowest of its devices, / tp.
+struct SlotCosts {
+  std::vector<double> objective;  // what the partition balances (per micro-batch or group)
+  std::vector<double> forward, decode;
+  double embedding_objective = 0, head_objective = 0;
+  double embedding_forward = 0, head_forward = 0, embedding_decode = 0, head_decode = 0;
+  double memory_cap = 0;  // the tightest device's; <= 0: unlimited
+};
+
+class Compiler {
+ public:
+  explicit Compiler(const PlanRequest& r) : r_(r) {
+    check_request(r);
+    L_ = int(r.weight_bytes.size());
+    switch (r.workload) {
+      case Workload::train: program_ = one_f_one_b(r.pp, r.num_micro_batches); break;
+      case Workload::inference: program_ = inference_forward(r.pp, r.num_micro_batches); break;
+      case Workload::decode:
+        program_ = decode_program(r.pp, r.num_micro_batches, r.num_steps);
+        break;
+    }
+    quota_ = buffer_quota(program_);
+    in_flight_.assign(size_t(r.pp), 0.0);
+    if (r.workload == Workload::train) {
+      const std::vector<int> stash = peak_stashed_activations(program_);
+      for (int s = 0; s < r.pp; ++s) in_flight_[size_t(s)] = stash[size_t(s)];
+    }
+    const double groups = r.workload == Workload::decode ? r.num_micro_batches : 0.0;
+    fixed_bytes_.assign(size_t(L_), 0.0);
+    activation_bytes_.assign(size_t(L_), 0.0);
+    for (int l = 0; l < L_; ++l) {
+      fixed_bytes_[size_t(l)] = r.weight_bytes[size_t(l)] / r.tp;
+      kv_bytes_.push_back(r.kv_cache_bytes.empty() ? 0.0
+                                                   : groups * r.kv_cache_bytes[size_t(l)] / r.tp);
+      fixed_bytes_[size_t(l)] += kv_bytes_.back();
+      if (r.workload == Workload::train && !r.activation_bytes.empty())
+        activation_bytes_[size_t(l)] = r.activation_bytes[size_t(l)] / r.tp;
+    }
+    for (int k = 0; k < r.pp; ++k) slots_.push_back(slot_costs(k));
+  }
+
+  Plan compile() {
+    std::vector<int> order(size_t(r_.pp));
+    std::iota(order.begin(), order.end(), 0);
+    StageAssignment stage_of;
+    switch (r_.balance) {
+      case Balance::uniform: stage_of = uniform_partition(L_, r_.pp); break;
+      case Balance::custom: stage_of = custom_partition(r_.custom_stage_ids, L_, r_.pp); break;
+      case Balance::memory:
+        stage_of = memory_proportional_partition(cost_model_for(device_costs(), order));
+        break;
+      case Balance::balanced: {
+        OrderedPartition best = balanced_partition_over_orders(device_costs());
+        order = std::move(best.order);
+        stage_of = std::move(best.partition.stage_of);
+        break;
+      }
+    }
+    return assemble(order, stage_of);
+  }
+
+ private:
+  std::vector<int> devices_of(int slot) const {
+    std::vector<int> out;
+    for (int d = 0; d < r_.dp; ++d)
+      for (int t = 0; t < r_.tp; ++t) out.push_back((d * r_.pp + slot) * r_.tp + t);
+    return out;
+  }
+
+  SlotCosts slot_costs(int k) const {
+    SlotCosts c;
+    c.forward.assign(size_t(L_), 0.0);
+    c.decode.assign(size_t(L_), 0.0);
+    c.objective.assign(size_t(L_), 0.0);
+    const double later_steps = r_.workload == Workload::decode ? r_.num_steps - 1 : 0;
+    auto slowest = [&](double& into, const std::vector<double>& per_device, int device) {
+      if (!per_device.empty()) into = std::max(into, per_device[size_t(device)] / r_.tp);
+    };
+    bool limited = false;
+    double cap = std::numeric_limits<double>::infinity();
+    for (int d : devices_of(k)) {
+      for (int l = 0; l < L_; ++l) {
+        const double f = r_.layer_time[size_t(d)][size_t(l)] / r_.tp;
+        const double dec =
+            r_.layer_decode_time.empty() ? f : r_.layer_decode_time[size_t(d)][size_t(l)] / r_.tp;
+        c.forward[size_t(l)] = std::max(c.forward[size_t(l)], f);
+        c.decode[size_t(l)] = std::max(c.decode[size_t(l)], dec);
+      }
+      slowest(c.embedding_forward, r_.embedding.time, d);
+      slowest(c.head_forward, r_.head.time, d);
+      slowest(c.embedding_decode,
+              r_.embedding.decode_time.empty() ? r_.embedding.time : r_.embedding.decode_time, d);
+      slowest(c.head_decode, r_.head.decode_time.empty() ? r_.head.time : r_.head.decode_time, d);
+      if (!r_.memory_cap.empty() && r_.memory_cap[size_t(d)] > 0) {
+        limited = true;
+        cap = std::min(cap, r_.memory_cap[size_t(d)]);
+      }
+    }
+    for (int l = 0; l < L_; ++l)
+      c.objective[size_t(l)] = c.forward[size_t(l)] + later_steps * c.decode[size_t(l)];
+    c.embedding_objective = c.embedding_forward + later_steps * c.embedding_decode;
+    c.head_objective = c.head_forward + later_steps * c.head_decode;
+    c.memory_cap = limited ? cap : 0.0;
+    return c;
+  }
+
+  double extra_bytes(int s) const {
+    return ((s == 0 ? r_.embedding.bytes : 0.0) + (s == r_.pp - 1 ? r_.head.bytes : 0.0)) / r_.tp;
+  }
+
+  // Slots are the devices of DeviceCosts: which slot runs which stage is to be chosen.
+  DeviceCosts device_costs() const {
+    DeviceCosts costs;
+    for (const SlotCosts& c : slots_) {
+      costs.layer_time.push_back(c.objective);
+      costs.memory_cap.push_back(c.memory_cap);
+      costs.first_time.push_back(c.embedding_objective);
+      costs.last_time.push_back(c.head_objective);
+    }
+    costs.layer_memory = fixed_bytes_;
+    costs.layer_activation_memory = activation_bytes_;
+    costs.in_flight = in_flight_;
+    for (int s = 0; s < r_.pp; ++s) costs.extra_memory.push_back(extra_bytes(s));
+    return costs;
+  }
+
+  Plan assemble(const std::vector<int>& order, const StageAssignment& stage_of) const {
+    Plan plan;
+    plan.dp = r_.dp;
+    plan.pp = r_.pp;
+    plan.tp = r_.tp;
+    plan.num_layers = L_;
+    plan.workload = r_.workload;
+    plan.balance = r_.balance;
+    plan.memory_cap = r_.memory_cap;
+    plan.memory_cap.resize(r_.layer_time.size(), 0.0);
+    plan.stage_of = stage_of;
+    const int S = r_.pp;
+    for (int s = 0; s < S; ++s) {
+      const SlotCosts& c = slots_[size_t(order[size_t(s)])];
+      StagePlan st;
+      st.slot = order[size_t(s)];
+      st.devices = devices_of(st.slot);
+      st.first_layer = int(std::find(stage_of.begin(), stage_of.end(), s) - stage_of.begin());
+      st.last_layer = int(stage_of.rend() - std::find(stage_of.rbegin(), stage_of.rend(), s)) - 1;
+      st.forward_time = (s == 0 ? c.embedding_forward : 0.0) + (s == S - 1 ? c.head_forward : 0.0);
+      st.decode_time = (s == 0 ? c.embedding_decode : 0.0) + (s == S - 1 ? c.head_decode : 0.0);
+      st.weight_bytes = extra_bytes(s);
+      for (int l = st.first_layer; l <= st.last_layer; ++l) {
+        st.forward_time += c.forward[size_t(l)];
+        st.decode_time += c.decode[size_t(l)];
+        st.weight_bytes += r_.weight_bytes[size_t(l)] / r_.tp;
+        st.kv_cache_bytes += kv_bytes_[size_t(l)];
+        st.activation_bytes += in_flight_[size_t(s)] * activation_bytes_[size_t(l)];
+      }
+      st.input_slots = quota_[size_t(s)];
+      plan.costs.forward.push_back(st.forward_time);
+      plan.costs.backward.push_back(r_.backward_factor * st.forward_time);
+      if (r_.workload == Workload::decode) plan.costs.decode.push_back(st.decode_time);
+      plan.stages.push_back(std::move(st));
+    }
+    if (r_.workload != Workload::train) plan.costs.backward.clear();
+    plan.costs.transfer = r_.transfer_time;
+    plan.costs.sample = r_.sample_time;
+    plan.program = program_;
+    plan.quota = quota_;
+    plan.timeline = simulate(plan.program, plan.costs, plan.quota);
+    plan.items_per_step = double(r_.dp) * r_.num_micro_batches * r_.items_per_micro_batch *
+                          (r_.workload == Workload::decode ? r_.num_steps : 1);
+    plan.throughput =
+        plan.timeline.step_time > 0 ? plan.items_per_step / plan.timeline.step_time : 0.0;
+    for (double u : plan.timeline.utilisation) plan.utilisation += u / S;
+    return plan;
+  }
+
+  const PlanRequest& r_;
+  int L_ = 0;
+  PipelineProgram program_;
+  std::vector<int> quota_;
+  std::vector<double> in_flight_;         // [stage] micro-batches whose activations it keeps
+  std::vector<double> fixed_bytes_;       // [layer] per device: weights and KV caches
+  std::vector<double> kv_bytes_;          // [layer] per device: KV caches alone
+  std::vector<double> activation_bytes_;  // [layer] per device, per micro-batch in flight
+  std::vector<SlotCosts> slots_;
+};
+
+}  // namespace
+
+Plan compile_plan(const PlanRequest& request) { return Compiler(request).compile(); }
+
+void validate(const Plan& plan) {
+  LIBAI_CHECK(plan.dp >= 1 && plan.pp >= 1 && plan.tp >= 1, "plan: parallel sizes dp ", plan.dp,
+              ", pp ", plan.pp, ", tp ", plan.tp, " must all be at least 1");
+  const int D = plan.dp * plan.pp * plan.tp, S = plan.pp, L = plan.num_layers;
+  LIBAI_CHECK(int(plan.memory_cap.size()) == D, "plan: ", plan.memory_cap.size(),
+              " devices given but dp x pp x tp = ", plan.dp, " x ", plan.pp, " x ", plan.tp, " = ",
+              D);
+  LIBAI_CHECK(S <= L, "plan: pipeline_parallel_size ", S, " exceeds the ", L,
+              " layers: every stage needs at least one layer");
+  LIBAI_CHECK(int(plan.stage_of.size()) == L, "plan: ", plan.stage_of.size(), " stage ids for ", L,
+              " layers");
+  for (int l = 0; l < L; ++l) {
+    const int s = plan.stage_of[size_t(l)], before = l == 0 ? 0 : plan.stage_of[size_t(l) - 1];
+    LIBAI_CHECK(s >= 0 && s < S, "plan: layer ", l, " is on stage ", s, ", out of range [0, ", S,
+                ")");
+    LIBAI_CHECK(s == before || s == before + 1, "plan: layer ", l, " is on stage ", s,
+                " after stage ", before, ": stages must be contiguous and in order");
+  }
+  LIBAI_CHECK(L == 0 || plan.stage_of.back() == S - 1, "plan: the last layer is on stage ",
+              plan.stage_of.back(), " of ", S, ": every stage needs at least one layer");
+  LIBAI_CHECK(int(plan.stages.size()) == S, "plan: ", plan.stages.size(), " stages described for ",
+              S, " pipeline stages");
+  std::vector<int> users(size_t(D), 0);
+  for (int s = 0; s < S; ++s) {
+    const StagePlan& st = plan.stages[size_t(s)];
+    LIBAI_CHECK(int(st.devices.size()) == plan.dp * plan.tp, "plan: stage ", s, " runs on ",
+                st.devices.size(), " devices; expected dp x tp = ", plan.dp * plan.tp);
+    for (int d : st.devices) {
+      LIBAI_CHECK(d >= 0 && d < D, "plan: stage ", s, " uses device ", d, ", out of range [0, ", D,
+                  ")");
+      LIBAI_CHECK(++users[size_t(d)] == 1, "plan: device ", d, " is used by two stages");
+    }
+  }
+  for (int s = 0; s < S; ++s) {
+    const StagePlan& st = plan.stages[size_t(s)];
+    for (int d : st.devices) {
+      const double cap = plan.memory_cap[size_t(d)];
+      if (cap <= 0 || st.memory() <= cap) continue;
+      LIBAI_THROW(InvalidArgument, "plan: stage ", s, " (layers ", st.first_layer, "-",
+                  st.last_layer, ") does not fit device ", d, ": it needs ",
+                  std::llround(st.memory()), " bytes (", format_bytes(st.memory()), ": weights ",
+                  format_bytes(st.weight_bytes), ", kv cache ", format_bytes(st.kv_cache_bytes),
+                  ", activations ", format_bytes(st.activation_bytes), ") and the device has ",
+                  std::llround(cap), " bytes (", format_bytes(cap), ")");
+    }
+  }
+  LIBAI_CHECK(int(plan.program.size()) == S && int(plan.quota.size()) == S,
+              "plan: the program has ", plan.program.size(), " stages and the quotas ",
+              plan.quota.size(), " for ", S, " pipeline stages");
+  simulate(plan.program, plan.costs, plan.quota);  // throws, naming the stuck stages
+}
+
+}  // namespace libai::schedule

@@ -1,0 +1,129 @@
+// Compiling a pipeline plan (pure: no threads, no devices). From per-layer costs on each
+// device, the devices' memory and the parallel sizes, to: the stage of each layer, the
+// devices of each stage (the order of devices along the pipeline is part of the answer, see
+// Note [Balancing stages on mixed devices]), each stage's time and memory, the programs and
+// their buffer quotas, and the predicted timeline, throughput and utilisation.
+//
+//   PlanRequest request{.pp = 4, .layer_time = times,          // [device][layer] seconds
+//                       .memory_cap = caps, .weight_bytes = weights,
+//                       .num_micro_batches = 8, .balance = Balance::balanced};
+//   Plan plan = compile_plan(request);
+//   validate(plan);             // memory fits, no deadlock, sizes consistent; else one clear error
+//   plan.stages[1].devices;     // {2}: device 2 runs stage 1
+//   render_timeline(plan.timeline, plan.pp);
+//
+// Devices are ordered as the mesh [dp, pp, tp], tensor rank fastest: device (d * pp + k) *
+// tp + t is tensor rank t of pipeline slot k in replica d. A stage runs on one slot's devices
+// (dp * tp of them) and every replica uses the same split. Costs are given per whole layer on
+// one device; a stage with tensor parallelism takes 1/tp of the time (communication not
+// modelled) and 1/tp of the memory on each of its devices.
+// Callers convert model flops and bytes and device profiles into seconds with
+// layer_time_from_profile(), so every caller computes times the same way.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "schedule/partition.h"
+#include "schedule/program.h"
+
+namespace libai::schedule {
+
+// Roofline time of a layer on a device: max(flops / rate, bytes / bandwidth), in seconds.
+// `gflops` in GFLOP/s, `gbs` in GB/s (1e9 bytes per second), both > 0.
+double layer_time_from_profile(double flops, double bytes, double gflops, double gbs);
+
+enum class Workload {
+  train,      // 1F1B over num_micro_batches, backward = backward_factor x forward
+  inference,  // one forward per micro-batch (encoding)
+  decode,     // num_micro_batches groups of sequences, num_steps steps each (generation)
+};
+enum class Balance {
+  uniform,   // LiBai's: layers as evenly as counts allow, devices in the given order
+  custom,    // custom_stage_ids, devices in the given order
+  balanced,  // minimum bottleneck within memory, over device orders
+  memory,    // layers in proportion to memory (the baseline), devices in the given order
+};
+
+const char* workload_name(Workload workload);  // "train", "inference", "decode"
+const char* balance_name(Balance balance);     // "uniform", "custom", "balanced", "memory"
+
+// A fixed part of the first or the last stage (the embedding, the head).
+struct StageExtra {
+  std::vector<double> time;         // [device] forward seconds per micro-batch; empty: none
+  std::vector<double> decode_time;  // [device] per decoding step; empty: as `time`
+  double bytes = 0;                 // held once, like weight_bytes
+};
+
+struct PlanRequest {
+  int dp = 1, pp = 1, tp = 1;
+  // Per device (dp * pp * tp of them, mesh order), per layer: forward seconds per
+  // micro-batch (decoding: the prefill of a group).
+  std::vector<std::vector<double>> layer_time;
+  // Decoding: seconds per step after the first (one token per sequence); empty: layer_time.
+  std::vector<std::vector<double>> layer_decode_time;
+  // Per device: bytes available (<= 0: unlimited); empty: all unlimited.
+  std::vector<double> memory_cap;
+  // Per layer: bytes held once (weights; in training also gradients and optimizer state).
+  std::vector<double> weight_bytes;
+  // Per layer, optional: bytes kept per micro-batch until its backward (training only).
+  std::vector<double> activation_bytes;
+  // Per layer, optional: KV-cache bytes per group for the whole generation (decoding only;
+  // every group's cache stays on every stage).
+  std::vector<double> kv_cache_bytes;
+  StageExtra embedding, head;  // on the first and on the last stage
+
+  Workload workload = Workload::train;
+  int num_micro_batches = 1;         // per replica: micro-batches, or groups when decoding
+  int num_steps = 1;                 // decoding: steps per group, the first being the prefill
+  double items_per_micro_batch = 1;  // sequences per micro-batch or group (throughput)
+  double backward_factor = 2.0;      // training: backward seconds per forward second
+  double transfer_time = 0;          // seconds per activation hop between stages
+  double sample_time = 0;            // decoding: last stage output -> next token at stage 0
+
+  Balance balance = Balance::uniform;
+  std::vector<int64_t> custom_stage_ids;  // Balance::custom: the stage of each layer
+};
+
+struct StagePlan {
+  int first_layer = 0, last_layer = 0;  // inclusive
+  int slot = 0;                         // the mesh's pipeline slot whose devices run it
+  std::vector<int> devices;             // dp * tp of them: replica-major, then tensor rank
+  double forward_time = 0;              // seconds per micro-batch (with its extras, / tp)
+  double decode_time = 0;               // seconds per decoding step after the first
+  // Bytes on each of its devices.
+  double weight_bytes = 0, kv_cache_bytes = 0, activation_bytes = 0;
+  double memory() const { return weight_bytes + kv_cache_bytes + activation_bytes; }
+  int input_slots = 0;  // its input buffer quota
+  int num_layers() const { return last_layer - first_layer + 1; }
+};
+
+struct Plan {
+  int dp = 1, pp = 1, tp = 1, num_layers = 0;
+  Workload workload = Workload::train;
+  Balance balance = Balance::uniform;
+  std::vector<double> memory_cap;  // [device] bytes, <= 0: unlimited
+  StageAssignment stage_of;        // [layer]
+  std::vector<StagePlan> stages;
+  PipelineProgram program;  // one replica's
+  std::vector<int> quota;   // input slots per stage (buffer_quota(program))
+  StageCosts costs;
+  Timeline timeline;          // one step of one replica
+  double items_per_step = 0;  // all replicas: sequences (train, inference) or tokens
+  double throughput = 0;      // items per second
+  double utilisation = 0;     // mean over stages of the busy fraction
+};
+
+// Builds the plan. Throws InvalidArgument for inconsistent input (sizes, custom ids, negative
+// costs) or, for Balance::balanced, when no split fits the devices' memory in any order.
+// Does not check memory for the other policies: validate() does, so a caller can show a plan
+// that does not fit and say why.
+Plan compile_plan(const PlanRequest& request);
+
+// Checks a plan before it runs: sizes consistent (dp * pp * tp devices, every device used
+// once, pp <= layers, a contiguous split), every device's memory (naming the stage, device,
+// needed and available bytes), and the program replayed with its quotas (no deadlock).
+void validate(const Plan& plan);
+
+}  // namespace libai::schedule
