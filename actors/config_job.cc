@@ -81,6 +81,12 @@ void ConfigJob::read(const config::Config& cfg) {
       for (auto& ids : cfg.get_or<std::vector<std::vector<int64_t>>>("job.prompt_ids", {}))
         prompts_.push_back(ids);
       LIBAI_CHECK(!prompts_.empty(), "a generate job needs job.prompts or job.prompt_ids");
+      encoder_decoder_ = mp::is_encoder_decoder(hf);
+      // A model that cannot generate through stages is named here, before any node loads it.
+      if (encoder_decoder_)
+        mp::seq2seq_lm_info(hf);
+      else
+        mp::causal_lm_info(hf);
       num_groups_ = std::min<int>(cfg.get_or<int>("job.num_groups", pp_ * dp_), int(prompts_.size()));
     } else {
       texts_ = cfg.get_or<std::vector<std::string>>("job.texts", {});
@@ -90,6 +96,8 @@ void ConfigJob::read(const config::Config& cfg) {
       num_groups_ = int((texts_.size() + size_t(micro_batch_size_) - 1) / size_t(micro_batch_size_));
     }
   }
+  if (kind_ == JobKind::generate) steps_ = int(cfg.get_or<int64_t>("job.max_new_tokens", 20));
+  if (kind_ == JobKind::encode) steps_ = 1;
   LIBAI_CHECK(pp_ <= num_layers_, "train.dist.pipeline_parallel_size ", pp_, " is more than the ",
               num_layers_, " layers of the model");
   LIBAI_CHECK(num_groups_ >= dp_, "the job has ", num_groups_,
@@ -221,7 +229,7 @@ void ConfigJob::drive(PipelineClient& client, const PipelineLayout& layout) {
     g.no_repeat_ngram_size = cfg_.get_or<int64_t>("job.no_repeat_ngram_size", 0);
     models::pipelines::complete_generation_config(model_, hf.json(), g);
     const auto groups = split_into_groups(prompts_, num_groups_);
-    auto results = run_generation(client, layout, mp::causal_lm_info(hf), groups, g);
+    auto results = run_generation(client, layout, hf, groups, g);
     generated_.clear();
     generated_text_.clear();
     std::unique_ptr<tokenizers::Tokenizer> tok;
@@ -298,7 +306,8 @@ void ConfigJob::print_results(std::ostream& out, bool json) const {
         for (const auto& tokens : generated_[p]) {
           nlohmann::json prompt = p < prompt_texts_.size() ? nlohmann::json(prompt_texts_[p])
                                                            : nlohmann::json(prompts_[p]);
-          std::vector<int64_t> ids = prompts_[p];
+          // As `libai-actor generate` prints them: the decoder's new tokens for T5.
+          std::vector<int64_t> ids = encoder_decoder_ ? std::vector<int64_t>() : prompts_[p];
           ids.insert(ids.end(), tokens.begin(), tokens.end());
           seqs.push_back({{"prompt", prompt}, {"token_ids", ids}, {"text", generated_text_[k++]}});
         }

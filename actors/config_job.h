@@ -1,13 +1,15 @@
 // The pipeline job a job config describes, as a ClusterJob: what `libai-actor run CONFIG`
 // runs on every node.
 //
-//   job._target_: generate   GPT-2 family generation: model.weights (a Hugging Face folder),
-//                            job.prompts (texts) or job.prompt_ids (lists of ids),
-//                            job.max_new_tokens, job.num_groups (groups of sequences in
-//                            flight; default one per stage), and generate's options
-//                            (do_sample, temperature, top_k, top_p, seed, num_beams,
-//                            length_penalty, num_return_sequences, repetition_penalty,
-//                            no_repeat_ngram_size, min_new_tokens)
+//   job._target_: generate   GPT-2, T5 or MT5 generation: model.weights (a Hugging Face
+//                            folder), job.prompts (texts) or job.prompt_ids (lists of ids;
+//                            T5: the encoder's input), job.max_new_tokens, job.num_groups
+//                            (groups of sequences in flight; default one per stage), and
+//                            generate's options (do_sample, temperature, top_k, top_p, seed,
+//                            num_beams, length_penalty, num_return_sequences,
+//                            repetition_penalty, no_repeat_ngram_size, min_new_tokens). The
+//                            JSON results' token_ids are the prompt and the new tokens
+//                            (T5: the new tokens only, as `libai-actor generate` prints them)
 //   job._target_: encode     BERT family sentence embeddings (mean-pooled, unit length):
 //                            model.weights, job.texts, job.micro_batch_size (default 8)
 //   job._target_: synthetic  stages of known cost, for benchmarks of the runtime itself:
@@ -55,6 +57,11 @@ class ConfigJob : public ClusterJob {
   JobKind kind() const { return kind_; }
   int num_layers() const { return num_layers_; }
   int num_groups() const { return num_groups_; }
+  int data_parallel_size() const { return dp_; }
+  int pipeline_parallel_size() const { return pp_; }
+  // Model calls per group: 1 for encoding, job.steps (synthetic), job.max_new_tokens (generate:
+  // the prompt's step and one per new token but the last; fewer when every row ends early).
+  int steps() const { return steps_; }
   // The cost model the split was chosen with (node 0, after plan()).
   const schedule::CostModel& cost_model() const { return cost_; }
   // After drive() on node 0: the results, printed as text or one JSON document.
@@ -72,6 +79,7 @@ class ConfigJob : public ClusterJob {
   config::Config cfg_;
   int nodes_ = 1;
   JobKind kind_ = JobKind::generate;
+  bool encoder_decoder_ = false;  // a generate job of T5 / MT5
   std::filesystem::path model_;
   int dp_ = 1, tp_ = 1, pp_ = 1, per_node_ = 1, threads_ = 1;
   std::vector<double> slowdown_;  // per device of the cluster

@@ -1,6 +1,7 @@
 #include "actors/model_jobs.h"
 
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -73,56 +74,100 @@ std::vector<std::vector<std::vector<int64_t>>> split_into_groups(
 
 namespace {
 
-// A decoder-only model whose every step is a round trip through the pipeline.
-class PipelineCausalLm : public models::generation::GenerativeModel {
+// The model calls of one group's generation: each is a round trip through the pipeline (its
+// step numbers count them, and the done packet follows the last).
+class PipelineRoundTrip {
  public:
-  PipelineCausalLm(PipelineClient& client, int replica, int group, mp::CausalLmInfo info)
-      : client_(client), replica_(replica), group_(group), info_(info) {}
-  std::unique_ptr<models::generation::DecodeSession> start(
-      const std::vector<std::vector<int64_t>>& prompts) override {
-    for (const auto& p : prompts)
-      for (int64_t id : p)
-        LIBAI_CHECK(id >= 0 && id < info_.vocab_size, "token id ", id,
-                    " outside the vocabulary of ", info_.vocab_size);
-    return std::make_unique<models::CausalLmSession>(
-        prompts, info_.pad_id, [this](const models::TensorMap& inputs) {
-          client_.submit(replica_, Packet{.group = group_, .step = steps_++, .done = false,
-                                          .tensors = inputs});
-          Packet out = client_.wait(group_);
-          auto it = out.tensors.find("logits");
-          LIBAI_CHECK(it != out.tensors.end(), "group ", group_,
-                      ": the last stage returned no logits");
-          return it->second;
-        });
+  PipelineRoundTrip(PipelineClient& client, int replica, int group)
+      : client_(client), replica_(replica), group_(group) {}
+  Tensor logits(const models::TensorMap& inputs) {
+    client_.submit(replica_,
+                   Packet{.group = group_, .step = steps_++, .done = false, .tensors = inputs});
+    Packet out = client_.wait(group_);
+    auto it = out.tensors.find("logits");
+    LIBAI_CHECK(it != out.tensors.end(), "group ", group_, ": the last stage returned no logits");
+    return it->second;
   }
-  bool is_encoder_decoder() const override { return false; }
-  int64_t vocab_size() const override { return info_.vocab_size; }
-  int steps() const { return steps_; }
+  void done() {
+    client_.submit(replica_, Packet{.group = group_, .step = steps_, .done = true, .tensors = {}});
+  }
 
  private:
   PipelineClient& client_;
   int replica_, group_;
-  mp::CausalLmInfo info_;
   int steps_ = 0;
 };
 
-}  // namespace
+void check_vocabulary(const std::vector<std::vector<int64_t>>& prompts, int64_t vocab_size) {
+  for (const auto& p : prompts)
+    for (int64_t id : p)
+      LIBAI_CHECK(id >= 0 && id < vocab_size, "token id ", id, " outside the vocabulary of ",
+                  vocab_size);
+}
 
-std::vector<std::vector<std::vector<models::generation::GeneratedSequence>>> run_generation(
-    PipelineClient& client, const PipelineLayout& layout, const mp::CausalLmInfo& info,
+// A decoder-only model whose every step is a round trip through the pipeline.
+class PipelineCausalLm : public models::generation::GenerativeModel {
+ public:
+  PipelineCausalLm(PipelineRoundTrip& pipeline, mp::CausalLmInfo info)
+      : pipeline_(pipeline), info_(info) {}
+  std::unique_ptr<models::generation::DecodeSession> start(
+      const std::vector<std::vector<int64_t>>& prompts) override {
+    check_vocabulary(prompts, info_.vocab_size);
+    return std::make_unique<models::CausalLmSession>(
+        prompts, info_.pad_id,
+        [this](const models::TensorMap& inputs) { return pipeline_.logits(inputs); });
+  }
+  bool is_encoder_decoder() const override { return false; }
+  int64_t vocab_size() const override { return info_.vocab_size; }
+
+ private:
+  PipelineRoundTrip& pipeline_;
+  mp::CausalLmInfo info_;
+};
+
+// An encoder-decoder model (T5) whose every step is a round trip through the pipeline: the
+// session is ChainedSeq2SeqLm's (Seq2SeqInputs), so eager stages and the pipeline are fed alike.
+class PipelineSeq2SeqLm : public models::generation::GenerativeModel {
+ public:
+  PipelineSeq2SeqLm(PipelineRoundTrip& pipeline, mp::Seq2SeqLmInfo info)
+      : pipeline_(pipeline), info_(info) {}
+  std::unique_ptr<models::generation::DecodeSession> start(
+      const std::vector<std::vector<int64_t>>& prompts) override {
+    check_vocabulary(prompts, info_.vocab_size);
+    return std::make_unique<models::Seq2SeqLmSession>(
+        prompts, info_.pad_id, info_.decoder_start_id,
+        [this](const models::TensorMap& inputs) { return pipeline_.logits(inputs); });
+  }
+  bool is_encoder_decoder() const override { return true; }
+  int64_t decoder_start_token_id() const override { return info_.decoder_start_id; }
+  int64_t vocab_size() const override { return info_.vocab_size; }
+
+ private:
+  PipelineRoundTrip& pipeline_;
+  mp::Seq2SeqLmInfo info_;
+};
+
+using GenerationResults =
+    std::vector<std::vector<std::vector<models::generation::GeneratedSequence>>>;
+using ModelOfGroup = std::function<std::unique_ptr<models::generation::GenerativeModel>(
+    PipelineRoundTrip& pipeline)>;
+
+// generate() for every group on its own thread, over the model `model_of` makes.
+GenerationResults generate_groups(
+    PipelineClient& client, const PipelineLayout& layout,
     const std::vector<std::vector<std::vector<int64_t>>>& prompt_groups,
-    const models::generation::GenerationConfig& config) {
+    const models::generation::GenerationConfig& config, const ModelOfGroup& model_of) {
   const size_t groups = prompt_groups.size();
-  std::vector<std::vector<std::vector<models::generation::GeneratedSequence>>> results(groups);
+  GenerationResults results(groups);
   std::vector<std::exception_ptr> errors(groups);
   std::vector<std::thread> threads;
   for (size_t g = 0; g < groups; ++g)
     threads.emplace_back([&, g] {
-      const int replica = layout.replica_of_group(int(g));
-      PipelineCausalLm model(client, replica, int(g), info);
+      PipelineRoundTrip pipeline(client, layout.replica_of_group(int(g)), int(g));
       try {
-        results[g] = models::generation::generate(model, prompt_groups[g], config);
-        client.submit(replica, Packet{.group = int(g), .step = model.steps(), .done = true, .tensors = {}});
+        auto model = model_of(pipeline);
+        results[g] = models::generation::generate(*model, prompt_groups[g], config);
+        pipeline.done();
       } catch (...) {
         errors[g] = std::current_exception();
         client.fail(str_cat("generation of group ", g, " failed"));
@@ -133,6 +178,35 @@ std::vector<std::vector<std::vector<models::generation::GeneratedSequence>>> run
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
   return results;
+}
+
+}  // namespace
+
+GenerationResults run_generation(
+    PipelineClient& client, const PipelineLayout& layout, const mp::CausalLmInfo& info,
+    const std::vector<std::vector<std::vector<int64_t>>>& prompt_groups,
+    const models::generation::GenerationConfig& config) {
+  return generate_groups(client, layout, prompt_groups, config, [&](PipelineRoundTrip& pipeline) {
+    return std::make_unique<PipelineCausalLm>(pipeline, info);
+  });
+}
+
+GenerationResults run_generation(
+    PipelineClient& client, const PipelineLayout& layout, const mp::Seq2SeqLmInfo& info,
+    const std::vector<std::vector<std::vector<int64_t>>>& prompt_groups,
+    const models::generation::GenerationConfig& config) {
+  return generate_groups(client, layout, prompt_groups, config, [&](PipelineRoundTrip& pipeline) {
+    return std::make_unique<PipelineSeq2SeqLm>(pipeline, info);
+  });
+}
+
+GenerationResults run_generation(
+    PipelineClient& client, const PipelineLayout& layout, const models::HfConfig& model,
+    const std::vector<std::vector<std::vector<int64_t>>>& prompt_groups,
+    const models::generation::GenerationConfig& config) {
+  if (mp::is_encoder_decoder(model))
+    return run_generation(client, layout, mp::seq2seq_lm_info(model), prompt_groups, config);
+  return run_generation(client, layout, mp::causal_lm_info(model), prompt_groups, config);
 }
 
 std::vector<Tensor> run_encoding(PipelineClient& client, const PipelineLayout& layout,

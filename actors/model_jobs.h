@@ -11,9 +11,11 @@
 //
 // Generation: each group of prompts runs generation::generate (greedy, sampling, beam search,
 // penalties: everything eager mode has) on its own thread, over a decode session whose model
-// calls are round trips through the pipeline; with at least as many groups as stages every
-// stage has work at every step (DESIGN.md, Note [Schedules from buffer quotas]). When a
-// group's generation ends, its done packet frees its KV caches on every stage.
+// calls are round trips through the pipeline (decoder-only models: CausalLmSession;
+// encoder-decoder models, T5 and MT5: Seq2SeqLmSession, the encoder running in the group's
+// step 0); with at least as many groups as stages every stage has work at every step
+// (DESIGN.md, Note [Schedules from buffer quotas]). When a group's generation ends, its done
+// packet frees its KV caches on every stage.
 #pragma once
 
 #include <filesystem>
@@ -54,9 +56,22 @@ std::vector<std::vector<std::vector<int64_t>>> split_into_groups(
     const std::vector<std::vector<int64_t>>& prompts, int groups);
 
 // Runs generate() for every group (group g of layout.groups' numbering gets prompt_groups[g])
-// and returns, per group, generate()'s result. Throws the pipeline's error, if any.
+// and returns, per group, generate()'s result. Throws the pipeline's error, if any. A
+// decoder-only model's groups are fed by CausalInputs, an encoder-decoder model's (T5, MT5)
+// by Seq2SeqInputs: the prompts are the encoder's input, and the results hold the decoder's
+// new tokens, as eager generate() returns them.
 std::vector<std::vector<std::vector<models::generation::GeneratedSequence>>> run_generation(
     PipelineClient& client, const PipelineLayout& layout, const models::pipeline::CausalLmInfo& info,
+    const std::vector<std::vector<std::vector<int64_t>>>& prompt_groups,
+    const models::generation::GenerationConfig& config);
+std::vector<std::vector<std::vector<models::generation::GeneratedSequence>>> run_generation(
+    PipelineClient& client, const PipelineLayout& layout,
+    const models::pipeline::Seq2SeqLmInfo& info,
+    const std::vector<std::vector<std::vector<int64_t>>>& prompt_groups,
+    const models::generation::GenerationConfig& config);
+// The one of the two that `model` (its config.json) needs.
+std::vector<std::vector<std::vector<models::generation::GeneratedSequence>>> run_generation(
+    PipelineClient& client, const PipelineLayout& layout, const models::HfConfig& model,
     const std::vector<std::vector<std::vector<int64_t>>>& prompt_groups,
     const models::generation::GenerationConfig& config);
 

@@ -5,12 +5,21 @@
 // train.cluster.* (runtime/cluster_env.h); the token from --token, LIBAI_CLUSTER_TOKEN or
 // train.cluster.token.
 //
-//   --json: node 0 prints one JSON document: {"plan": {...}, "results": ..., "stages": [...]}
+//   --json: node 0 prints one JSON document: the results ("sequences" as `generate --json`
+//   prints them, or "embeddings"), "plan" (the split, the predicted seconds and utilisation),
+//   "job_seconds" (measured), "stages" (each stage's actions, busy seconds, utilisation).
+//   --svg FILE: node 0 writes the predicted timeline as an SVG.
 #include <cstdio>
 #include <iostream>
 #include <sstream>
 
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "actors/config_job.h"
+#include "actors/prediction.h"
+#include "schedule/svg.h"
 #include "bin/commands.h"
 #include "runtime/config/libai_schema.h"
 #include "runtime/error.h"
@@ -25,6 +34,7 @@ struct RunOptions {
   std::optional<int> nodes, node_rank, port;
   std::optional<std::string> addr, token;
   bool json = false;
+  std::string svg;
 };
 
 int run(const RunOptions& options) {
@@ -59,18 +69,45 @@ int run(const RunOptions& options) {
     std::printf("node %d: done (%zu stage(s))\n", spec.node_rank, result.reports.size());
     return kExitOk;
   }
-  std::ostringstream out;
-  if (!options.json) {
-    job.print_plan(out, result.assignment);
-    out << "\n";
+  std::sort(result.reports.begin(), result.reports.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  const schedule::Timeline predicted = actors::predict_job(job, result.assignment);
+  const int pp = job.pipeline_parallel_size();
+  if (!options.svg.empty()) {
+    std::ofstream(options.svg) << schedule::render_timeline_svg(
+        predicted, pp, {.title = "predicted timeline of " + options.config});
   }
-  job.print_results(out, options.json);
-  if (!options.json) {
-    out << "\nstages (" << result.job_seconds << " s):\n";
-    std::sort(result.reports.begin(), result.reports.end(),
-              [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::ostringstream out;
+  if (options.json) {
+    std::ostringstream results;
+    job.print_results(results, true);
+    nlohmann::json doc = results.str().empty() ? nlohmann::json::object()
+                                               : nlohmann::json::parse(results.str());
+    doc["plan"] = {{"stage_of", result.assignment.stage_of},
+                   {"predicted_seconds", predicted.step_time},
+                   {"predicted_utilisation", predicted.utilisation}};
+    doc["job_seconds"] = result.job_seconds;
+    nlohmann::json stages = nlohmann::json::array();
+    for (const auto& r : result.reports)
+      stages.push_back({{"name", r.name},
+                        {"node", r.node},
+                        {"actions", r.actions},
+                        {"busy_seconds", r.busy_seconds},
+                        {"bytes_received", r.bytes_received},
+                        {"utilisation", r.busy_seconds / std::max(1e-9, result.job_seconds)}});
+    doc["stages"] = stages;
+    out << doc.dump(2) << "\n";
+  } else {
+    job.print_plan(out, result.assignment);
+    out << "\npredicted timeline (digits: group or micro-batch k):\n"
+        << schedule::render_timeline(predicted, pp, 72) << "\n";
+    job.print_results(out, false);
+    char line[200];
+    std::snprintf(line, sizeof line, "\njob: %.3f s measured, %.3f s predicted (%+.1f%%)\n",
+                  result.job_seconds, predicted.step_time,
+                  100.0 * (predicted.step_time - result.job_seconds) / std::max(1e-9, result.job_seconds));
+    out << line << "stages:\n";
     for (const auto& r : result.reports) {
-      char line[200];
       std::snprintf(line, sizeof line,
                     "  %-24s node %d  %4llu actions  busy %7.3f s  utilisation %5.1f%%\n",
                     r.name.c_str(), r.node, static_cast<unsigned long long>(r.actions),
@@ -94,6 +131,7 @@ CommandAction setup_run(CLI::App& command) {
   command.add_option("--port", options->port, "node 0's port (overrides PORT / MASTER_PORT)");
   command.add_option("--token", options->token, "the cluster token (overrides LIBAI_CLUSTER_TOKEN)");
   command.add_flag("--json", options->json, "node 0 prints one JSON document");
+  command.add_option("--svg", options->svg, "node 0 writes the predicted timeline as an SVG");
   return [options] { return run(*options); };
 }
 

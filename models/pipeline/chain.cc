@@ -41,17 +41,39 @@ Activations StageChain::forward(const Activations& in, ChainState& states) {
 ChainedCausalLm::ChainedCausalLm(StageChain& chain)
     : chain_(chain), info_(causal_lm_info(chain.config())) {}
 
-std::unique_ptr<generation::DecodeSession> ChainedCausalLm::start(
-    const std::vector<std::vector<int64_t>>& prompts) {
+namespace {
+
+void check_vocabulary(const StageChain& chain, const std::vector<std::vector<int64_t>>& prompts,
+                      int64_t vocab_size) {
   for (const auto& p : prompts)
     for (int64_t id : p)
-      LIBAI_CHECK(id >= 0 && id < info_.vocab_size, chain_.config().path(), ": token id ", id,
-                  " outside the vocabulary of ", info_.vocab_size);
+      LIBAI_CHECK(id >= 0 && id < vocab_size, chain.config().path(), ": token id ", id,
+                  " outside the vocabulary of ", vocab_size);
+}
+
+}  // namespace
+
+std::unique_ptr<generation::DecodeSession> ChainedCausalLm::start(
+    const std::vector<std::vector<int64_t>>& prompts) {
+  check_vocabulary(chain_, prompts, info_.vocab_size);
   auto states = std::make_shared<ChainState>(chain_.new_states());
   return std::make_unique<CausalLmSession>(prompts, info_.pad_id,
                                            [chain = &chain_, states](const Activations& in) {
                                              return chain->forward(in, *states).at("logits");
                                            });
+}
+
+ChainedSeq2SeqLm::ChainedSeq2SeqLm(StageChain& chain)
+    : chain_(chain), info_(seq2seq_lm_info(chain.config())) {}
+
+std::unique_ptr<generation::DecodeSession> ChainedSeq2SeqLm::start(
+    const std::vector<std::vector<int64_t>>& prompts) {
+  check_vocabulary(chain_, prompts, info_.vocab_size);
+  auto states = std::make_shared<ChainState>(chain_.new_states());
+  return std::make_unique<Seq2SeqLmSession>(prompts, info_.pad_id, info_.decoder_start_id,
+                                            [chain = &chain_, states](const Activations& in) {
+                                              return chain->forward(in, *states).at("logits");
+                                            });
 }
 
 }  // namespace libai::models::pipeline

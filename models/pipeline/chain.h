@@ -1,6 +1,6 @@
 // The stages of one pipeline run one after the other in this thread: the eager reference that
 // the pipeline runtime is checked against, and a generation::GenerativeModel over the stages
-// of a decoder-only model.
+// of a decoder-only model (ChainedCausalLm) or of an encoder-decoder one (ChainedSeq2SeqLm).
 //
 //   StageChain chain = StageChain::load("gpt2/", contiguous_stages({6, 6}));
 //   auto states = chain.new_states();                        // one group of sequences
@@ -9,6 +9,10 @@
 //
 //   ChainedCausalLm lm(chain);                               // generate() over the stages
 //   auto results = generation::generate(lm, prompts, config);
+//
+//   StageChain t5 = StageChain::load("t5/", contiguous_stages({6, 6}));  // encoder | decoder
+//   ChainedSeq2SeqLm seq2seq(t5);                            // prompts: the encoder's input
+//   auto translated = generation::generate(seq2seq, prompts, config);
 //
 // Between two stages the chain passes what the runtime passes: the earlier stage's outputs,
 // unchanged (stage.h's message contract).
@@ -60,6 +64,23 @@ class ChainedCausalLm : public generation::GenerativeModel {
  private:
   StageChain& chain_;
   CausalLmInfo info_;
+};
+
+// generate() over a chain of an encoder-decoder model's stages (T5, MT5): each session is one
+// group of sequences, fed by Seq2SeqInputs through Seq2SeqLmSession, as the pipeline's groups
+// are (actors/model_jobs.h). The chain must outlive the model and its sessions.
+class ChainedSeq2SeqLm : public generation::GenerativeModel {
+ public:
+  explicit ChainedSeq2SeqLm(StageChain& chain);  // InvalidArgument for a model not encoder-decoder
+  std::unique_ptr<generation::DecodeSession> start(
+      const std::vector<std::vector<int64_t>>& prompts) override;
+  bool is_encoder_decoder() const override { return true; }
+  int64_t decoder_start_token_id() const override { return info_.decoder_start_id; }
+  int64_t vocab_size() const override { return info_.vocab_size; }
+
+ private:
+  StageChain& chain_;
+  Seq2SeqLmInfo info_;
 };
 
 }  // namespace libai::models::pipeline

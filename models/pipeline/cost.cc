@@ -107,6 +107,12 @@ std::vector<LayerCost> layer_costs(const HfConfig& config, int64_t tokens, DType
     const T5Shape c(config);
     costs.assign(size_t(c.encoder), layer_cost(c.layer(false), t, k, bytes));
     costs.insert(costs.end(), size_t(c.decoder), layer_cost(c.layer(true), t, k, bytes));
+    // Each stack's relative-position bias table with its first layer (stages holding later
+    // layers of the stack load a copy: not counted), the encoder's final norm with its last.
+    const double table = bytes * double(c.num_buckets * c.heads);
+    costs[0].weight_bytes += table;
+    costs[size_t(c.encoder)].weight_bytes += table;
+    costs[size_t(c.encoder - 1)].weight_bytes += bytes * double(c.d_model);
   } else {
     unsupported(config);
   }
@@ -131,8 +137,8 @@ LayerCost embedding_cost(const HfConfig& config, int64_t tokens, DType dtype) {
   } else if (is_t5(type)) {
     const T5Shape c(config);
     hidden = double(c.d_model);
-    // The shared table and the two stacks' relative-position bias tables.
-    cost.weight_bytes = bytes * (double(c.vocab) * hidden + 2.0 * double(c.num_buckets * c.heads));
+    // The shared table (it embeds the decoder's tokens too).
+    cost.weight_bytes = bytes * double(c.vocab) * hidden;
   } else {
     unsupported(config);
   }
@@ -158,7 +164,7 @@ LayerCost head_cost(const HfConfig& config, int64_t tokens, DType dtype) {
   } else if (is_t5(type)) {
     const T5Shape c(config);
     const double h = double(c.d_model), vocab = double(c.vocab);
-    cost.weight_bytes = bytes * (vocab * h + 2 * h);  // lm_head (or `shared` again), final norms
+    cost.weight_bytes = bytes * (vocab * h + h);  // lm_head (or `shared` again), final norm
     cost.flops = 2 * t * h * vocab + 4 * t * h;
     cost.activation_bytes_per_token = bytes * (2 * h + vocab);
     cost.output_bytes_per_token = 4 * vocab;

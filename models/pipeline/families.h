@@ -12,6 +12,10 @@ std::unique_ptr<PipelineStage> make_bert_stage(const HfConfig& config, const Sta
                                                const LayerContext& ctx);
 std::unique_ptr<PipelineStage> make_roberta_stage(const HfConfig& config, const StageSpec& spec,
                                                   const LayerContext& ctx);
+std::unique_ptr<PipelineStage> make_t5_stage(const HfConfig& config, const StageSpec& spec,
+                                             const LayerContext& ctx);
+std::unique_ptr<PipelineStage> make_mt5_stage(const HfConfig& config, const StageSpec& spec,
+                                              const LayerContext& ctx);
 
 // The input `name`, with an error naming the stage when it is missing.
 const Tensor& require_activation(const Activations& in, const std::string& name, const char* family,

@@ -4,6 +4,7 @@
 #include "models/convert.h"
 #include "models/gpt2/gpt2.h"
 #include "models/pipeline/families.h"
+#include "models/t5/t5.h"
 #include "ops/ops.h"
 
 namespace libai::models::pipeline {
@@ -19,9 +20,8 @@ struct StageFamily {
   StageFactory make;
 };
 constexpr StageFamily kStageFamilies[] = {
-    {"gpt2", make_gpt2_stage},
-    {"bert", make_bert_stage},
-    {"roberta", make_roberta_stage},
+    {"gpt2", make_gpt2_stage}, {"bert", make_bert_stage}, {"roberta", make_roberta_stage},
+    {"t5", make_t5_stage},     {"mt5", make_mt5_stage},
 };
 
 const StageFamily* find_family(const std::string& model_type) {
@@ -79,9 +79,8 @@ std::unique_ptr<PipelineStage> create_stage(const HfConfig& config, const StageS
   if (!family) {
     std::string known;
     for (const auto& f : kStageFamilies) known += str_cat(known.empty() ? "" : ", ", f.model_type);
-    const bool later = type == "t5" || type == "mt5";
     LIBAI_CHECK(false, config.path(), ": pipeline stages are not supported for model_type ",
-                type.empty() ? "(missing)" : type, later ? " yet" : "", " (stage ", to_string(spec),
+                type.empty() ? "(missing)" : type, " (stage ", to_string(spec),
                 "; supported: ", known, ")");
   }
   const int layers = pipeline_num_layers(config);
@@ -114,6 +113,18 @@ CausalLmInfo causal_lm_info(const HfConfig& config) {
   const Gpt2Config c(config);
   // Pads are masked out: any id in the vocabulary does (GPT-2 pads with eos, as its session).
   return {.vocab_size = c.vocab, .pad_id = c.eos < 0 ? 0 : c.eos, .max_positions = c.positions};
+}
+
+bool is_encoder_decoder(const HfConfig& config) {
+  const std::string type = config.model_type();
+  return type == "t5" || type == "mt5";
+}
+
+Seq2SeqLmInfo seq2seq_lm_info(const HfConfig& config) {
+  LIBAI_CHECK(is_encoder_decoder(config), config.path(), ": model_type \"", config.model_type(),
+              "\" is not an encoder-decoder model that pipeline generation supports (t5, mt5)");
+  const T5Config c(config, config.model_type() == "mt5");
+  return {.vocab_size = c.vocab, .pad_id = c.pad, .decoder_start_id = c.decoder_start};
 }
 
 const Tensor& require_activation(const Activations& in, const std::string& name, const char* family,

@@ -17,9 +17,9 @@
 // Each stage holds only its own parameters, under the whole model's names ("layers.7.mlp.up.
 // weight" in the stage of layers [6, 12)): the first stage also holds the embedding, the last
 // the final norm and the head (GPT-2's head is tied to the token embedding, so its last stage
-// holds that table too). load_stage reads only those tensors from the checkpoint (Hugging Face
-// or libai layout), and with options.tp each tensor-parallel rank reads only its shard, as
-// load_model does; every rank returns the same whole activations.
+// holds that table too; so does a tied T5's). load_stage reads only those tensors from the
+// checkpoint (Hugging Face or libai layout), and with options.tp each tensor-parallel rank reads
+// only its shard, as load_model does; every rank returns the same whole activations.
 //
 // Messages (Hugging Face's names; the tensors cross processes, so they are few and plain):
 //
@@ -45,7 +45,41 @@
 //                      BertModel's, BERT has no norm after its layers), and attention_mask
 //                      when given. Pooling is the caller's.
 //
-// T5 and MT5 are not cut yet (load_stage says so); layer_costs covers them.
+//   encoder-decoder generation (T5, MT5), one micro-batch = one step of one group; the layers
+//   are cut in the order encoder layers, then decoder layers (pipeline_num_layers counts
+//   both), so a stage holds encoder layers, decoder layers, or the end of the one and the
+//   start of the other:
+//     step 0, first stage in:  input_ids [b, s] i64 (the prompts, right-padded),
+//                      attention_mask [b, s] (bool or i64, 1 = a prompt token),
+//                      decoder_input_ids [b, n] i64 (decoder_start_token_id, n = 1)
+//     later steps, first stage in: decoder_input_ids [b, 1] i64, optional select_rows [b'] i64
+//     other stages in: what the stage before sent out
+//     out (stages before the last):
+//                      decoder_hidden_states [b, n, hidden]: the first stage embeds the
+//                      decoder's tokens (`shared`, which only the first stage and a tied
+//                      head load); stages with decoder layers run them on it, stages
+//                      with encoder layers only pass it on unchanged
+//                      select_rows when given
+//                      step 0 only, while the encoder is not finished: hidden_states
+//                      [b, s, hidden] and attention_mask when given (the encoder's, as
+//                      BERT's stages)
+//                      step 0 only, after the encoder: encoder_hidden_states [b, s, hidden]
+//                      (its output: the stage of the last encoder layer applies the
+//                      encoder's final norm) and encoder_attention_mask when given, for
+//                      the decoder stages that follow
+//     out (the last stage): logits [b, vocab] f32 of the last decoder position
+//     At step 0 each stage with decoder layers computes its layers' cross-attention keys and
+//     values from encoder_hidden_states into its caches and keeps encoder_attention_mask in
+//     its StageState, so that later steps carry one token's decoder_hidden_states only (no
+//     encoder output, no mask, no position). A stage knows step 0 from its state (the first
+//     forward of a group); encoder inputs at a later step are an InvalidArgument. The
+//     decoder's position (for the self-attention's relative bias) is the length of the
+//     stage's self-attention cache, the same on every stage. select_rows reorders the self-
+//     and cross-attention caches and the kept mask, as select_rows above. The relative
+//     position bias, computed by each stack's first layer in the whole model, is recomputed
+//     on every stage that holds layers of the stack, from that stack's table (loaded on each
+//     of them; num_buckets x heads numbers, cheaper than sending [heads, q, k]).
+//     Seq2SeqInputs (models/seq2seq_lm.h) builds the first stage's inputs.
 #pragma once
 
 #include <filesystem>
@@ -56,6 +90,7 @@
 
 #include "models/causal_lm.h"
 #include "models/model.h"
+#include "models/seq2seq_lm.h"
 
 namespace libai::models::pipeline {
 
@@ -126,6 +161,16 @@ struct CausalLmInfo {
 };
 CausalLmInfo causal_lm_info(const HfConfig& config);
 
+// Whether generation over the model's stages is encoder-decoder (T5, MT5).
+bool is_encoder_decoder(const HfConfig& config);
+// What generation over an encoder-decoder pipeline needs: the vocabulary, the id that pads
+// the prompts (masked out), and decoder_start_token_id. InvalidArgument for a model that is
+// not encoder-decoder.
+struct Seq2SeqLmInfo {
+  int64_t vocab_size = 0, pad_id = 0, decoder_start_id = 0;
+};
+Seq2SeqLmInfo seq2seq_lm_info(const HfConfig& config);
+
 // Planning estimates for schedule/ (pure numbers, no model is built), for one forward pass
 // over `tokens` tokens that each attend to `context` keys (0: to `tokens` keys, one sequence
 // of `tokens` tokens; decoding: tokens = batch, context = past + 1), with parameters,
@@ -142,11 +187,14 @@ struct LayerCost {
   double flops = 0, weight_bytes = 0, kv_bytes_per_token = 0, activation_bytes_per_token = 0;
   double output_bytes_per_token = 0;
 };
-// One entry per layer in pipeline order (T5: the encoder's layers, then the decoder's).
+// One entry per layer in pipeline order (T5: the encoder's layers, then the decoder's; each
+// stack's first layer counts its relative-position bias table, the encoder's last layer its
+// final norm, as the stage holding it applies that norm).
 std::vector<LayerCost> layer_costs(const HfConfig& config, int64_t tokens, DType dtype = DType::f32,
                                    int64_t context = 0);
 // The first stage's extra part (embeddings, and their norm for BERT) and the last stage's
-// (final norm and head; GPT-2's tied head counts its table again, as the last stage loads it).
+// (final norm and head; GPT-2's and a tied T5's head count their table again, as the last
+// stage loads it).
 // `tokens`: the positions the head computes (decoding: one per sequence).
 LayerCost embedding_cost(const HfConfig& config, int64_t tokens, DType dtype = DType::f32);
 LayerCost head_cost(const HfConfig& config, int64_t tokens, DType dtype = DType::f32);

@@ -3,124 +3,161 @@
 #include <algorithm>
 #include <cmath>
 
-#include "models/t5/t5_stack.h"
 #include "ops/ops.h"
 #include "runtime/autograd.h"
 
 namespace libai::models {
 
+T5Config::T5Config(const HfConfig& c, bool mt5) : name(mt5 ? "mt5" : "t5") {
+  const std::string& path = c.path();
+  vocab = c.require_int("vocab_size");
+  d_model = c.get_int("d_model", 512);
+  d_kv = c.get_int("d_kv", 64);
+  d_ff = c.get_int("d_ff", mt5 ? 1024 : 2048);
+  heads = c.get_int("num_heads", mt5 ? 6 : 8);
+  encoder_layers = c.get_int("num_layers", mt5 ? 8 : 6);
+  decoder_layers = c.get_int("num_decoder_layers", encoder_layers);
+  num_buckets = c.get_int("relative_attention_num_buckets", 32);
+  max_distance = c.get_int("relative_attention_max_distance", 128);
+  eps = c.get_double("layer_norm_epsilon", 1e-6);
+  for (auto [key, value] : {std::pair<const char*, int64_t>{"vocab_size", vocab},
+                            {"d_model", d_model},
+                            {"d_kv", d_kv},
+                            {"d_ff", d_ff},
+                            {"num_heads", heads},
+                            {"num_layers", encoder_layers},
+                            {"num_decoder_layers", decoder_layers}})
+    LIBAI_CHECK_KIND(CorruptInput, value > 0, path, ": \"", key, "\" should be positive, got ",
+                     value);
+  // The encoder halves the buckets and keeps half of those exact; the logarithmic buckets
+  // then need max_distance beyond the decoder's exact range (else HF divides by log(1)).
+  LIBAI_CHECK_KIND(CorruptInput, num_buckets >= 4, path,
+                   ": \"relative_attention_num_buckets\" should be at least 4, got ", num_buckets);
+  LIBAI_CHECK_KIND(CorruptInput, max_distance > num_buckets / 2, path,
+                   ": \"relative_attention_max_distance\" (", max_distance,
+                   ") should exceed relative_attention_num_buckets / 2 (", num_buckets / 2, ")");
+  parse_feed_forward(c, mt5);
+  tied = c.get_bool("tie_word_embeddings", true);
+  scale_output = !mt5 && c.get_bool("scale_decoder_outputs", tied);
+  pad = c.get_int("pad_token_id", 0);
+  decoder_start = c.get_int("decoder_start_token_id", pad);
+  LIBAI_CHECK_KIND(CorruptInput, pad >= 0 && pad < vocab, path, ": \"pad_token_id\" ", pad,
+                   " is outside the vocabulary of ", vocab);
+  LIBAI_CHECK_KIND(CorruptInput, decoder_start >= 0 && decoder_start < vocab, path,
+                   ": \"decoder_start_token_id\" ", decoder_start, " is outside the vocabulary of ",
+                   vocab);
+}
+
+// Hugging Face's rule: "ACT" or "gated-ACT"; "gated-gelu" means gelu_new; a saved
+// dense_act_fn (transformers writes it) is what the model runs.
+void T5Config::parse_feed_forward(const HfConfig& c, bool mt5) {
+  const std::string proj = c.get_string("feed_forward_proj", mt5 ? "gated-gelu" : "relu");
+  std::string act = proj;
+  const auto dash = proj.find('-');
+  if (dash != std::string::npos) {
+    LIBAI_CHECK_KIND(
+        Unsupported,
+        proj.compare(0, dash, "gated") == 0 && proj.find('-', dash + 1) == std::string::npos,
+        c.path(), ": feed_forward_proj \"", proj,
+        "\" is not supported (expected \"ACT\" or \"gated-ACT\", e.g. \"relu\" or "
+        "\"gated-gelu\")");
+    gated = true;
+    act = proj.substr(dash + 1);
+  }
+  if (proj == "gated-gelu") act = "gelu_new";
+  const bool saved_act = c.has("dense_act_fn");
+  act = c.get_string("dense_act_fn", act);
+  activation =
+      parse_activation(act, c.path() + (saved_act ? ": dense_act_fn" : ": feed_forward_proj"));
+  if (c.has("is_gated_act")) {
+    const bool saved = c.get_bool("is_gated_act", gated);
+    LIBAI_CHECK_KIND(CorruptInput, saved == gated, c.path(), ": \"is_gated_act\" is ",
+                     saved ? "true" : "false", " but feed_forward_proj \"", proj, "\" is ",
+                     gated ? "gated" : "not gated");
+  }
+}
+
+T5StackConfig T5Config::stack(bool decoder) const {
+  T5StackConfig stack;
+  stack.layer.attention = {
+      .hidden = d_model, .heads = heads, .head_dim = d_kv, .bias = false, .scale = 1.0};
+  stack.layer.mlp = {.hidden = d_model,
+                     .intermediate = d_ff,
+                     .activation = activation,
+                     .gated = gated,
+                     .bias = false};
+  stack.layer.pre_norm = true;
+  stack.layer.norm = ops::NormKind::rms;
+  stack.layer.norm_eps = eps;
+  stack.layer.norm_bias = false;
+  stack.layer.cross_attention = decoder;
+  stack.num_buckets = num_buckets;
+  stack.max_distance = max_distance;
+  stack.layers = decoder ? decoder_layers : encoder_layers;
+  stack.decoder = decoder;
+  return stack;
+}
+
+WeightMap t5_weight_map(const T5Config& c) {
+  WeightMap map;
+  for (const char* stack : {"encoder", "decoder"}) {
+    const bool decoder = std::string(stack) == "decoder";
+    const int64_t layers = decoder ? c.decoder_layers : c.encoder_layers;
+    const std::string s = stack;
+    map.add(s + ".relative_bias.weight",
+            s + ".block.0.layer.0.SelfAttention.relative_attention_bias.weight");
+    for (int64_t i = 0; i < layers; ++i) {
+      const std::string o = s + ".layers." + std::to_string(i) + ".",
+                        h = s + ".block." + std::to_string(i) + ".layer.";
+      const std::string self = h + "0.SelfAttention.";
+      map.add_heads(o + "attention.qkv.weight",
+                    {self + "q.weight", self + "k.weight", self + "v.weight"}, 3, c.heads);
+      map.add(o + "attention.out.weight", self + "o.weight");
+      map.add(o + "attention_norm.weight", h + "0.layer_norm.weight");
+      if (decoder) {
+        const std::string cross = h + "1.EncDecAttention.";
+        map.add(o + "cross_attention.q.weight", cross + "q.weight");
+        map.add_heads(o + "cross_attention.kv.weight", {cross + "k.weight", cross + "v.weight"}, 2,
+                      c.heads);
+        map.add(o + "cross_attention.out.weight", cross + "o.weight");
+        map.add(o + "cross_attention_norm.weight", h + "1.layer_norm.weight");
+      }
+      const std::string ff = h + (decoder ? "2." : "1.");
+      if (c.gated) {
+        map.add(o + "mlp.gate.weight", ff + "DenseReluDense.wi_0.weight");
+        map.add(o + "mlp.up.weight", ff + "DenseReluDense.wi_1.weight");
+      } else {
+        map.add(o + "mlp.up.weight", ff + "DenseReluDense.wi.weight");
+      }
+      map.add(o + "mlp.down.weight", ff + "DenseReluDense.wo.weight");
+      map.add(o + "mlp_norm.weight", ff + "layer_norm.weight");
+    }
+    map.add(s + ".final_norm.weight", s + ".final_layer_norm.weight");
+  }
+  map.add("shared.weight", "shared.weight");
+  if (!c.tied)
+    map.add("lm_head.weight", "lm_head.weight");
+  else
+    map.ignore("lm_head.weight");  // tied to shared
+  map.ignore("encoder.embed_tokens.weight");
+  map.ignore("decoder.embed_tokens.weight");
+  map.ignore("EncDecAttention.relative_attention_bias.weight");  // unused by HF too
+  return map;
+}
+
 namespace {
-
-struct T5Config {
-  std::string name;  // "t5" or "mt5", for messages
-  int64_t vocab = 0, d_model = 0, d_kv = 0, d_ff = 0, heads = 0;
-  int64_t encoder_layers = 0, decoder_layers = 0, num_buckets = 0, max_distance = 0;
-  double eps = 1e-6;
-  Activation activation = Activation::relu;
-  bool gated = false;
-  bool tied = true;          // lm_head is `shared` (Note [T5 head scaling and tying])
-  bool scale_output = true;  // decoder output * d_model^-0.5 before the head
-  int64_t pad = 0, decoder_start = 0;
-
-  T5Config(const HfConfig& c, bool mt5) : name(mt5 ? "mt5" : "t5") {
-    const std::string& path = c.path();
-    vocab = c.require_int("vocab_size");
-    d_model = c.get_int("d_model", 512);
-    d_kv = c.get_int("d_kv", 64);
-    d_ff = c.get_int("d_ff", mt5 ? 1024 : 2048);
-    heads = c.get_int("num_heads", mt5 ? 6 : 8);
-    encoder_layers = c.get_int("num_layers", mt5 ? 8 : 6);
-    decoder_layers = c.get_int("num_decoder_layers", encoder_layers);
-    num_buckets = c.get_int("relative_attention_num_buckets", 32);
-    max_distance = c.get_int("relative_attention_max_distance", 128);
-    eps = c.get_double("layer_norm_epsilon", 1e-6);
-    for (auto [key, value] : {std::pair<const char*, int64_t>{"vocab_size", vocab},
-                              {"d_model", d_model},
-                              {"d_kv", d_kv},
-                              {"d_ff", d_ff},
-                              {"num_heads", heads},
-                              {"num_layers", encoder_layers},
-                              {"num_decoder_layers", decoder_layers}})
-      LIBAI_CHECK_KIND(CorruptInput, value > 0, path, ": \"", key, "\" should be positive, got ",
-                       value);
-    // The encoder halves the buckets and keeps half of those exact; the logarithmic buckets
-    // then need max_distance beyond the decoder's exact range (else HF divides by log(1)).
-    LIBAI_CHECK_KIND(CorruptInput, num_buckets >= 4, path,
-                     ": \"relative_attention_num_buckets\" should be at least 4, got ",
-                     num_buckets);
-    LIBAI_CHECK_KIND(CorruptInput, max_distance > num_buckets / 2, path,
-                     ": \"relative_attention_max_distance\" (", max_distance,
-                     ") should exceed relative_attention_num_buckets / 2 (", num_buckets / 2, ")");
-    parse_feed_forward(c, mt5);
-    tied = c.get_bool("tie_word_embeddings", true);
-    scale_output = !mt5 && c.get_bool("scale_decoder_outputs", tied);
-    pad = c.get_int("pad_token_id", 0);
-    decoder_start = c.get_int("decoder_start_token_id", pad);
-    LIBAI_CHECK_KIND(CorruptInput, pad >= 0 && pad < vocab, path, ": \"pad_token_id\" ", pad,
-                     " is outside the vocabulary of ", vocab);
-    LIBAI_CHECK_KIND(CorruptInput, decoder_start >= 0 && decoder_start < vocab, path,
-                     ": \"decoder_start_token_id\" ", decoder_start,
-                     " is outside the vocabulary of ", vocab);
-  }
-
-  // Hugging Face's rule: "ACT" or "gated-ACT"; "gated-gelu" means gelu_new; a saved
-  // dense_act_fn (transformers writes it) is what the model runs.
-  void parse_feed_forward(const HfConfig& c, bool mt5) {
-    const std::string proj = c.get_string("feed_forward_proj", mt5 ? "gated-gelu" : "relu");
-    std::string act = proj;
-    const auto dash = proj.find('-');
-    if (dash != std::string::npos) {
-      LIBAI_CHECK_KIND(
-          Unsupported,
-          proj.compare(0, dash, "gated") == 0 && proj.find('-', dash + 1) == std::string::npos,
-          c.path(), ": feed_forward_proj \"", proj,
-          "\" is not supported (expected \"ACT\" or \"gated-ACT\", e.g. \"relu\" or "
-          "\"gated-gelu\")");
-      gated = true;
-      act = proj.substr(dash + 1);
-    }
-    if (proj == "gated-gelu") act = "gelu_new";
-    const bool saved_act = c.has("dense_act_fn");
-    act = c.get_string("dense_act_fn", act);
-    activation =
-        parse_activation(act, c.path() + (saved_act ? ": dense_act_fn" : ": feed_forward_proj"));
-    if (c.has("is_gated_act")) {
-      const bool saved = c.get_bool("is_gated_act", gated);
-      LIBAI_CHECK_KIND(CorruptInput, saved == gated, c.path(), ": \"is_gated_act\" is ",
-                       saved ? "true" : "false", " but feed_forward_proj \"", proj, "\" is ",
-                       gated ? "gated" : "not gated");
-    }
-  }
-};
 
 class T5 : public Model, public generation::GenerativeModel {
  public:
-  T5(const HfConfig& hf, const LayerContext& ctx, bool mt5) : Model(hf), c_(hf, mt5) {
+  T5(const HfConfig& hf, const LayerContext& ctx, bool mt5)
+      : Model(hf), c_(hf, mt5), map_(t5_weight_map(c_)) {
     shared_ = &add_module("shared", std::make_unique<Embedding>(ctx, c_.vocab, c_.d_model,
                                                                 EmbeddingParallel::vocab));
-    T5StackConfig stack;
-    stack.layer.attention = {
-        .hidden = c_.d_model, .heads = c_.heads, .head_dim = c_.d_kv, .bias = false, .scale = 1.0};
-    stack.layer.mlp = {.hidden = c_.d_model,
-                       .intermediate = c_.d_ff,
-                       .activation = c_.activation,
-                       .gated = c_.gated,
-                       .bias = false};
-    stack.layer.pre_norm = true;
-    stack.layer.norm = ops::NormKind::rms;
-    stack.layer.norm_eps = c_.eps;
-    stack.layer.norm_bias = false;
-    stack.num_buckets = c_.num_buckets;
-    stack.max_distance = c_.max_distance;
-    stack.layers = c_.encoder_layers;
-    encoder_ = &add_module("encoder", std::make_unique<T5Stack>(ctx, stack));
-    stack.layers = c_.decoder_layers;
-    stack.decoder = true;
-    decoder_ = &add_module("decoder", std::make_unique<T5Stack>(ctx, stack));
+    encoder_ = &add_module("encoder", std::make_unique<T5Stack>(ctx, c_.stack(false)));
+    decoder_ = &add_module("decoder", std::make_unique<T5Stack>(ctx, c_.stack(true)));
     if (!c_.tied)
       lm_head_ = &add_module("lm_head", std::make_unique<Embedding>(ctx, c_.vocab, c_.d_model,
                                                                     EmbeddingParallel::vocab));
-    build_weight_map();
   }
 
   // ids [batch, seq], keep [batch, seq] or undefined -> [batch, seq, d_model]
@@ -186,57 +223,12 @@ class T5 : public Model, public generation::GenerativeModel {
     return ops::ne(mask, Tensor::zeros({}, mask.dtype()));
   }
 
-  void build_weight_map() {
-    for (const char* stack : {"encoder", "decoder"}) {
-      const bool decoder = std::string(stack) == "decoder";
-      const int64_t layers = decoder ? c_.decoder_layers : c_.encoder_layers;
-      const std::string s = stack;
-      map_.add(s + ".relative_bias.weight",
-               s + ".block.0.layer.0.SelfAttention.relative_attention_bias.weight");
-      for (int64_t i = 0; i < layers; ++i) {
-        const std::string o = s + ".layers." + std::to_string(i) + ".",
-                          h = s + ".block." + std::to_string(i) + ".layer.";
-        const std::string self = h + "0.SelfAttention.";
-        map_.add_heads(o + "attention.qkv.weight",
-                       {self + "q.weight", self + "k.weight", self + "v.weight"}, 3, c_.heads);
-        map_.add(o + "attention.out.weight", self + "o.weight");
-        map_.add(o + "attention_norm.weight", h + "0.layer_norm.weight");
-        if (decoder) {
-          const std::string cross = h + "1.EncDecAttention.";
-          map_.add(o + "cross_attention.q.weight", cross + "q.weight");
-          map_.add_heads(o + "cross_attention.kv.weight", {cross + "k.weight", cross + "v.weight"},
-                         2, c_.heads);
-          map_.add(o + "cross_attention.out.weight", cross + "o.weight");
-          map_.add(o + "cross_attention_norm.weight", h + "1.layer_norm.weight");
-        }
-        const std::string ff = h + (decoder ? "2." : "1.");
-        if (c_.gated) {
-          map_.add(o + "mlp.gate.weight", ff + "DenseReluDense.wi_0.weight");
-          map_.add(o + "mlp.up.weight", ff + "DenseReluDense.wi_1.weight");
-        } else {
-          map_.add(o + "mlp.up.weight", ff + "DenseReluDense.wi.weight");
-        }
-        map_.add(o + "mlp.down.weight", ff + "DenseReluDense.wo.weight");
-        map_.add(o + "mlp_norm.weight", ff + "layer_norm.weight");
-      }
-      map_.add(s + ".final_norm.weight", s + ".final_layer_norm.weight");
-    }
-    map_.add("shared.weight", "shared.weight");
-    if (lm_head_)
-      map_.add("lm_head.weight", "lm_head.weight");
-    else
-      map_.ignore("lm_head.weight");  // tied to shared
-    map_.ignore("encoder.embed_tokens.weight");
-    map_.ignore("decoder.embed_tokens.weight");
-    map_.ignore("EncDecAttention.relative_attention_bias.weight");  // unused by HF too
-  }
-
   T5Config c_;
+  WeightMap map_;
   Embedding* shared_ = nullptr;
   T5Stack* encoder_ = nullptr;
   T5Stack* decoder_ = nullptr;
   Embedding* lm_head_ = nullptr;  // [vocab, d_model], like a table (vocab-parallel)
-  WeightMap map_;
 };
 
 // Encoder-decoder decoding: the encoder runs once over the right-padded prompts; the decoder

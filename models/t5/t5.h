@@ -26,11 +26,38 @@
 // transformers would untie, loads tied here). T5 scales the decoder output by d_model^-0.5
 // when scale_decoder_outputs is true, which defaults to tie_word_embeddings (v1.0: true,
 // v1.1: false); MT5 in transformers 5 never scales, whatever the config says.
+//
+// The config, the stacks' shape and the checkpoint names are public so that a pipeline stage
+// (models/pipeline/) builds a contiguous part of the same model under the same names.
 #pragma once
 
 #include "models/model.h"
+#include "models/t5/t5_stack.h"
 
 namespace libai::models {
+
+// config.json of a T5 (mt5 = false) or MT5 model, with the defaults of each.
+struct T5Config {
+  std::string name;  // "t5" or "mt5", for messages
+  int64_t vocab = 0, d_model = 0, d_kv = 0, d_ff = 0, heads = 0;
+  int64_t encoder_layers = 0, decoder_layers = 0, num_buckets = 0, max_distance = 0;
+  double eps = 1e-6;
+  Activation activation = Activation::relu;
+  bool gated = false;
+  bool tied = true;          // lm_head is `shared` (Note [T5 head scaling and tying])
+  bool scale_output = true;  // decoder output * d_model^-0.5 before the head
+  int64_t pad = 0, decoder_start = 0;
+
+  T5Config(const HfConfig& c, bool mt5);
+  T5StackConfig stack(bool decoder) const;  // the encoder's or the decoder's shape
+
+ private:
+  void parse_feed_forward(const HfConfig& c, bool mt5);
+};
+
+// Checkpoint names -> ours: shared, {encoder,decoder}.{relative_bias,layers.{i},final_norm},
+// lm_head (untied only).
+WeightMap t5_weight_map(const T5Config& c);
 
 std::unique_ptr<Model> make_t5_conditional_generation(const HfConfig& config,
                                                       const LayerContext& ctx);

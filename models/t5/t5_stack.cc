@@ -44,14 +44,15 @@ T5Stack::T5Stack(const LayerContext& ctx, const T5StackConfig& config) : config_
                                                        layer.norm_eps, layer.norm_bias));
 }
 
-Tensor T5Stack::relative_bias(int64_t q_len, int64_t past) const {
+Tensor t5_relative_bias(const Embedding& table, const T5StackConfig& config, int64_t q_len,
+                        int64_t past) {
   const int64_t k_len = past + q_len;
   std::vector<int64_t> buckets(q_len * k_len);
   for (int64_t i = 0; i < q_len; ++i)
     for (int64_t j = 0; j < k_len; ++j)
-      buckets[i * k_len + j] = t5_relative_position_bucket(
-          j - (past + i), !config_.decoder, config_.num_buckets, config_.max_distance);
-  Tensor values = relative_bias_->forward(Tensor::from_vector(buckets, {q_len, k_len}));
+      buckets[i * k_len + j] = t5_relative_position_bucket(j - (past + i), !config.decoder,
+                                                           config.num_buckets, config.max_distance);
+  Tensor values = table.forward(Tensor::from_vector(buckets, {q_len, k_len}));
   return ops::unsqueeze(ops::contiguous(ops::permute(values, {2, 0, 1})), 0);
 }
 
@@ -62,7 +63,8 @@ Tensor T5Stack::forward(const Tensor& embedded, const T5StackInputs& in,
   LayerInputs inputs;
   inputs.self.causal = config_.decoder;
   inputs.self.key_padding_mask = in.keep;
-  inputs.self.bias = relative_bias(embedded.size(1), in.past);  // [1, heads, seq, past + seq]
+  inputs.self.bias = t5_relative_bias(*relative_bias_, config_, embedded.size(1),
+                                      in.past);  // [1, heads, seq, past + seq]
   if (config_.decoder) {
     inputs.cross.memory = in.memory;
     inputs.cross.key_padding_mask = in.memory_keep;

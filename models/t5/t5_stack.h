@@ -48,9 +48,6 @@ class T5Stack : public Module {
   int64_t num_layers() const { return int64_t(layers_.size()); }
 
  private:
-  // [1, heads, q_len, past + q_len]: queries at positions past.., keys at 0..
-  Tensor relative_bias(int64_t q_len, int64_t past) const;
-
   T5StackConfig config_;
   Embedding* relative_bias_ = nullptr;  // [num_buckets, heads]
   std::vector<TransformerLayer*> layers_;
@@ -61,5 +58,12 @@ class T5Stack : public Module {
 // float32 arithmetic for the logarithmic buckets, so that boundary cases round the same way.
 int64_t t5_relative_position_bucket(int64_t relative_position, bool bidirectional,
                                     int64_t num_buckets, int64_t max_distance);
+
+// The stack's relative position bias for queries at positions past, ..., past + q_len - 1 over
+// keys at 0, ..., past + q_len - 1: [1, heads, q_len, past + q_len], from its table
+// [num_buckets, heads] (this rank's heads under tensor parallelism). A pipeline stage that
+// holds later layers of a stack recomputes it from the same table.
+Tensor t5_relative_bias(const Embedding& table, const T5StackConfig& config, int64_t q_len,
+                        int64_t past);
 
 }  // namespace libai::models

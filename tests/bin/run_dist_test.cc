@@ -1,6 +1,7 @@
 // `libai-actor run` on several real processes on loopback, one per node: pipeline generation
-// and encoding equal eager mode on one device; dead, missing, refused and interrupted nodes end
-// the job on every node with an error naming them, within seconds, and no process is left.
+// (GPT-2 and T5) and encoding equal eager mode on one device; dead, missing, refused and
+// interrupted nodes end the job on every node with an error naming them, within seconds, and no
+// process is left.
 #include <gtest/gtest.h>
 
 #include "actors/model_jobs.h"
@@ -111,6 +112,40 @@ TEST(RunCluster, Gpt2GenerationFourStagesOnFourNodes) {
 
 TEST(RunCluster, Gpt2GenerationTensorTimesPipelineOnTwoNodes) {
   expect_generation({.nodes = 2, .pp = 2, .tp = 2, .devices_per_node = 2, .groups = 3}, 4);
+}
+
+// T5 (three encoder and two decoder layers): PP = 2 on two nodes (the uniform split cuts
+// between the stacks), so the encoder's output crosses processes at each group's step 0 and
+// one token's decoder states at the later steps. token_ids are the new tokens, as eager
+// generate() returns them.
+TEST(RunCluster, T5GenerationTwoStagesOnTwoNodes) {
+  fs::path model;
+  for (auto f : families())
+    if (f.name == "t5") {
+      f.config["num_layers"] = 3;
+      model = save_random_model(f, "run_t5_" + std::to_string(::getpid()));
+    }
+  Cluster cluster;
+  const Layout layout{.nodes = 2, .pp = 2, .groups = 2};
+  launch_nodes(cluster, generate_config(cluster, model, layout), layout.nodes, free_port());
+  expect_all_succeed(cluster, layout.nodes);
+  const json out = json::parse(cluster.out(0));
+  auto eager = models::load_model(model);
+  models::generation::GenerationConfig config;
+  config.max_new_tokens = 6;
+  models::pipelines::complete_generation_config(model, eager->config().json(), config);
+  std::vector<std::vector<int64_t>> expected;
+  for (const auto& group : actors::split_into_groups(kPrompts, layout.groups))
+    for (const auto& per_prompt : models::generation::generate(*eager->generative(), group, config))
+      expected.push_back(per_prompt[0].tokens);
+  ASSERT_EQ(out["sequences"].size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(out["sequences"][i]["token_ids"].get<std::vector<int64_t>>(), expected[i])
+        << "prompt " << i;
+    EXPECT_EQ(out["sequences"][i]["prompt"].get<std::vector<int64_t>>(), kPrompts[i]);
+  }
+  EXPECT_FALSE(expected[0].empty());
+  fs::remove_all(model);
 }
 
 TEST(RunCluster, BertEncodingTwoStagesOnTwoNodes) {

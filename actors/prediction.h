@@ -1,0 +1,18 @@
+// What the simulator (schedule/) predicts for a config job's plan: the timeline of the whole
+// job from the cost model the split was chosen with, so that `run` can print the prediction
+// next to the measurement (and the benchmarks can judge the simulator).
+//
+//   schedule::Timeline t = predict_job(job, result.assignment);   // node 0, after run_cluster
+//   t.step_time;   // seconds predicted for the job; t.utilisation[s] per pipeline stage
+#pragma once
+
+#include "actors/config_job.h"
+#include "schedule/program.h"
+
+namespace libai::actors {
+
+// Each data-parallel replica runs its share of the groups independently; the prediction is
+// replica 0's (the one with the most groups). Transfers cost nothing in the model.
+schedule::Timeline predict_job(const ConfigJob& job, const wire::Assignment& assignment);
+
+}  // namespace libai::actors
