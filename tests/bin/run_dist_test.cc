@@ -148,6 +148,10 @@ TEST(RunCluster, T5GenerationTwoStagesOnTwoNodes) {
   fs::remove_all(model);
 }
 
+TEST(RunCluster, Gpt2GenerationDataTimesPipelineOnTwoNodes) {
+  expect_generation({.nodes = 2, .pp = 2, .dp = 2, .devices_per_node = 2, .groups = 4}, 4);
+}
+
 TEST(RunCluster, BertEncodingTwoStagesOnTwoNodes) {
   Cluster cluster;
   const std::vector<std::string> texts = {"hello world", "a b c d e f", "the cat sat on the mat",
