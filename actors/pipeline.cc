@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "runtime/error.h"
+#include "schedule/program.h"
 
 namespace libai::actors {
 
@@ -38,10 +39,14 @@ PipelineLayout make_layout(LayoutSizes sizes, int num_groups) {
                                 .alone = sizes.dp == 1 && sizes.tp == 1});
   layout.groups.resize(size_t(sizes.dp));
   for (int g = 0; g < num_groups; ++g) layout.groups[size_t(g % sizes.dp)].push_back(g);
-  layout.input_slots.assign(size_t(sizes.pp), 2);
+  // The quotas schedule/ validated for this program (Note [Input slots and credits]): double
+  // buffering after stage 0. Stage 0 takes whatever the job submits, in submit order rather
+  // than program order, so it gets one slot per group: each group has at most one step
+  // waiting (its next step needs its previous one's output).
   int most = 0;
   for (const auto& gs : layout.groups) most = std::max(most, int(gs.size()));
-  layout.input_slots[0] = most;  // every group may have its next step waiting
+  layout.input_slots = schedule::buffer_quota(schedule::inference_forward(sizes.pp, most));
+  layout.input_slots[0] = most;
   return layout;
 }
 

@@ -55,8 +55,9 @@ struct PipelineLayout {
   int replica_of_group(int group) const;
 };
 
-// All slots on node 0, cpu:0, groups dealt round-robin to the replicas; quotas of 2 slots
-// (double buffering) after stage 0. Callers then set nodes, devices and slow-downs.
+// All slots on node 0, cpu:0, groups dealt round-robin to the replicas; input quotas from
+// schedule::buffer_quota (2 slots after stage 0: double buffering) and one slot per group at
+// stage 0. Callers then set nodes, devices and slow-downs.
 PipelineLayout make_layout(LayoutSizes sizes, int num_groups);
 
 // The channel ids of links: into slot i, and from replica r's last stage to the driver.
