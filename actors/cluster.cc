@@ -185,7 +185,14 @@ struct Scheduler {
     wire::Assignment a;
     a.config_yaml = node.options.config_yaml;
     for (const auto& d : devices) a.devices.insert(a.devices.end(), d.begin(), d.end());
-    node.job.plan(a);
+    try {
+      node.job.plan(a);
+      node.layout = node.job.layout(a);  // from here on, a node that dies is named by its stages
+      node.have_layout = true;
+    } catch (const std::exception& e) {
+      abort_all(e.what());  // every node names why (a plan that does not fit, ...)
+    }
+    end_if_a_node_failed_while_planning();
     std::future<void> data_ready;
     if (node.spec.nodes > 1) {
       std::promise<int> port;
@@ -216,6 +223,29 @@ struct Scheduler {
       }
     }
     return a;
+  }
+
+  // The agents wait for the assignment while node 0 plans (compiling and simulating a long
+  // generation takes a while): a node that died or was interrupted meanwhile ends the job now,
+  // before the data plane forms (which would wait for it until its timeout).
+  void end_if_a_node_failed_while_planning() {
+    std::string failure;
+    for (bool more = true; more && failure.empty();) {
+      more = false;
+      node.me()->receive(
+          [&](caf::down_msg& msg) {
+            more = true;
+            if (const int rank = rank_of(msg.source); rank > 0) failure = died(rank);
+          },
+          [&](abort_atom, const wire::Bytes& bytes) {
+            more = true;
+            failure = wire::decode<wire::Abort>(bytes).reason;
+          },
+          caf::after(std::chrono::milliseconds(0)) >> [] {});
+    }
+    if (failure.empty() && g_interrupted.load())
+      failure = str_cat("the job was interrupted on node 0 (signal ", g_interrupted.load(), ")");
+    if (!failure.empty()) abort_all(failure);
   }
 
   std::vector<caf::actor> gather_handles(ClusterResult& result) {
@@ -268,9 +298,7 @@ ClusterResult run_node0(Node& node) {
     scheduler.publish();
   }
   scheduler.accept_joins();
-  result.assignment = scheduler.assign();
-  node.layout = node.job.layout(result.assignment);
-  node.have_layout = true;
+  result.assignment = scheduler.assign();  // and node.layout
   auto client = std::make_shared<PipelineClient>();
   node.driver = spawn_driver(*node.system, DriverSetup{.node = 0, .client = client,
                                                        .data_plane = node.data_plane});

@@ -51,6 +51,7 @@ void ConfigJob::read(const config::Config& cfg) {
                                               std::vector<double>(size_t(devices), 1.0));
   LIBAI_CHECK(int(slowdown_.size()) == devices, "train.cluster.device_slowdown has ",
               slowdown_.size(), " entries but the cluster has ", devices, " devices");
+  check_profile_names();
 
   if (kind_ == JobKind::synthetic) {
     auto layers = cfg.get_or<std::optional<int>>("train.dist.pipeline_num_layers", std::nullopt);
@@ -104,74 +105,108 @@ void ConfigJob::read(const config::Config& cfg) {
               " groups of work but train.dist.data_parallel_size is ", dp_);
 }
 
+void ConfigJob::check_profile_names() const {
+  const config::Node* overrides = cfg_.root().find_path("train.cluster.profiles");
+  if (overrides == nullptr || overrides->is_null()) return;
+  LIBAI_CHECK(overrides->is_map(), overrides->describe(),
+              ": expected a map from device names (node0:cpu:0, ...) to profile fields");
+  for (const auto& [name, fields] : overrides->entries()) {
+    bool known = false;
+    for (int k = 0; k < nodes_ && !known; ++k)
+      for (int d = 0; d < per_node_ && !known; ++d) known = name == str_cat("node", k, ":cpu:", d);
+    LIBAI_CHECK(known, fields.describe(), ": '", name,
+                "' is not a device of the cluster; its devices are node<k>:cpu:<d> for k < ",
+                nodes_, " (nodes) and d < ", per_node_,
+                " (train.cluster.devices_per_node), e.g. node0:cpu:0");
+  }
+}
+
+wire::DeviceProfile ConfigJob::with_overrides(DeviceProfile p) const {
+  const config::Node* overrides = cfg_.root().find_path("train.cluster.profiles");
+  if (overrides && overrides->is_map())
+    if (const config::Node* fields = overrides->find(p.name)) apply_profile_overrides(p, *fields);
+  return {p.name, p.matmul_gflops, p.memory_bandwidth_gbs, p.free_memory_bytes};
+}
+
 std::vector<wire::DeviceProfile> ConfigJob::profile_devices(int node_rank) {
   std::vector<wire::DeviceProfile> out;
-  const auto* overrides = cfg_.root().find_path("train.cluster.profiles");
   for (int d = 0; d < per_node_; ++d) {
     const int global = node_rank * per_node_ + d;
     DeviceProfile p = profile_cpu_device(Device::cpu(d), threads_, slowdown_[size_t(global)]);
     p.name = str_cat("node", node_rank, ":cpu:", d);
-    if (overrides && !overrides->is_null()) {
-      if (const auto* fields = overrides->find_path(p.name)) apply_profile_overrides(p, *fields);
-    }
-    out.push_back({p.name, p.matmul_gflops, p.memory_bandwidth_gbs, p.free_memory_bytes});
+    out.push_back(with_overrides(p));
   }
   return out;
 }
 
-schedule::CostModel ConfigJob::build_cost_model(const std::vector<wire::DeviceProfile>& devices) const {
-  schedule::CostModel cost;
-  double fastest = 0;
-  for (const auto& d : devices) fastest = std::max(fastest, d.matmul_gflops);
-  std::vector<mp::LayerCost> layers;
-  if (kind_ != JobKind::synthetic) {
-    const auto hf = models::HfConfig::load(model_);
-    // One decoding step of a group (or one micro-batch of encoding), 64 tokens of context.
-    layers = mp::layer_costs(hf, kind_ == JobKind::generate ? 1 : 32, DType::f32, 64);
-  }
-  for (int s = 0; s < pp_; ++s) {
-    // A stage is as fast as the slowest device of its (replica, rank) copies.
-    double gflops = 1e300, gbs = 1e300, memory = 1e300;
-    for (int r = 0; r < dp_; ++r)
-      for (int t = 0; t < tp_; ++t) {
-        const auto& d = devices[size_t((r * pp_ + s) * tp_ + t)];
-        gflops = std::min(gflops, d.matmul_gflops);
-        gbs = std::min(gbs, d.memory_bandwidth_gbs);
-        memory = std::min(memory, double(d.free_memory_bytes) / per_node_);
-      }
-    std::vector<double> times;
-    for (int l = 0; l < num_layers_; ++l) {
-      if (kind_ == JobKind::synthetic) {
-        times.push_back(layer_seconds_ * fastest / gflops);
-      } else {
-        const auto& c = layers[size_t(l)];
-        times.push_back(std::max(c.flops / (gflops * 1e9), c.weight_bytes / (gbs * 1e9)) / tp_);
-      }
+std::vector<wire::DeviceProfile> ConfigJob::devices_like_this_node() const {
+  const DeviceProfile measured = profile_cpu_device(Device::cpu(0), threads_);
+  std::vector<wire::DeviceProfile> out;
+  for (int k = 0; k < nodes_; ++k)
+    for (int d = 0; d < per_node_; ++d) {
+      DeviceProfile p = measured;
+      const double slowdown = slowdown_[size_t(k * per_node_ + d)];
+      p.name = str_cat("node", k, ":cpu:", d);
+      p.matmul_gflops /= slowdown;
+      p.memory_bandwidth_gbs /= slowdown;
+      p.slowdown = slowdown;
+      out.push_back(with_overrides(p));
     }
-    cost.layer_time.push_back(std::move(times));
-    cost.memory_cap.push_back(memory);
+  return out;
+}
+
+JobShape ConfigJob::shape() const {
+  JobShape job;
+  job.kind = kind_;
+  job.model = model_;
+  job.dp = dp_;
+  job.pp = pp_;
+  job.tp = tp_;
+  job.devices_per_node = per_node_;
+  job.num_layers = num_layers_;
+  job.num_groups = num_groups_;
+  job.steps = steps_;
+  job.layer_seconds = layer_seconds_;
+  job.balance = balance_;
+  job.custom_stage_ids = cfg_.get_or<std::optional<std::vector<int64_t>>>(
+      "train.dist.custom_pipeline_stage_id", std::nullopt);
+  if (kind_ == JobKind::generate) {
+    size_t longest = 1;
+    for (const auto& p : prompts_) longest = std::max(longest, p.size());
+    job.input_tokens = int64_t(longest);
+    // Rows per prompt: its beams, or the sequences sampled for it.
+    const int64_t per_prompt =
+        std::max<int64_t>({1, cfg_.get_or<int64_t>("job.num_beams", 1),
+                           cfg_.get_or<int64_t>("job.num_return_sequences", 1)});
+    const int64_t prompts = int64_t(prompts_.size()), groups = num_groups_;
+    job.rows = (prompts + groups - 1) / groups * per_prompt;
+    job.max_new_tokens = steps_;
+  } else if (kind_ == JobKind::encode) {
+    const auto hf = models::HfConfig::load(model_);
+    auto tok = tokenizers::load_tokenizer(model_);
+    const auto encoded = models::pipelines::encode_batch(
+        *tok, texts_, models::pipelines::embedding_max_length(model_, hf));
+    job.input_tokens = encoded.input_ids.shape()[1];
+    job.rows = std::min<int64_t>(micro_batch_size_, int64_t(texts_.size()));
   }
-  for (int l = 0; l < num_layers_; ++l)
-    cost.layer_memory.push_back(kind_ == JobKind::synthetic ? 0.0
-                                                            : layers[size_t(l)].weight_bytes / tp_);
-  return cost;
+  return job;
 }
 
 void ConfigJob::plan(wire::Assignment& assignment) {
-  cost_ = build_cost_model(assignment.devices);
-  schedule::StageAssignment split;
-  if (auto custom = cfg_.get_or<std::optional<std::vector<int64_t>>>(
-          "train.dist.custom_pipeline_stage_id", std::nullopt))
-    split = schedule::custom_partition(*custom, num_layers_, pp_);
-  else if (balance_ == "measured")
-    split = schedule::balanced_partition(cost_).stage_of;
-  else if (balance_ == "memory")
-    split = schedule::memory_proportional_partition(cost_);
-  else
-    split = schedule::uniform_partition(num_layers_, pp_);
-  assignment.stage_of.assign(split.begin(), split.end());
+  shape_ = shape();
+  plan_ = compile_job_plan(*shape_, assignment.devices);
+  check_job_plan(*plan_, assignment.devices, per_node_);
+  assignment.stage_of.assign(plan_->stage_of.begin(), plan_->stage_of.end());
+  // compile_plan numbers devices as the mesh [dp, pp, tp] (tp fastest), as layout() does: stage
+  // s runs on pipeline slot stages[s].slot, and a slot's tp ranks are tp consecutive devices,
+  // on one node since devices_per_node is a multiple of tp.
   assignment.device_of_stage.clear();
-  for (int s = 0; s < pp_; ++s) assignment.device_of_stage.push_back(s);
+  for (const auto& stage : plan_->stages) assignment.device_of_stage.push_back(stage.slot);
+}
+
+const schedule::Plan& ConfigJob::chosen_plan() const {
+  LIBAI_CHECK(plan_.has_value(), "the job has no plan yet: node 0 plans it when the cluster forms");
+  return *plan_;
 }
 
 PipelineLayout ConfigJob::layout(const wire::Assignment& assignment) {
@@ -179,6 +214,14 @@ PipelineLayout ConfigJob::layout(const wire::Assignment& assignment) {
     read(config::Config::parse(assignment.config_yaml, "node 0's config"));
   LIBAI_CHECK(int(assignment.stage_of.size()) == num_layers_, "the assignment splits ",
               assignment.stage_of.size(), " layers but the model has ", num_layers_);
+  if (!assignment.device_of_stage.empty()) {
+    std::vector<int> slots(assignment.device_of_stage.begin(), assignment.device_of_stage.end());
+    std::sort(slots.begin(), slots.end());
+    bool permutation = int(slots.size()) == pp_;
+    for (int s = 0; permutation && s < pp_; ++s) permutation = slots[size_t(s)] == s;
+    LIBAI_CHECK(permutation, "the assignment places ", assignment.device_of_stage.size(),
+                " stages on pipeline slots that are not a permutation of the ", pp_, " slots");
+  }
   PipelineLayout layout = make_layout({.dp = dp_, .pp = pp_, .tp = tp_}, num_groups_);
   for (SlotSpec& slot : layout.slots) {
     const int position = assignment.device_of_stage.empty()
@@ -273,28 +316,7 @@ void ConfigJob::drive(PipelineClient& client, const PipelineLayout& layout) {
 }
 
 void ConfigJob::print_plan(std::ostream& out, const wire::Assignment& assignment) const {
-  out << "plan: " << num_layers_ << " layers, data " << dp_ << " x pipeline " << pp_
-      << " x tensor " << tp_ << " over " << nodes_ << " node(s) x " << per_node_
-      << " device(s), balance " << balance_ << "\n";
-  for (int s = 0; s < pp_; ++s) {
-    int first = -1, last = -1;
-    for (int l = 0; l < num_layers_; ++l)
-      if (assignment.stage_of[size_t(l)] == s) {
-        if (first < 0) first = l;
-        last = l;
-      }
-    double seconds = 0;
-    if (!cost_.layer_time.empty())
-      for (int l = first; l <= last; ++l) seconds += cost_.layer_time[size_t(s)][size_t(l)];
-    const int device = s * tp_;  // replica 0, rank 0
-    out << "  stage " << s << ": layers " << first << "-" << last << " on node "
-        << device / per_node_ << " cpu:" << device % per_node_;
-    if (size_t(device) < assignment.devices.size())
-      out << " (" << std::lround(assignment.devices[size_t(device)].matmul_gflops)
-          << " GFLOP/s measured, slow-down " << slowdown_[size_t(device)] << ")";
-    if (seconds > 0) out << ", predicted " << seconds * 1e3 << " ms per action";
-    out << "\n";
-  }
+  print_job_plan(out, shape_ ? *shape_ : shape(), chosen_plan(), assignment.devices);
 }
 
 void ConfigJob::print_results(std::ostream& out, bool json) const {

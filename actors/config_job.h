@@ -20,10 +20,14 @@
 // train.cluster.devices_per_node devices, device d of the cluster being node d / per_node;
 // slot (replica r, stage s, rank t) sits on device (r * pp + s) * tp + t, so the ranks of a
 // stage share a node when per_node is a multiple of tp (required: tensor parallelism stays
-// inside a node). The split of layers follows train.dist.custom_pipeline_stage_id, else
+// inside a node). The plan is schedule::compile_plan's (actors/job_plan.h: the request from the
+// model's per-layer costs and the devices' measured profiles, the same one `libai-actor plan`
+// compiles): the split of layers follows train.dist.custom_pipeline_stage_id, else
 // train.dist.balance: uniform, memory (in proportion to the devices' free memory: the split
 // llama.cpp's RPC backend and exo use), or measured (the optimal contiguous split under the
-// devices' measured speed and memory, schedule/partition.h).
+// devices' measured speed and memory, over the orders of the pipeline slots too: stage s may
+// run on slot device_of_stage[s], whose tensor-parallel ranks still share a node). A plan that
+// does not fit the devices' memory fails on node 0 before any stage is loaded.
 #pragma once
 
 #include <filesystem>
@@ -34,12 +38,12 @@
 #include <vector>
 
 #include "actors/cluster.h"
+#include "actors/job_plan.h"
 #include "runtime/config/config.h"
-#include "schedule/partition.h"
+#include "runtime/device_profile.h"
+#include "schedule/plan.h"
 
 namespace libai::actors {
-
-enum class JobKind { generate, encode, synthetic };
 
 class ConfigJob : public ClusterJob {
  public:
@@ -62,11 +66,17 @@ class ConfigJob : public ClusterJob {
   // Model calls per group: 1 for encoding, job.steps (synthetic), job.max_new_tokens (generate:
   // the prompt's step and one per new token but the last; fewer when every row ends early).
   int steps() const { return steps_; }
-  // The cost model the split was chosen with (node 0, after plan()).
-  const schedule::CostModel& cost_model() const { return cost_; }
+  // What the plan depends on (compile_job_plan; tokenizes encode's texts for their length).
+  JobShape shape() const;
+  // The plan plan() chose (node 0, after plan()); InvalidArgument before.
+  const schedule::Plan& chosen_plan() const;
+  // `libai-actor plan`: the devices of a cluster whose every node is like this one: cpu:0
+  // measured once with train.cluster.device_threads, each device's rates divided by its
+  // train.cluster.device_slowdown, then train.cluster.profiles' fields applied by name.
+  std::vector<wire::DeviceProfile> devices_like_this_node() const;
   // After drive() on node 0: the results, printed as text or one JSON document.
   void print_results(std::ostream& out, bool json) const;
-  // Per stage of the plan: layers, device, and the predicted seconds per action.
+  // The chosen plan (print_job_plan): split, devices, memory, predicted timeline, throughput.
   void print_plan(std::ostream& out, const wire::Assignment& assignment) const;
   // Generated token ids (new tokens), per prompt and returned sequence: for tests.
   const std::vector<std::vector<std::vector<int64_t>>>& generated() const { return generated_; }
@@ -74,7 +84,8 @@ class ConfigJob : public ClusterJob {
 
  private:
   void read(const config::Config& cfg);
-  schedule::CostModel build_cost_model(const std::vector<wire::DeviceProfile>& devices) const;
+  void check_profile_names() const;
+  wire::DeviceProfile with_overrides(DeviceProfile profile) const;
 
   config::Config cfg_;
   int nodes_ = 1;
@@ -88,8 +99,9 @@ class ConfigJob : public ClusterJob {
   std::vector<std::string> prompt_texts_, texts_;
   std::vector<std::vector<int64_t>> prompts_;
   int micro_batch_size_ = 8;
-  schedule::CostModel cost_;
   std::string balance_;
+  std::optional<JobShape> shape_;       // node 0, after plan()
+  std::optional<schedule::Plan> plan_;  // node 0, after plan()
   // Results (node 0).
   std::vector<std::vector<std::vector<int64_t>>> generated_;
   std::vector<std::vector<float>> embeddings_;

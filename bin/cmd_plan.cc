@@ -1,5 +1,5 @@
 // `libai-actor plan CONFIG [key=value ...] [--svg FILE]`: the pipeline plan of a job config,
-// compiled by schedule/ alone (no devices touched): the stage split and each stage's devices,
+// compiled by schedule/ (no stage is run): the stage split and each stage's devices,
 // the memory of every device, the predicted timeline of one step as a text chart (and as an
 // SVG picture with --svg), the step time, the throughput and the utilisation. Ends with the
 // plan's validation: a plan that does not fit (memory) or cannot run (deadlock) exits 1 with
@@ -11,20 +11,34 @@
 // `job.max_new_tokens` steps (default 32); any other target runs one forward over
 // `job.num_micro_batches` micro-batches (default: one per stage) of `job.micro_batch_size`.
 //
-// Until models report per-layer costs and nodes report measured profiles, every layer costs
-// one unit of forward time (two of backward; a decoding step as much as the prefill) on a
-// device of speed 1, and what-if keys under `train.dist` describe the devices and the model:
-// `device_speed` (relative speed, per device or per stage), `device_memory` (GiB, per device
-// or per stage), `layer_memory` (GiB each layer holds) and `activation_memory` (GiB per layer
-// for each micro-batch in flight; for `generate`, each group's KV cache).
+// Real costs, as `libai-actor run` plans (actors/job_plan.h, the same request and compiler):
+// when the config is a job `run` runs with known costs (job._target_ generate or encode with
+// model.weights, or synthetic), the plan uses the model's per-layer flops and bytes (or
+// job.layer_seconds) on the cluster's devices: dp x pp x tp devices on nodes of
+// train.cluster.devices_per_node, every node assumed like this machine (cpu:0 measured once
+// with train.cluster.device_threads; each device's rates divided by its
+// train.cluster.device_slowdown), unless train.cluster.profiles sets a device's fields
+// (node<k>:cpu:<d>: {matmul_gflops, memory_bandwidth_gbs, free_memory_bytes}). It prints
+// seconds and bytes, and names the device that lacks memory by its name.
+//
+// Otherwise (no model), every layer costs one unit of forward time (two of backward; a
+// decoding step as much as the prefill) on a device of speed 1, and what-if keys under
+// `train.dist` describe the devices and the model: `device_speed` (relative speed, per device
+// or per stage), `device_memory` (GiB, per device or per stage), `layer_memory` (GiB each layer
+// holds) and `activation_memory` (GiB per layer for each micro-batch in flight; for
+// `generate`, each group's KV cache).
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "actors/config_job.h"
+#include "actors/job_plan.h"
 #include "bin/commands.h"
 #include "runtime/config/libai_schema.h"
 #include "runtime/error.h"
@@ -65,17 +79,62 @@ std::string device_list(const std::vector<int>& devices) {
   return out;
 }
 
+void write_svg(const PlanOptions& options, const schedule::Plan& plan,
+               const schedule::SvgOptions& svg) {
+  std::ofstream out(options.svg);
+  out << schedule::render_timeline_svg(plan.timeline, plan.pp, svg);
+  LIBAI_CHECK_KIND(IoError, out.good(), "cannot write '", options.svg, "'");
+  std::printf("timeline written to %s\n", options.svg.c_str());
+}
+
+// A job `run` runs with known costs: a model job with its weights, or synthetic stages.
+bool has_real_costs(const config::Config& cfg) {
+  const std::string target = cfg.get_or<std::string>("job._target_", "train");
+  if (target == "synthetic") return true;
+  const auto weights = cfg.get_or<std::optional<std::string>>("model.weights", std::nullopt);
+  return (target == "generate" || target == "encode") && weights && !weights->empty();
+}
+
+// The plan `run` would choose on a cluster of nodes like this one (see the top of the file).
+int plan_job(const PlanOptions& options, const config::Config& cfg) {
+  const int dp = cfg.get_or<int>("train.dist.data_parallel_size", 1);
+  const int tp = cfg.get_or<int>("train.dist.tensor_parallel_size", 1);
+  const int pp = cfg.get_or<int>("train.dist.pipeline_parallel_size", 1);
+  const int per_node = cfg.get_or<int>("train.cluster.devices_per_node", 1);
+  const int devices = dp * pp * tp;
+  LIBAI_CHECK(devices % per_node == 0, options.config, ": data ", dp, " x pipeline ", pp,
+              " x tensor ", tp, " = ", devices,
+              " devices do not fill whole nodes of train.cluster.devices_per_node ", per_node);
+  const actors::ConfigJob job(cfg, devices / per_node);
+  const std::vector<wire::DeviceProfile> profiles = job.devices_like_this_node();
+  const actors::JobShape shape = job.shape();
+  const schedule::Plan plan = actors::compile_job_plan(shape, profiles);
+  std::ostringstream out;
+  out << "devices: every node like this one (cpu:0 measured with "
+      << cfg.get_or<int>("train.cluster.device_threads", 1)
+      << " thread(s)), train.cluster.device_slowdown and train.cluster.profiles applied\n";
+  actors::print_job_plan(out, shape, plan, profiles, options.width);
+  std::cout << out.str() << std::flush;
+  if (!options.svg.empty())
+    write_svg(options, plan, {.title = "libai-actor plan " + options.config});
+  std::fflush(stdout);
+  actors::check_job_plan(plan, profiles, per_node);  // after the plan has been shown
+  return kExitOk;
+}
+
 int plan(const PlanOptions& options) {
   const config::Config cfg = config::load_libai_config(options.config, options.overrides, {});
+  if (has_real_costs(cfg)) return plan_job(options, cfg);
   const std::string& file = options.config;
   const int pp = cfg.get<int>("train.dist.pipeline_parallel_size");
   const int dp = cfg.get_or<int>("train.dist.data_parallel_size", 1);
   const int tp = cfg.get_or<int>("train.dist.tensor_parallel_size", 1);
   const auto layers_opt =
       cfg.get_or<std::optional<int>>("train.dist.pipeline_num_layers", std::nullopt);
-  LIBAI_CHECK(layers_opt.has_value(), file,
-              ": train.dist.pipeline_num_layers is null; planning needs the layer count (set "
-              "it, or give a model once models can be loaded)");
+  LIBAI_CHECK(
+      layers_opt.has_value(), file,
+      ": train.dist.pipeline_num_layers is null; planning needs the layer count (set it, or "
+      "model.weights for a generate or encode job)");
   const int layers = *layers_opt;
   const int devices = dp * pp * tp;
   const std::vector<double> speed =
@@ -207,14 +266,9 @@ int plan(const PlanOptions& options) {
   std::printf("throughput %.3f %s per unit (%g per step), mean utilisation %.0f%%\n",
               plan.throughput, item_name.c_str(), plan.items_per_step, 100.0 * plan.utilisation);
 
-  if (!options.svg.empty()) {
-    schedule::SvgOptions svg{
-        .title = "libai-actor plan " + file, .time_scale = 1.0, .time_unit = "units"};
-    std::ofstream out(options.svg);
-    out << schedule::render_timeline_svg(plan.timeline, pp, svg);
-    LIBAI_CHECK_KIND(IoError, out.good(), "cannot write '", options.svg, "'");
-    std::printf("timeline written to %s\n", options.svg.c_str());
-  }
+  if (!options.svg.empty())
+    write_svg(options, plan,
+              {.title = "libai-actor plan " + file, .time_scale = 1.0, .time_unit = "units"});
   std::fflush(stdout);
   schedule::validate(plan);  // throws, after the plan has been shown, when it cannot run
   return kExitOk;

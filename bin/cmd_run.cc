@@ -5,8 +5,13 @@
 // train.cluster.* (runtime/cluster_env.h); the token from --token, LIBAI_CLUSTER_TOKEN or
 // train.cluster.token.
 //
+//   Node 0 plans the job as `libai-actor plan` does (actors/job_plan.h), from the devices' measured
+//   profiles, and prints the plan (split, devices, memory, predicted timeline) before the results.
 //   --json: node 0 prints one JSON document: the results ("sequences" as `generate --json`
-//   prints them, or "embeddings"), "plan" (the split, the predicted seconds and utilisation),
+//   prints them, or "embeddings"), "plan" (stage_of: the split; device_of_stage: each stage's
+//   pipeline slot; stage_devices: their names; stage_seconds: each stage's seconds per action
+//   (decoding: per step after the first); stage_memory_bytes: per device of each stage;
+//   predicted_seconds, predicted_utilisation, predicted_throughput: items per second),
 //   "job_seconds" (measured), "stages" (each stage's actions, busy seconds, utilisation).
 //   --svg FILE: node 0 writes the predicted timeline as an SVG.
 #include <cstdio>
@@ -83,9 +88,25 @@ int run(const RunOptions& options) {
     job.print_results(results, true);
     nlohmann::json doc = results.str().empty() ? nlohmann::json::object()
                                                : nlohmann::json::parse(results.str());
+    const schedule::Plan& plan = job.chosen_plan();
+    nlohmann::json stage_devices = nlohmann::json::array(), seconds = nlohmann::json::array(),
+                   memory = nlohmann::json::array();
+    for (const schedule::StagePlan& st : plan.stages) {
+      nlohmann::json names = nlohmann::json::array();
+      for (int d : st.devices) names.push_back(result.assignment.devices[size_t(d)].name);
+      stage_devices.push_back(names);
+      seconds.push_back(plan.workload == schedule::Workload::decode ? st.decode_time
+                                                                    : st.forward_time);
+      memory.push_back(st.memory());
+    }
     doc["plan"] = {{"stage_of", result.assignment.stage_of},
+                   {"device_of_stage", result.assignment.device_of_stage},
+                   {"stage_devices", stage_devices},
+                   {"stage_seconds", seconds},
+                   {"stage_memory_bytes", memory},
                    {"predicted_seconds", predicted.step_time},
-                   {"predicted_utilisation", predicted.utilisation}};
+                   {"predicted_utilisation", predicted.utilisation},
+                   {"predicted_throughput", plan.throughput}};
     doc["job_seconds"] = result.job_seconds;
     nlohmann::json stages = nlohmann::json::array();
     for (const auto& r : result.reports)
@@ -99,8 +120,7 @@ int run(const RunOptions& options) {
     out << doc.dump(2) << "\n";
   } else {
     job.print_plan(out, result.assignment);
-    out << "\npredicted timeline (digits: group or micro-batch k):\n"
-        << schedule::render_timeline(predicted, pp, 72) << "\n";
+    out << "\n";
     job.print_results(out, false);
     char line[200];
     std::snprintf(line, sizeof line, "\njob: %.3f s measured, %.3f s predicted (%+.1f%%)\n",

@@ -4,9 +4,11 @@
 // process is left.
 #include <gtest/gtest.h>
 
+#include "actors/config_job.h"
 #include "actors/model_jobs.h"
 #include "models/model.h"
 #include "models/pipelines/pipelines.h"
+#include "runtime/config/libai_schema.h"
 #include "tests/bin/cluster.h"
 #include "tests/models/random_models.h"
 
@@ -114,6 +116,37 @@ TEST(RunCluster, Gpt2GenerationTensorTimesPipelineOnTwoNodes) {
   expect_generation({.nodes = 2, .pp = 2, .tp = 2, .devices_per_node = 2, .groups = 3}, 4);
 }
 
+// The balanced plan orders the pipeline slots too: node 0's device holds one layer with the
+// head but not one with the embedding (GPT-2's also holds the positions), so stage 0 runs on
+// node 1 and stage 1 on node 0; the driver on node 0 feeds stage 0 across processes, and the
+// tokens still equal eager mode's.
+TEST(RunCluster, Gpt2GenerationWithStageZeroOnNodeOne) {
+  Cluster cluster;
+  const fs::path model = random_gpt2(4);
+  const Layout layout{.nodes = 2, .pp = 2, .groups = 2};
+  const std::string config = generate_config(cluster, model, layout);
+  actors::ConfigJob job(config::load_libai_config(config, {}, {}), layout.nodes);
+  const auto r = actors::plan_request(
+      job.shape(), std::vector<wire::DeviceProfile>(2, wire::DeviceProfile{"any", 1, 1, 0}));
+  const double free = r.weight_bytes[0] + r.num_micro_batches * r.kv_cache_bytes[0] +
+                      (r.head.bytes + r.embedding.bytes) / 2;
+  ASSERT_LT(r.head.bytes, r.embedding.bytes);
+  launch_nodes(cluster, config, layout.nodes, free_port(),
+               {"train.dist.balance=measured",
+                str_cat("train.cluster.profiles={node0:cpu:0: {free_memory_bytes: ",
+                        std::llround(free), "}}")});
+  expect_all_succeed(cluster, layout.nodes);
+  const json out = json::parse(cluster.out(0));
+  EXPECT_EQ(out["plan"]["device_of_stage"], json({1, 0}));
+  EXPECT_EQ(out["plan"]["stage_of"], json({0, 0, 0, 1}));
+  const auto expected = eager_tokens(model, layout.groups);
+  ASSERT_EQ(out["sequences"].size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(out["sequences"][i]["token_ids"].get<std::vector<int64_t>>(), expected[i])
+        << "prompt " << i;
+  fs::remove_all(model);
+}
+
 // T5 (three encoder and two decoder layers): PP = 2 on two nodes (the uniform split cuts
 // between the stacks), so the encoder's output crosses processes at each group's step 0 and
 // one token's decoder states at the later steps. token_ids are the new tokens, as eager
@@ -178,14 +211,16 @@ TEST(RunCluster, BertEncodingTwoStagesOnTwoNodes) {
   }
 }
 
-// A synthetic job that runs for many seconds unless something ends it.
+// A synthetic job that runs for minutes unless something ends it (10000 steps of a group per
+// stage: few enough that node 0 plans it, simulating every step, well within the second the
+// tests below give the job to start).
 std::string long_job(const Cluster& cluster, int nodes, double join_timeout = 30.0) {
   const std::string yaml = str_cat(
       "_base_: [", LIBAI_SOURCE_DIR, "/configs/default.yaml]\n",
       "train:\n  dist: {pipeline_parallel_size: ", nodes, ", pipeline_num_layers: ", nodes, "}\n",
       "  cluster: {nodes: ", nodes, ", token: test-token, join_timeout: ", join_timeout, "}\n",
       "job:\n  _target_: synthetic\n  layer_seconds: 0.01\n  num_micro_batches: ", nodes,
-      "\n  steps: 100000\n");
+      "\n  steps: 10000\n");
   const std::string path = cluster.dir() + "/long.yaml";
   std::ofstream(path) << yaml;
   return path;

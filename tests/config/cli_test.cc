@@ -229,5 +229,126 @@ TEST_F(Cli, PlanNamesTheDeviceThatDoesNotFit) {
   EXPECT_EQ(balanced.exit_code, 0) << balanced.err;
 }
 
+// Plans with real costs: the GPT-2 fixture (2 layers, hidden 48, inner 100, vocabulary 503, 64
+// positions), 5 prompts (the longest of 4 tokens) in 2 groups of at most 3 rows, 6 new tokens,
+// on devices of 1 GFLOP/s and 1 GB/s. By hand (models/pipeline/cost.cc's formulas): a layer's
+// prefill is 2 x 12 x (4 x 48^2 + 2 x 48 x 100) + 4 x 12 x 4 x 48 = 460800 flops (460.8 us), a
+// decoding step over the mean context 7 is 2 x 3 x 18816 + 4 x 3 x 7 x 48 = 116928 flops
+// (116.928 us; it reads 77392 bytes of weights and 8064 of KV cache: 85.456 us); the embedding
+// reads 12 rows of 192 bytes (2.304 us) at the prefill and 3 (0.576 us) per step. A layer holds
+// 19348 f32 parameters (77392 bytes), the embedding (503 + 64) x 48 (108864 bytes), the tied
+// head again 503 x 48 + 96 (96960 bytes); each group's KV cache 3 x 10 tokens x 384 bytes.
+const char* kGpt2Job =
+    "model: {weights: " LIBAI_SOURCE_DIR
+    "/tests/data/models/gpt2}\n"
+    "job:\n  _target_: generate\n  prompt_ids: [[5, 6, 7], [9], [11, 3, 30, 2], [8, 8], [20, 21]]\n"
+    "  max_new_tokens: 6\n  num_groups: 2\n";
+
+std::string job_config(const testing::TempDir& dir, const std::string& job, const std::string& dist,
+                       const std::string& cluster) {
+  return dir.write("job.yaml", "_base_: [" + kDefault + "]\n" + job + "train:\n  dist: " + dist +
+                                   "\n  cluster: " + cluster + "\n");
+}
+
+TEST_F(Cli, PlanOfAModelJobInSecondsAndBytes) {
+  const std::string config = job_config(
+      scratch_, kGpt2Job, "{pipeline_parallel_size: 2}",
+      "{profiles: {node0:cpu:0: {matmul_gflops: 1, memory_bandwidth_gbs: 1, free_memory_bytes: "
+      "1e9}, node1:cpu:0: {matmul_gflops: 1, memory_bandwidth_gbs: 1, free_memory_bytes: 1e9}}}");
+  const Result r = run("plan '" + config + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line : {
+           "plan: 2 layers of gpt2 (",
+           "2 stages, 2 groups x 6 steps (decoding), balance uniform\n",
+           "  2 device(s) on 2 node(s) x 1: data 1 x pipeline 2 x tensor 1\n",
+           "  stage 0: layers 0-0 (1), node0:cpu:0 (1 GFLOP/s, 1 GB/s), 117.5 us per step of a "
+           "group (prefill 463.1 us), 1 input slot\n",
+           "  node0:cpu:0 (stage 0): 204.39 KiB (181.89 KiB + 22.50 KiB) of 953.67 MiB\n",
+           "  node1:cpu:0 (stage 1): 192.77 KiB (170.27 KiB + 22.50 KiB) of 953.67 MiB\n",
+           "predicted job time ",
+       })
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\nin:\n" << r.out;
+  // The head: 2 x 3 x 48 x 503 + 5 x 3 x 48 = 145584 flops on the last stage at every step.
+  EXPECT_NE(r.out.find("  stage 1: layers 1-1 (1), node1:cpu:0 (1 GFLOP/s, 1 GB/s), 262.5 us per "
+                       "step of a group (prefill 606.4 us), 2 input slots\n"),
+            std::string::npos)
+      << r.out;
+}
+
+// `plan` and `run` compile the same request: the same split and the same predicted time, for
+// synthetic stages (8 layers of 1 ms on the device of 100 GFLOP/s, 4 ms on the one of 25: the
+// fast one takes 7, 2 micro-batches take 7 + 4 + 7 = 18 ms) and for the GPT-2 fixture.
+TEST_F(Cli, PlanAndRunChooseTheSameSplitAndPrediction) {
+  const std::string profiles =
+      "{devices_per_node: 2, profiles: {node0:cpu:0: {matmul_gflops: 100, memory_bandwidth_gbs: "
+      "10}, node0:cpu:1: {matmul_gflops: 25, memory_bandwidth_gbs: 2.5}}}";
+  const std::string synthetic = job_config(
+      scratch_, "job: {_target_: synthetic, layer_seconds: 0.001, num_micro_batches: 2}\n",
+      "{pipeline_parallel_size: 2, pipeline_num_layers: 8, balance: measured}", profiles);
+  const Result planned = run("plan '" + synthetic + "'");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  EXPECT_NE(planned.out.find("stage 0: layers 0-6 (7), node0:cpu:0 (100 GFLOP/s, 10 GB/s), 7.000 "
+                             "ms per micro-batch"),
+            std::string::npos)
+      << planned.out;
+  EXPECT_NE(planned.out.find("predicted job time 18.000 ms"), std::string::npos) << planned.out;
+  const Result ran = run("run '" + synthetic + "' --json");
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  const auto doc = nlohmann::json::parse(ran.out);
+  EXPECT_EQ(doc["plan"]["stage_of"], nlohmann::json({0, 0, 0, 0, 0, 0, 0, 1}));
+  EXPECT_EQ(doc["plan"]["device_of_stage"], nlohmann::json({0, 1}));
+  EXPECT_NEAR(doc["plan"]["predicted_seconds"].get<double>(), 0.018, 1e-12);
+
+  const std::string model =
+      job_config(scratch_, kGpt2Job, "{pipeline_parallel_size: 2, balance: measured}", profiles);
+  const Result model_plan = run("plan '" + model + "'");
+  ASSERT_EQ(model_plan.exit_code, 0) << model_plan.err;
+  const Result model_run = run("run '" + model + "' --json");
+  ASSERT_EQ(model_run.exit_code, 0) << model_run.err;
+  const auto model_doc = nlohmann::json::parse(model_run.out);
+  EXPECT_EQ(model_doc["plan"]["stage_of"], nlohmann::json({0, 1}));
+  char predicted[64];  // actors::format_seconds below a millisecond
+  std::snprintf(predicted, sizeof predicted, "predicted job time %.1f us",
+                model_doc["plan"]["predicted_seconds"].get<double>() * 1e6);
+  EXPECT_NE(model_plan.out.find(predicted), std::string::npos) << predicted << "\nin:\n"
+                                                               << model_plan.out;
+  EXPECT_EQ(model_doc["sequences"].size(), 5u);
+}
+
+// A plan that does not fit fails on node 0 before any stage is loaded, naming the stage, the
+// device and the bytes: stage 1 holds a layer, the head and two groups' KV caches, 77392 +
+// 96960 + 2 x 11520 = 197392 bytes, and node0:cpu:1 has half of its node's 200000 bytes.
+TEST_F(Cli, RunAndPlanNameTheDeviceThatLacksMemory) {
+  const std::string config =
+      job_config(scratch_, kGpt2Job, "{pipeline_parallel_size: 2}",
+                 "{devices_per_node: 2, profiles: {node0:cpu:1: {free_memory_bytes: 200000}}}");
+  const std::string expected =
+      "the plan does not fit: stage 1 (layers 1-1) needs 197392 bytes (192.77 KiB: weights 170.27 "
+      "KiB, kv cache 22.50 KiB) on device 1 (node0:cpu:1), which has 100000 bytes (97.66 KiB: its "
+      "node's free memory / 2 device(s) per node)";
+  const Result ran = run("run '" + config + "'");
+  EXPECT_EQ(ran.exit_code, 1);
+  EXPECT_NE(ran.err.find(expected), std::string::npos) << ran.err;
+  EXPECT_EQ(ran.out, "");
+  const Result planned = run("plan '" + config + "'");
+  EXPECT_EQ(planned.exit_code, 1);
+  EXPECT_NE(planned.out.find("node0:cpu:1 (stage 1): 192.77 KiB (170.27 KiB + 22.50 KiB) of 97.66 "
+                             "KiB  DOES NOT FIT"),
+            std::string::npos)
+      << planned.out;
+  EXPECT_NE(planned.err.find(expected), std::string::npos) << planned.err;
+}
+
+TEST_F(Cli, PlanRefusesAProfileOfNoDevice) {
+  const std::string config = job_config(scratch_, kGpt2Job, "{pipeline_parallel_size: 2}",
+                                        "{profiles: {cpu:1: {matmul_gflops: 5}}}");
+  const Result r = run("plan '" + config + "'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("'cpu:1' is not a device of the cluster; its devices are node<k>:cpu:<d> "
+                       "for k < 2 (nodes)"),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace libai::config

@@ -1,0 +1,280 @@
+#include "actors/job_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ostream>
+
+#include "models/hf_config.h"
+#include "models/pipeline/stage.h"
+#include "runtime/error.h"
+
+namespace libai::actors {
+
+namespace mp = models::pipeline;
+
+namespace {
+
+bool decodes(const JobShape& job) {
+  return job.kind == JobKind::generate || (job.kind == JobKind::synthetic && job.steps > 1);
+}
+
+double roofline(double flops, double bytes, const wire::DeviceProfile& device) {
+  return schedule::layer_time_from_profile(flops, bytes, device.matmul_gflops,
+                                           device.memory_bandwidth_gbs);
+}
+
+void add_synthetic_costs(schedule::PlanRequest& r, const JobShape& job,
+                         const std::vector<wire::DeviceProfile>& devices) {
+  double fastest = 0;
+  for (const auto& d : devices) fastest = std::max(fastest, d.matmul_gflops);
+  for (const auto& d : devices)
+    r.layer_time.emplace_back(size_t(job.num_layers),
+                              job.layer_seconds * fastest / d.matmul_gflops);
+  r.weight_bytes.assign(size_t(job.num_layers), 0.0);
+}
+
+// Note [Decoding costs of a model job]
+// A group's first step (the prefill) runs its rows x the longest prompt through every layer;
+// each later step one token per row, attending to the mean context (prompt + half the new
+// tokens), reading the layer's weights and its KV cache. T5's decoder layers see one token at
+// step 0 (with cross-attention over the prompt) and its encoder layers only pass the decoder's
+// states on after it: they hold no KV cache, which is how they are told apart. A group's KV
+// cache holds rows x (prompt + max_new_tokens) tokens: T5's self-attention over the new tokens
+// and cross-attention over the prompt cost the same bytes per token.
+void add_model_costs(schedule::PlanRequest& r, const JobShape& job,
+                     const std::vector<wire::DeviceProfile>& devices) {
+  const auto hf = models::HfConfig::load(job.model);
+  const int64_t rows = job.rows, prompt = job.input_tokens;
+  const bool generate = job.kind == JobKind::generate;
+  const bool seq2seq = generate && mp::is_encoder_decoder(hf);
+  const std::vector<mp::LayerCost> prefill = mp::layer_costs(hf, rows * prompt, DType::f32, prompt);
+  LIBAI_CHECK(int(prefill.size()) == job.num_layers, hf.path(), ": the cost model has ",
+              prefill.size(), " layers but the job cuts ", job.num_layers);
+  const int64_t context = prompt + std::max<int64_t>(job.max_new_tokens, 1) / 2;
+  std::vector<mp::LayerCost> first_step = prefill, step;
+  if (generate) {
+    step = mp::layer_costs(hf, rows, DType::f32, context);
+    if (seq2seq) {
+      const auto decoder_step0 = mp::layer_costs(hf, rows, DType::f32, prompt);
+      for (size_t l = 0; l < prefill.size(); ++l)
+        if (prefill[l].kv_bytes_per_token > 0) first_step[l] = decoder_step0[l];
+    }
+  }
+  const double tokens_kept = double(rows) * double(prompt + job.max_new_tokens);
+  for (const auto& c : prefill) {
+    r.weight_bytes.push_back(c.weight_bytes);
+    if (generate) r.kv_cache_bytes.push_back(c.kv_bytes_per_token * tokens_kept);
+  }
+  const mp::LayerCost embedding = mp::embedding_cost(hf, rows * prompt, DType::f32);
+  const mp::LayerCost embedding_step = mp::embedding_cost(hf, rows, DType::f32);
+  const mp::LayerCost head = mp::head_cost(hf, generate ? rows : rows * prompt, DType::f32);
+  r.embedding.bytes = embedding.weight_bytes;
+  r.head.bytes = head.weight_bytes;
+  for (const auto& d : devices) {
+    std::vector<double> first, later;
+    for (size_t l = 0; l < prefill.size(); ++l) {
+      first.push_back(roofline(first_step[l].flops, first_step[l].weight_bytes, d));
+      if (!generate) continue;
+      const bool passes_on = seq2seq && prefill[l].kv_bytes_per_token == 0;  // T5's encoder
+      later.push_back(passes_on ? roofline(0, double(rows) * step[l].output_bytes_per_token, d)
+                                : roofline(step[l].flops,
+                                           step[l].weight_bytes + double(rows) * double(context) *
+                                                                      step[l].kv_bytes_per_token,
+                                           d));
+    }
+    r.layer_time.push_back(std::move(first));
+    if (generate) r.layer_decode_time.push_back(std::move(later));
+    // An embedding reads the rows it looks up; a head reads its whole matrix.
+    r.embedding.time.push_back(
+        roofline(embedding.flops, double(rows * prompt) * embedding.output_bytes_per_token, d));
+    r.head.time.push_back(roofline(head.flops, head.weight_bytes, d));
+    if (generate) {
+      r.embedding.decode_time.push_back(
+          roofline(embedding_step.flops, double(rows) * embedding_step.output_bytes_per_token, d));
+      r.head.decode_time.push_back(r.head.time.back());
+    }
+  }
+}
+
+std::string device_names(const std::vector<int>& devices,
+                         const std::vector<wire::DeviceProfile>& profiles) {
+  std::string out;
+  for (size_t i = 0; i < devices.size() && i < 4; ++i)
+    out += (i ? "," : "") + profiles[size_t(devices[i])].name;
+  if (devices.size() > 4) out += ",... (" + std::to_string(devices.size()) + ")";
+  return out;
+}
+
+// The tightest cap of a stage's devices; 0: unlimited.
+double stage_cap(const schedule::Plan& plan, const schedule::StagePlan& stage) {
+  double cap = 0;
+  for (int d : stage.devices) {
+    const double c = plan.memory_cap[size_t(d)];
+    if (c > 0 && (cap <= 0 || c < cap)) cap = c;
+  }
+  return cap;
+}
+
+std::string format_rate(double value, const char* unit) {
+  char text[48];
+  std::snprintf(text, sizeof text, value >= 100 ? "%.0f %s" : "%.3g %s", value, unit);
+  return text;
+}
+
+}  // namespace
+
+std::string format_seconds(double seconds) {
+  char text[48];
+  const double s = std::fabs(seconds);
+  if (s >= 1)
+    std::snprintf(text, sizeof text, "%.3f s", seconds);
+  else if (s >= 1e-3)
+    std::snprintf(text, sizeof text, "%.3f ms", seconds * 1e3);
+  else if (s >= 1e-6 || s == 0)
+    std::snprintf(text, sizeof text, "%.1f us", seconds * 1e6);
+  else
+    std::snprintf(text, sizeof text, "%.1f ns", seconds * 1e9);
+  return text;
+}
+
+schedule::PlanRequest plan_request(const JobShape& job,
+                                   const std::vector<wire::DeviceProfile>& devices) {
+  const int count = job.dp * job.pp * job.tp;
+  LIBAI_CHECK(int(devices.size()) == count, "planning: ", devices.size(),
+              " device profiles, but data ", job.dp, " x pipeline ", job.pp, " x tensor ", job.tp,
+              " parallelism needs ", count, " devices");
+  LIBAI_CHECK(job.devices_per_node >= 1, "planning: devices_per_node is ", job.devices_per_node,
+              "; expected at least 1");
+  for (const auto& d : devices)
+    LIBAI_CHECK(d.matmul_gflops > 0 && d.memory_bandwidth_gbs > 0, "device ", d.name, " reports ",
+                d.matmul_gflops, " GFLOP/s and ", d.memory_bandwidth_gbs,
+                " GB/s; planning needs both > 0 (measured, or set in train.cluster.profiles)");
+  schedule::PlanRequest r;
+  r.dp = job.dp;
+  r.pp = job.pp;
+  r.tp = job.tp;
+  r.workload = decodes(job) ? schedule::Workload::decode : schedule::Workload::inference;
+  r.num_micro_batches = job.groups_per_replica();
+  r.num_steps = decodes(job) ? job.steps : 1;
+  r.items_per_micro_batch = job.kind == JobKind::synthetic ? 1.0 : double(job.rows);
+  for (const auto& d : devices)
+    r.memory_cap.push_back(double(d.free_memory_bytes) / job.devices_per_node);
+  if (job.kind == JobKind::synthetic)
+    add_synthetic_costs(r, job, devices);
+  else
+    add_model_costs(r, job, devices);
+  if (job.custom_stage_ids) {
+    r.balance = schedule::Balance::custom;
+    r.custom_stage_ids = *job.custom_stage_ids;
+  } else if (job.balance == "measured") {
+    r.balance = schedule::Balance::balanced;
+  } else if (job.balance == "memory") {
+    r.balance = schedule::Balance::memory;
+  } else {
+    LIBAI_CHECK(job.balance == "uniform", "train.dist.balance is '", job.balance,
+                "'; expected uniform, measured or memory");
+    r.balance = schedule::Balance::uniform;
+  }
+  return r;
+}
+
+schedule::Plan compile_job_plan(const JobShape& job,
+                                const std::vector<wire::DeviceProfile>& devices) {
+  return schedule::compile_plan(plan_request(job, devices));
+}
+
+void check_job_plan(const schedule::Plan& plan, const std::vector<wire::DeviceProfile>& devices,
+                    int devices_per_node) {
+  for (size_t s = 0; s < plan.stages.size(); ++s) {
+    const schedule::StagePlan& st = plan.stages[s];
+    for (int d : st.devices) {
+      const double cap =
+          d >= 0 && size_t(d) < plan.memory_cap.size() ? plan.memory_cap[size_t(d)] : 0;
+      if (cap <= 0 || st.memory() <= cap) continue;
+      const std::string name = size_t(d) < devices.size() ? devices[size_t(d)].name : "?";
+      LIBAI_THROW(InvalidArgument, "the plan does not fit: stage ", s, " (layers ", st.first_layer,
+                  "-", st.last_layer, ") needs ", std::llround(st.memory()), " bytes (",
+                  schedule::format_bytes(st.memory()), ": weights ",
+                  schedule::format_bytes(st.weight_bytes), ", kv cache ",
+                  schedule::format_bytes(st.kv_cache_bytes), ") on device ", d, " (", name,
+                  "), which has ", std::llround(cap), " bytes (", schedule::format_bytes(cap),
+                  ": its node's free memory / ", devices_per_node, " device(s) per node)");
+    }
+  }
+  schedule::validate(plan);  // sizes and deadlocks
+}
+
+void print_job_plan(std::ostream& out, const JobShape& job, const schedule::Plan& plan,
+                    const std::vector<wire::DeviceProfile>& devices, int width) {
+  const bool decoding = plan.workload == schedule::Workload::decode;
+  const int groups = job.groups_per_replica();
+  const char* per_replica = job.dp > 1 ? " per replica" : "";
+  out << "plan: " << plan.num_layers << " layers ";
+  if (job.kind == JobKind::synthetic)
+    out << "of " << format_seconds(job.layer_seconds) << " (synthetic)";
+  else
+    out << "of " << models::HfConfig::load(job.model).model_type() << " (" << job.model.string()
+        << ")";
+  out << ", " << plan.pp << " stages, ";
+  if (decoding)
+    out << groups << " groups x " << job.steps << " steps" << per_replica << " (decoding)";
+  else
+    out << groups << " micro-batches" << per_replica << " (inference)";
+  out << ", balance " << (job.custom_stage_ids ? "custom" : job.balance) << "\n";
+  const int count = plan.dp * plan.pp * plan.tp;
+  out << "  " << count << " device(s) on " << count / job.devices_per_node << " node(s) x "
+      << job.devices_per_node << ": data " << plan.dp << " x pipeline " << plan.pp << " x tensor "
+      << plan.tp << "\n";
+  const char* unit =
+      decoding ? (job.kind == JobKind::generate ? "step of a group" : "step") : "micro-batch";
+  for (int s = 0; s < plan.pp; ++s) {
+    const schedule::StagePlan& st = plan.stages[size_t(s)];
+    const wire::DeviceProfile* slowest = &devices[size_t(st.devices[0])];
+    for (int d : st.devices)
+      if (devices[size_t(d)].matmul_gflops < slowest->matmul_gflops) slowest = &devices[size_t(d)];
+    out << "  stage " << s << ": layers " << st.first_layer << "-" << st.last_layer << " ("
+        << st.num_layers() << "), " << device_names(st.devices, devices) << " ("
+        << format_rate(slowest->matmul_gflops, "GFLOP/s") << ", "
+        << format_rate(slowest->memory_bandwidth_gbs, "GB/s") << "), "
+        << format_seconds(decoding ? st.decode_time : st.forward_time) << " per " << unit;
+    if (decoding && st.decode_time != st.forward_time)
+      out << " (prefill " << format_seconds(st.forward_time) << ")";
+    out << ", " << st.input_slots << " input slot" << (st.input_slots == 1 ? "" : "s") << "\n";
+  }
+
+  bool any_memory = false;
+  for (const auto& st : plan.stages) any_memory = any_memory || st.memory() > 0;
+  if (any_memory) {
+    out << "\nmemory per device (weights" << (decoding ? " + kv cache" : "") << "):\n";
+    for (int s = 0; s < plan.pp; ++s) {
+      const schedule::StagePlan& st = plan.stages[size_t(s)];
+      const double cap = stage_cap(plan, st);
+      out << "  " << device_names(st.devices, devices) << " (stage " << s
+          << "): " << schedule::format_bytes(st.memory());
+      if (decoding)
+        out << " (" << schedule::format_bytes(st.weight_bytes) << " + "
+            << schedule::format_bytes(st.kv_cache_bytes) << ")";
+      out << (st.devices.size() > 1 ? " each" : "") << " of "
+          << (cap > 0 ? schedule::format_bytes(cap) : std::string("unlimited"))
+          << (cap > 0 && st.memory() > cap ? "  DOES NOT FIT" : "") << "\n";
+    }
+  } else {
+    out << "\nmemory per device: not modelled (synthetic stages hold no weights)\n";
+  }
+
+  out << "\npredicted timeline ("
+      << (decoding ? "digits: group k, any step" : "digits: micro-batch k") << "):\n"
+      << schedule::render_timeline(plan.timeline, plan.pp, width);
+  const char* items = job.kind == JobKind::generate ? "tokens"
+                      : job.kind == JobKind::encode ? "texts"
+                      : decoding                    ? "group steps"
+                                                    : "micro-batches";
+  char line[200];
+  std::snprintf(line, sizeof line, "%.4g %s per second (%g in all)", plan.throughput, items,
+                plan.items_per_step);
+  out << "\npredicted job time " << format_seconds(plan.timeline.step_time) << ": " << line
+      << ", mean utilisation " << std::lround(100.0 * plan.utilisation) << "%\n";
+}
+
+}  // namespace libai::actors

@@ -1,0 +1,84 @@
+// The plan of a config job (actors/config_job.h), compiled by schedule/: one request for what
+// `libai-actor run` runs and what `libai-actor plan` prints, built from the job's shape and
+// the devices' profiles (wire::DeviceProfile, in node order: device d of the cluster is node
+// d / devices_per_node).
+//
+//   JobShape shape = job.shape();
+//   // plan_request, then schedule::compile_plan:
+//   schedule::Plan plan = compile_job_plan(shape, assignment.devices);
+//   check_job_plan(plan, assignment.devices, shape.devices_per_node);  // one clear error
+//   print_job_plan(std::cout, shape, plan, assignment.devices);
+//
+// Costs (Note [Decoding costs of a model job] in job_plan.cc):
+//   model jobs   per layer and device, the roofline time (schedule::layer_time_from_profile) of
+//                the layer's flops and bytes (models/pipeline/stage.h layer_costs) on the
+//                device's measured GFLOP/s and GB/s: a group's prefill (rows x the longest
+//                prompt) and, when generating, one decoding step (rows tokens over the mean
+//                context, reading weights and KV caches); the embedding on the first stage and
+//                the head on the last likewise; weights and the KV cache a group keeps (rows x
+//                (prompt + max_new_tokens) tokens) in f32, as the stages load them.
+//   synthetic    job.layer_seconds on the fastest device, times the measured slow-down of the
+//                others (fastest GFLOP/s / theirs); no memory.
+// Memory caps: each profile's free memory (the host's) divided by the devices of its node.
+// The workload: decoding for generate (num_groups groups of max_new_tokens steps) and for
+// synthetic jobs of job.steps > 1; one forward per micro-batch otherwise. Groups are per
+// data-parallel replica: the prediction is replica 0's, the one with the most groups.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/wire/wire.h"
+#include "schedule/plan.h"
+
+namespace libai::actors {
+
+enum class JobKind { generate, encode, synthetic };
+
+// What the plan of a config job depends on (ConfigJob::shape()).
+struct JobShape {
+  JobKind kind = JobKind::synthetic;
+  std::filesystem::path model;  // generate, encode: the model folder (config.json is read)
+  int dp = 1, pp = 1, tp = 1, devices_per_node = 1;
+  int num_layers = 0;
+  int num_groups = 1;          // all replicas: groups (generate), micro-batches (encode, synthetic)
+  int steps = 1;               // model calls per group
+  double layer_seconds = 0;    // synthetic: per layer and action on the fastest device
+  int64_t rows = 1;            // sequences of the largest group or micro-batch (beams included)
+  int64_t input_tokens = 1;    // the longest prompt or text, in tokens (with special tokens)
+  int64_t max_new_tokens = 0;  // generate
+  std::string balance = "uniform";                       // train.dist.balance
+  std::optional<std::vector<int64_t>> custom_stage_ids;  // train.dist.custom_pipeline_stage_id
+  int groups_per_replica() const { return (num_groups + dp - 1) / dp; }
+};
+
+// The request compile_plan gets for `job` on `devices` (dp x pp x tp of them, node order).
+// InvalidArgument when the devices do not match the job or a profile has no positive rate.
+schedule::PlanRequest plan_request(const JobShape& job,
+                                   const std::vector<wire::DeviceProfile>& devices);
+
+// schedule::compile_plan(plan_request(job, devices)): what `run` and `plan` both compile. Not
+// checked against the devices' memory (check_job_plan), so that `plan` can show what does not fit.
+schedule::Plan compile_job_plan(const JobShape& job,
+                                const std::vector<wire::DeviceProfile>& devices);
+
+// schedule::validate, with a device that lacks memory named by its profile: "the plan does not
+// fit: stage 1 (layers 6-11) needs N bytes (...) on device 1 (node1:cpu:0), which has M bytes
+// (...)".
+void check_job_plan(const schedule::Plan& plan, const std::vector<wire::DeviceProfile>& devices,
+                    int devices_per_node);
+
+// The plan in real units: the split and each stage's devices and seconds per action, the memory
+// of every stage's devices, the predicted timeline as a text chart (`width` columns), the job's
+// predicted time, throughput and utilisation. What `run` prints on node 0 and `plan` prints.
+void print_job_plan(std::ostream& out, const JobShape& job, const schedule::Plan& plan,
+                    const std::vector<wire::DeviceProfile>& devices, int width = 72);
+
+// "42.0 ns", "850.0 us", "12.350 ms", "3.210 s".
+std::string format_seconds(double seconds);
+
+}  // namespace libai::actors

@@ -1,0 +1,234 @@
+// The plan of a config job (actors/job_plan.h, ConfigJob::plan): the request compile_plan gets
+// from the job and the devices' profiles, checked against hand computations; the split, the
+// order of the pipeline slots and the layout that follows from them; a plan that does not fit,
+// named by the device's profile.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "actors/config_job.h"
+#include "actors/prediction.h"
+#include "tests/models/random_models.h"
+
+namespace libai::actors {
+namespace {
+
+using testing::families;
+using testing::save_random_model;
+
+wire::DeviceProfile device(const std::string& name, double gflops, double gbs = 10,
+                           double free_bytes = 1e9) {
+  return {name, gflops, gbs, uint64_t(free_bytes)};
+}
+
+config::Config synthetic_config(int layers, int pp, const std::string& balance, int micro_batches,
+                                int steps) {
+  return config::Config::parse(
+      str_cat("train:\n  dist: {pipeline_parallel_size: ", pp, ", pipeline_num_layers: ", layers,
+              ", balance: ", balance, "}\n",
+              "job: {_target_: synthetic, layer_seconds: 0.001, num_micro_batches: ", micro_batches,
+              ", steps: ", steps, "}\n"));
+}
+
+std::vector<int> split(const wire::Assignment& a) { return {a.stage_of.begin(), a.stage_of.end()}; }
+std::vector<int> slots(const wire::Assignment& a) {
+  return {a.device_of_stage.begin(), a.device_of_stage.end()};
+}
+
+// Layers cost 1 ms on the device of 100 GFLOP/s and 4 ms on the one of 25 (the measured
+// slow-down). The best split of 10 layers gives the fast device 8 (8 ms against 2 x 4 ms; the
+// reversed order ties, and ties keep the given order); 4 micro-batches through two stages of
+// 8 ms take 8 + 8 + 3 x 8 = 40 ms.
+TEST(ConfigJobPlan, SyntheticSplitAndPredictionByHand) {
+  ConfigJob job(synthetic_config(10, 2, "measured", 4, 1), /*nodes=*/2);
+  const std::vector<wire::DeviceProfile> devices = {device("node0:cpu:0", 100),
+                                                    device("node1:cpu:0", 25)};
+  const schedule::PlanRequest request = plan_request(job.shape(), devices);
+  EXPECT_EQ(request.workload, schedule::Workload::inference);
+  EXPECT_EQ(request.layer_time[0], std::vector<double>(10, 0.001));
+  EXPECT_EQ(request.layer_time[1], std::vector<double>(10, 0.004));
+
+  wire::Assignment a;
+  a.devices = devices;
+  job.plan(a);
+  EXPECT_EQ(split(a), (std::vector<int>{0, 0, 0, 0, 0, 0, 0, 0, 1, 1}));
+  EXPECT_EQ(slots(a), (std::vector<int>{0, 1}));
+  EXPECT_NEAR(predict_job(job, a).step_time, 0.040, 1e-12);
+
+  // Uniform: 5 + 5 layers, stages of 5 and 20 ms: 5 + 20 + 3 x 20 = 85 ms.
+  ConfigJob uniform(synthetic_config(10, 2, "uniform", 4, 1), 2);
+  uniform.plan(a);
+  EXPECT_EQ(split(a), (std::vector<int>{0, 0, 0, 0, 0, 1, 1, 1, 1, 1}));
+  EXPECT_NEAR(predict_job(uniform, a).step_time, 0.085, 1e-12);
+}
+
+// job.steps > 1 decodes: 2 groups x 3 steps through two stages of 2 ms: (T G + p - 1) f =
+// (6 + 1) x 2 = 14 ms.
+TEST(ConfigJobPlan, SyntheticStepsDecode) {
+  ConfigJob job(synthetic_config(4, 2, "uniform", 2, 3), 2);
+  wire::Assignment a;
+  a.devices = {device("node0:cpu:0", 50), device("node1:cpu:0", 50)};
+  job.plan(a);
+  EXPECT_EQ(job.chosen_plan().workload, schedule::Workload::decode);
+  EXPECT_NEAR(predict_job(job, a).step_time, 0.014, 1e-12);
+  std::ostringstream out;
+  job.print_plan(out, a);
+  EXPECT_NE(out.str().find("2 groups x 3 steps (decoding)"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("stage 1: layers 2-3 (2), node1:cpu:0 (50 GFLOP/s, 10 GB/s), 2.000 ms "
+                           "per step, 2 input slots"),
+            std::string::npos)
+      << out.str();
+  EXPECT_NE(out.str().find("predicted job time 14.000 ms"), std::string::npos) << out.str();
+}
+
+class ModelJobPlan : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (auto f : families())
+      if (f.name == "gpt2") {
+        f.config["n_layer"] = 4;
+        model_ = save_random_model(f, "config_job_" + std::to_string(::getpid()));
+      }
+  }
+  void TearDown() override { std::filesystem::remove_all(model_); }
+
+  // Five prompts (the longest of 4 tokens) in 2 groups: 3 rows per group.
+  config::Config generate_config(const std::string& balance, int tp = 1, int per_node = 1) const {
+    return config::Config::parse(
+        str_cat("model: {weights: ", model_.string(), "}\n",
+                "train:\n  dist: {pipeline_parallel_size: 2, tensor_parallel_size: ", tp,
+                ", balance: ", balance, "}\n  cluster: {devices_per_node: ", per_node, "}\n",
+                "job:\n  _target_: generate\n  prompt_ids: [[5, 6, 7], [9], [11, 3, 30, 2], [8, "
+                "8], [20]]\n",
+                "  max_new_tokens: 6\n  num_groups: 2\n"));
+  }
+
+  std::filesystem::path model_;
+};
+
+// The random GPT-2 (hidden 32, inner 128, 4 heads) by hand: a layer holds 4 x 32 x 32 + 4 x 32
+// (attention) + 2 x 32 x 128 + 128 + 32 (MLP) + 4 x 32 (norms) = 12704 f32 parameters; a group's
+// prefill runs 3 rows x 4 tokens = 12 tokens over 4 keys: 2 x 12 x (4 x 32^2 + 2 x 32 x 128) +
+// 4 x 12 x 4 x 32 = 301056 flops; a decoding step 3 tokens over the mean context 4 + 6/2 = 7:
+// 2 x 3 x 12288 + 4 x 3 x 7 x 32 = 76416 flops, reading the weights and 3 x 7 tokens of keys and
+// values (2 x 32 f32 each); a group's KV cache holds 3 x (4 + 6) tokens. At 1 GFLOP/s and
+// 1000 GB/s every layer is compute-bound.
+TEST_F(ModelJobPlan, RequestFromTheModelsCostsByHand) {
+  ConfigJob job(generate_config("uniform"), 2);
+  const JobShape shape = job.shape();
+  EXPECT_EQ(shape.rows, 3);
+  EXPECT_EQ(shape.input_tokens, 4);
+  const schedule::PlanRequest r =
+      plan_request(shape, {device("node0:cpu:0", 1, 1000), device("node1:cpu:0", 1, 1000)});
+  EXPECT_EQ(r.workload, schedule::Workload::decode);
+  EXPECT_EQ(r.num_micro_batches, 2);
+  EXPECT_EQ(r.num_steps, 6);
+  ASSERT_EQ(r.weight_bytes.size(), 4u);
+  EXPECT_EQ(r.weight_bytes[2], 4.0 * 12704);
+  EXPECT_EQ(r.kv_cache_bytes[2], 4.0 * 2 * 32 * 3 * 10);
+  EXPECT_NEAR(r.layer_time[1][2], 301056e-9, 1e-15);
+  EXPECT_NEAR(r.layer_decode_time[1][2], 76416e-9, 1e-15);
+  EXPECT_DOUBLE_EQ(r.memory_cap[0], 1e9);
+}
+
+// Memory the plan's way: what stage `s` of one layer needs (its layer, both groups' KV caches,
+// and the embedding on the first stage or the head on the last).
+double one_layer_stage_bytes(const schedule::PlanRequest& r, bool first) {
+  return r.weight_bytes[0] + r.num_micro_batches * r.kv_cache_bytes[0] +
+         (first ? r.embedding.bytes : r.head.bytes);
+}
+
+// Node 0's device can hold one layer with the head (the last stage) but not one layer with the
+// embedding (GPT-2's embedding also holds the positions): the balanced plan runs stage 0 on
+// node 1 and stage 1 on node 0, and the layout follows.
+TEST_F(ModelJobPlan, TheOrderSearchMovesStageZeroToAnotherNode) {
+  ConfigJob job(generate_config("measured"), 2);
+  const schedule::PlanRequest r =
+      plan_request(job.shape(), {device("node0:cpu:0", 50), device("node1:cpu:0", 50)});
+  const double last = one_layer_stage_bytes(r, false), first = one_layer_stage_bytes(r, true);
+  ASSERT_LT(last, first);
+  wire::Assignment a;
+  a.devices = {device("node0:cpu:0", 50, 10, (first + last) / 2), device("node1:cpu:0", 50)};
+  job.plan(a);
+  EXPECT_EQ(split(a), (std::vector<int>{0, 0, 0, 1}));
+  EXPECT_EQ(slots(a), (std::vector<int>{1, 0}));
+  const PipelineLayout layout = job.layout(a);
+  EXPECT_EQ(layout.slot(0, 0, 0).node, 1);
+  EXPECT_EQ(layout.slot(0, 1, 0).node, 0);
+  std::ostringstream out;
+  job.print_plan(out, a);
+  EXPECT_NE(out.str().find("stage 0: layers 0-2 (3), node1:cpu:0"), std::string::npos) << out.str();
+
+  // Uniform keeps the order: stage 0 (two layers and the embedding) does not fit node 0.
+  ConfigJob uniform(generate_config("uniform"), 2);
+  try {
+    uniform.plan(a);
+    FAIL() << "expected the plan not to fit";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("the plan does not fit: stage 0 (layers 0-1) needs "),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("on device 0 (node0:cpu:0), which has "),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// With tensor parallelism the order search moves whole slots: a stage's two ranks stay on one
+// node (devices 2 and 3 of node 1 run stage 0).
+TEST_F(ModelJobPlan, TensorParallelRanksOfAMovedStageShareANode) {
+  ConfigJob job(generate_config("measured", /*tp=*/2, /*per_node=*/2), 2);
+  const schedule::PlanRequest r =
+      plan_request(job.shape(), std::vector<wire::DeviceProfile>(4, device("node0:cpu:0", 50)));
+  // Each rank holds half of the stage; a device's cap is its node's free memory / 2 devices, so
+  // node 0's devices get (first + last) / 2 per rank with this free memory.
+  const double last = one_layer_stage_bytes(r, false) / 2,
+               first = one_layer_stage_bytes(r, true) / 2;
+  wire::Assignment a;
+  a.devices = {device("node0:cpu:0", 50, 10, first + last),
+               device("node0:cpu:1", 50, 10, first + last), device("node1:cpu:0", 50),
+               device("node1:cpu:1", 50)};
+  job.plan(a);
+  EXPECT_EQ(slots(a), (std::vector<int>{1, 0}));
+  const PipelineLayout layout = job.layout(a);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(layout.slot(0, 0, rank).node, 1) << rank;
+    EXPECT_EQ(layout.slot(0, 0, rank).device, Device::cpu(rank)) << rank;
+    EXPECT_EQ(layout.slot(0, 1, rank).node, 0) << rank;
+  }
+  EXPECT_EQ(job.chosen_plan().stages[0].devices, (std::vector<int>{2, 3}));
+}
+
+TEST(ConfigJobPlan, ErrorsNameWhatWasWrong) {
+  ConfigJob job(synthetic_config(4, 2, "uniform", 2, 1), 2);
+  wire::Assignment a;
+  a.devices = {device("node0:cpu:0", 50)};
+  EXPECT_THROW(
+      {
+        try {
+          job.plan(a);
+        } catch (const InvalidArgument& e) {
+          EXPECT_NE(std::string(e.what()).find("planning: 1 device profiles, but data 1 x pipeline "
+                                               "2 x tensor 1 parallelism needs 2 devices"),
+                    std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      InvalidArgument);
+  try {
+    ConfigJob(config::Config::parse("train:\n  dist: {pipeline_parallel_size: 2, "
+                                    "pipeline_num_layers: 4}\n  cluster: {profiles: {cpu:1: "
+                                    "{matmul_gflops: 5}}}\njob: {_target_: synthetic}\n"),
+              2);
+    FAIL() << "expected an unknown device name to be refused";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'cpu:1' is not a device of the cluster"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace libai::actors
