@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <future>
 #include <set>
 #include <thread>
@@ -78,6 +80,63 @@ struct Node {
   }
 };
 
+// Opens the UCX data plane on a thread of its own while the caller keeps watching the
+// control plane: `watch` receives control messages for a moment and throws when a node died
+// or the job was aborted, so that a node lost while the data plane forms ends the job at
+// once instead of at the data plane's timeout. The thread is detached: after such a failure
+// it still waits in the rendezvous until its own timeout, owning only its shared state.
+std::shared_ptr<comm::Communicator> open_data_plane(comm::UcxGroupOptions options,
+                                                    const std::function<void()>& watch,
+                                                    const std::function<void(int)>& on_port = {}) {
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool done = false;
+    int port = -1;
+    std::shared_ptr<comm::Communicator> comm;
+    std::exception_ptr error;
+  };
+  auto shared = std::make_shared<Shared>();
+  options.on_listening = [shared](int port) {
+    std::lock_guard lock(shared->mutex);
+    shared->port = port;
+    shared->changed.notify_all();
+  };
+  std::thread([shared, options] {
+    std::shared_ptr<comm::Communicator> comm;
+    std::exception_ptr error;
+    try {
+      comm = comm::make_ucx_communicator(options);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard lock(shared->mutex);
+    shared->comm = std::move(comm);
+    shared->error = error;
+    shared->done = true;
+    shared->changed.notify_all();
+  }).detach();
+  bool told_port = false;
+  for (;;) {
+    {
+      std::unique_lock lock(shared->mutex);
+      shared->changed.wait_for(lock, 10ms, [&] { return shared->done || (!told_port && shared->port >= 0); });
+      if (!told_port && shared->port >= 0 && on_port) {
+        const int port = shared->port;
+        told_port = true;
+        lock.unlock();
+        on_port(port);
+        continue;
+      }
+      if (shared->done) {
+        if (shared->error) std::rethrow_exception(shared->error);
+        return shared->comm;
+      }
+    }
+    watch();
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Node 0: the scheduler.
 
@@ -86,6 +145,7 @@ struct Scheduler {
   std::vector<caf::actor> agents;  // by node rank (0: none)
   std::vector<std::vector<wire::DeviceProfile>> devices;
   std::set<int> dead;
+  bool aborted_ = false;
 
   explicit Scheduler(Node& n) : node(n), agents(size_t(n.spec.nodes)), devices(size_t(n.spec.nodes)) {}
 
@@ -99,9 +159,35 @@ struct Scheduler {
   [[noreturn]] void abort_all(const std::string& reason) {
     logger("cluster")->error("{}", reason);
     const wire::Bytes note = wire::encode(wire::Abort{reason, 0});
+    size_t waiting = 0;
     for (size_t k = 1; k < agents.size(); ++k)
-      if (agents[k] && !dead.count(int(k))) node.me()->send(agents[k], abort_atom::value, note);
+      if (agents[k] && !dead.count(int(k))) {
+        node.me()->send(agents[k], abort_atom::value, note);
+        ++waiting;
+      }
     node.stop_local_stages();
+    // The notes must leave before this process ends (CAF sends asynchronously): each live
+    // agent acknowledges its note or is seen gone, within a second at most.
+    // A node that has not joined yet learns the reason from the refusal of its join.
+    bool all_joined = true;
+    for (size_t k = 1; k < agents.size(); ++k) all_joined = all_joined && agents[k];
+    const auto deadline = Clock::now() + 1s;
+    while ((waiting > 0 || !all_joined) && Clock::now() < deadline)
+      node.me()->receive([&](ack_atom) { --waiting; },
+                         [&](join_atom, const wire::Bytes&) {
+                           auto sender = caf::actor_cast<caf::actor>(node.me()->current_sender());
+                           node.me()->send(sender, join_atom::value,
+                                           wire::encode(wire::JoinReply{false, reason}));
+                         },
+                         [&](caf::down_msg& msg) {
+                           const int rank = rank_of(msg.source);
+                           if (rank > 0 && !dead.count(rank)) {
+                             dead.insert(rank);
+                             --waiting;
+                           }
+                         },
+                         caf::after(std::chrono::duration_cast<std::chrono::milliseconds>(
+                             deadline - Clock::now())) >> [] {});
     LIBAI_THROW(CommunicationError, reason);
   }
 
@@ -181,6 +267,31 @@ struct Scheduler {
     }
   }
 
+  // One round of the control plane while the data plane forms: a node that dies or aborts
+  // ends the job now.
+  void watch_while_forming() {
+    std::string failure;
+    if (g_interrupted.load())
+      failure = str_cat("the job was interrupted on node 0 (signal ", g_interrupted.load(), ")");
+    else
+      node.me()->receive(
+          [&](caf::down_msg& msg) {
+            const int rank = rank_of(msg.source);
+            if (rank > 0) failure = died(rank) + " while the data plane was forming";
+          },
+          [&](abort_atom, const wire::Bytes& bytes) {
+            failure = wire::decode<wire::Abort>(bytes).reason;
+          },
+          [&](failed_atom, const wire::Bytes& bytes) {
+            failure = wire::decode<wire::Abort>(bytes).reason;
+          },
+          caf::after(100ms) >> [] {});
+    if (!failure.empty()) {
+      aborted_ = true;
+      abort_all(failure);
+    }
+  }
+
   wire::Assignment assign() {
     wire::Assignment a;
     a.config_yaml = node.options.config_yaml;
@@ -193,33 +304,25 @@ struct Scheduler {
       abort_all(e.what());  // every node names why (a plan that does not fit, ...)
     }
     end_if_a_node_failed_while_planning();
-    std::future<void> data_ready;
     if (node.spec.nodes > 1) {
-      std::promise<int> port;
-      auto got_port = port.get_future();
-      data_ready = std::async(std::launch::async, [this, p = std::move(port)]() mutable {
-        comm::UcxGroupOptions o;
-        o.rank = 0;
-        o.size = node.spec.nodes;
-        o.addr = node.spec.addr;
-        o.port = 0;
-        o.timeout = node.options.setup_timeout;
-        o.on_listening = [&p](int port) { p.set_value(port); };
-        node.data_plane = comm::make_ucx_communicator(o);
-      });
-      if (got_port.wait_for(node.options.setup_timeout) != std::future_status::ready) {
-        data_ready.get();  // rethrows the data plane's error
-        abort_all("node 0 could not open the data plane");
-      }
-      a.data_port = uint16_t(got_port.get());
-    }
-    const wire::Bytes bytes = wire::encode(a);
-    for (size_t k = 1; k < agents.size(); ++k) node.me()->send(agents[k], assign_atom::value, bytes);
-    if (data_ready.valid()) {
+      comm::UcxGroupOptions o;
+      o.rank = 0;
+      o.size = node.spec.nodes;
+      o.addr = node.spec.addr;
+      o.port = 0;
+      o.timeout = node.options.setup_timeout;
+      // Once the data plane listens, every node learns the plan and where to meet.
+      auto send_assignment = [&](int port) {
+        a.data_port = uint16_t(port);
+        const wire::Bytes bytes = wire::encode(a);
+        for (size_t k = 1; k < agents.size(); ++k)
+          node.me()->send(agents[k], assign_atom::value, bytes);
+      };
       try {
-        data_ready.get();
-      } catch (const std::exception& e) {
-        abort_all(str_cat("the data plane did not form: ", e.what()));
+        node.data_plane = open_data_plane(o, [&] { watch_while_forming(); }, send_assignment);
+      } catch (const CommunicationError& e) {
+        if (!aborted_) abort_all(str_cat("the data plane did not form: ", e.what()));
+        throw;
       }
     }
     return a;
@@ -423,6 +526,18 @@ ClusterResult run_agent(Node& node) {
   };
   auto on_abort = [&](abort_atom, const wire::Bytes& bytes) {
     failure = wire::decode<wire::Abort>(bytes).reason;
+    node.me()->send(scheduler, ack_atom::value);  // node 0 may end once its notes arrived
+  };
+  // This node ends the job (Ctrl-C): node 0 is told and answers with the abort it sends every
+  // node; waiting for it (a second at most) lets our note leave before this process ends.
+  auto interrupted = [&] {
+    failure = str_cat("the job was interrupted on node ", node.spec.node_rank, " (signal ",
+                      g_interrupted.load(), ")");
+    node.me()->send(scheduler, abort_atom::value,
+                    wire::encode(wire::Abort{failure, node.spec.node_rank}));
+    const std::string mine = failure;
+    node.me()->receive(on_down, on_abort, caf::after(1s) >> [] {});
+    failure = mine;
   };
   // Receives until `handler` ran (it sets `got`), node 0 fails, or `timeout`; then throws.
   auto wait_for = [&](std::chrono::milliseconds timeout, const std::string& what, auto&&... handlers) {
@@ -430,10 +545,7 @@ ClusterResult run_agent(Node& node) {
     const auto deadline = Clock::now() + timeout;
     while (!got && failure.empty()) {
       if (g_interrupted.load()) {
-        failure = str_cat("the job was interrupted on node ", node.spec.node_rank, " (signal ",
-                          g_interrupted.load(), ")");
-        node.me()->send(scheduler, abort_atom::value,
-                        wire::encode(wire::Abort{failure, node.spec.node_rank}));
+        interrupted();
         break;
       }
       if (Clock::now() > deadline) {
@@ -468,7 +580,14 @@ ClusterResult run_agent(Node& node) {
     o.addr = node.spec.addr;
     o.port = result.assignment.data_port;
     o.timeout = node.options.setup_timeout;
-    node.data_plane = comm::make_ucx_communicator(o);
+    node.data_plane = open_data_plane(o, [&] {
+      if (g_interrupted.load()) {
+        interrupted();
+      } else {
+        node.me()->receive(on_down, on_abort, caf::after(100ms) >> [] {});
+      }
+      if (!failure.empty()) LIBAI_THROW(CommunicationError, failure);
+    });
     node.layout = node.job.layout(result.assignment);
     node.have_layout = true;
     node.stages = spawn_slots(*node.system, node.layout, node.spec.node_rank,

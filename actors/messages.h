@@ -26,6 +26,7 @@ using ready_atom = caf::atom_constant<caf::atom("ready")>;        // a node's st
 using routes_atom = caf::atom_constant<caf::atom("routes")>;      // every stage's handle
 using report_atom = caf::atom_constant<caf::atom("report")>;      // a stage's figures
 using stop_atom = caf::atom_constant<caf::atom("stop")>;          // the job is over
+using ack_atom = caf::atom_constant<caf::atom("ack")>;            // an abort note arrived
 
 // What a stage's thread hands back to its actor after one action.
 struct StageOutput {

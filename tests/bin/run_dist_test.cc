@@ -242,6 +242,19 @@ TEST(RunClusterFaults, AKilledNodeEndsTheJobEverywhereNamingIt) {
   EXPECT_LT(std::chrono::steady_clock::now() - killed, 5s);
 }
 
+TEST(RunClusterFaults, ANodeKilledWhileTheClusterFormsEndsTheJob) {
+  Cluster cluster;
+  const std::string config = long_job(cluster, 3);
+  launch_nodes(cluster, config, 3, free_port());
+  ASSERT_TRUE(cluster.wait_for_log(0, "node 2 (", 30s)) << cluster.err(0);
+  cluster.signal(2, SIGKILL);  // while node 0 plans and the data plane forms
+  for (int r : {0, 1}) {
+    EXPECT_EQ(cluster.wait(r, 5s), 1) << "node " << r << " did not exit with an error within 5 s";
+    EXPECT_NE(cluster.err(r).find("node 2 died"), std::string::npos)
+        << "node " << r << ":\n" << cluster.err(r);
+  }
+}
+
 TEST(RunClusterFaults, AKilledNodeZeroEndsTheOthers) {
   Cluster cluster;
   const std::string config = long_job(cluster, 2);
