@@ -66,7 +66,7 @@ Schema train_schema() {
           .key("profiles",
                Schema::map().open().nullable().doc(
                    "what-if planning: measured device fields to override, by device name, e.g. "
-                   "{cpu:1: {matmul_gflops: 50}} (runtime/device_profile.h)"));
+                   "{node0:cpu:1: {matmul_gflops: 50}} (runtime/device_profile.h)"));
   return Schema::map()
       .key("output_dir", Schema::string())
       .key("train_micro_batch_size", count_at_least(1))
