@@ -1,5 +1,7 @@
 #include "actors/cluster.h"
 
+#include "actors/synthetic.h"
+
 #include <caf/io/all.hpp>
 #include <signal.h>
 #include <unistd.h>
@@ -146,6 +148,7 @@ struct Scheduler {
   std::vector<std::vector<wire::DeviceProfile>> devices;
   std::set<int> dead;
   bool aborted_ = false;
+  std::vector<double> control_rtts;  // the agents' measured round trips to node 0
 
   explicit Scheduler(Node& n) : node(n), agents(size_t(n.spec.nodes)), devices(size_t(n.spec.nodes)) {}
 
@@ -253,6 +256,7 @@ struct Scheduler {
             }
             agents[request.node_rank] = sender;
             devices[request.node_rank] = request.devices;
+            control_rtts.push_back(request.control_rtt_seconds);
             node.me()->monitor(sender);
             ++joined;
             logger("cluster")->info("node {} ({}) joined with {} device(s)",
@@ -262,6 +266,10 @@ struct Scheduler {
           [&](caf::down_msg& msg) {
             const int rank = rank_of(msg.source);
             if (rank > 0) abort_all(died(rank) + " while the cluster was forming");
+          },
+          [&](ping_atom, int32_t seq) {
+            node.me()->send(caf::actor_cast<caf::actor>(node.me()->current_sender()),
+                            pong_atom::value, seq);
           },
           [&](abort_atom, const wire::Bytes&) {}, caf::after(100ms) >> [] {});
     }
@@ -292,8 +300,38 @@ struct Scheduler {
     }
   }
 
+  // One packet hop between actors of this process, measured: a one-stage pipeline of no
+  // work passes a group's packet driver -> stage -> driver for 40 steps.
+  double measure_local_hop() {
+    PipelineLayout layout = make_layout({.dp = 1, .pp = 1, .tp = 1}, 1);
+    LocalPipeline pipeline(*node.system, layout, [](const SlotSpec&) {
+      return std::make_shared<SyntheticCompute>(0.0);
+    });
+    const int steps = 40;
+    const auto start = Clock::now();
+    run_synthetic_job(pipeline.client(), layout, steps);
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    pipeline.wait(std::chrono::seconds(10));
+    return seconds / (2.0 * steps);
+  }
+
   wire::Assignment assign() {
     wire::Assignment a;
+    try {
+      a.local_hop_seconds = measure_local_hop();
+    } catch (const std::exception& e) {
+      logger("cluster")->warn("could not measure the local hop latency: {}", e.what());
+    }
+    // A hop between nodes: the control plane's one-way time (half the agents' median round
+    // trip) plus the receiving process's own hop to the stage's thread.
+    std::vector<double> rtts;
+    for (double rtt : control_rtts) if (rtt > 0) rtts.push_back(rtt);
+    if (!rtts.empty()) {
+      std::sort(rtts.begin(), rtts.end());
+      a.remote_hop_seconds = rtts[rtts.size() / 2] / 2 + a.local_hop_seconds;
+    }
+    logger("cluster")->info("measured packet hops: {:.1f} us in this process, {:.1f} us between nodes",
+                            a.local_hop_seconds * 1e6, a.remote_hop_seconds * 1e6);
     a.config_yaml = node.options.config_yaml;
     for (const auto& d : devices) a.devices.insert(a.devices.end(), d.begin(), d.end());
     try {
@@ -516,8 +554,20 @@ ClusterResult run_agent(Node& node) {
     std::this_thread::sleep_for(200ms);
   }
   node.me()->monitor(scheduler);
+  // The control plane's round trip to node 0 (the best of 5), for the planner's hop cost.
+  double rtt = 0;
+  for (int32_t i = 0; i < 5; ++i) {
+    const auto sent = Clock::now();
+    node.me()->send(scheduler, ping_atom::value, i);
+    node.me()->receive(
+        [&](pong_atom, int32_t) {
+          const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
+          rtt = rtt == 0 ? seconds : std::min(rtt, seconds);
+        },
+        caf::after(2s) >> [] {});
+  }
   wire::JoinRequest request{uint32_t(node.spec.node_rank), node.spec.token, hostname(),
-                            node.job.profile_devices(node.spec.node_rank)};
+                            node.job.profile_devices(node.spec.node_rank), rtt};
   node.me()->send(scheduler, join_atom::value, wire::encode(request));
 
   std::string failure;

@@ -157,6 +157,10 @@ std::vector<wire::DeviceProfile> ConfigJob::devices_like_this_node() const {
 
 JobShape ConfigJob::shape() const {
   JobShape job;
+  job.local_hop_seconds =
+      cfg_.get_or<std::optional<double>>("train.cluster.local_hop_seconds", std::nullopt);
+  job.remote_hop_seconds =
+      cfg_.get_or<std::optional<double>>("train.cluster.remote_hop_seconds", std::nullopt);
   job.kind = kind_;
   job.model = model_;
   job.dp = dp_;
@@ -194,6 +198,9 @@ JobShape ConfigJob::shape() const {
 
 void ConfigJob::plan(wire::Assignment& assignment) {
   shape_ = shape();
+  // Measured when the cluster formed, unless the config fixes them.
+  if (!shape_->local_hop_seconds) shape_->local_hop_seconds = assignment.local_hop_seconds;
+  if (!shape_->remote_hop_seconds) shape_->remote_hop_seconds = assignment.remote_hop_seconds;
   plan_ = compile_job_plan(*shape_, assignment.devices);
   check_job_plan(*plan_, assignment.devices, per_node_);
   assignment.stage_of.assign(plan_->stage_of.begin(), plan_->stage_of.end());

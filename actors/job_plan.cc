@@ -151,6 +151,11 @@ schedule::PlanRequest plan_request(const JobShape& job,
                 d.matmul_gflops, " GFLOP/s and ", d.memory_bandwidth_gbs,
                 " GB/s; planning needs both > 0 (measured, or set in train.cluster.profiles)");
   schedule::PlanRequest r;
+  const int nodes = (count + job.devices_per_node - 1) / job.devices_per_node;
+  const double local = job.local_hop_seconds.value_or(0.0);
+  const double remote = job.remote_hop_seconds.value_or(0.0);
+  r.transfer_time = nodes > 1 && remote > 0 ? remote : local;
+  r.sample_time = local;
   r.dp = job.dp;
   r.pp = job.pp;
   r.tp = job.tp;

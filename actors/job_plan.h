@@ -53,6 +53,13 @@ struct JobShape {
   int64_t max_new_tokens = 0;  // generate
   std::string balance = "uniform";                       // train.dist.balance
   std::optional<std::vector<int64_t>> custom_stage_ids;  // train.dist.custom_pipeline_stage_id
+  // Measured by the cluster when it forms (0: not modelled): one packet hop between actors of
+  // one process, and between nodes. Every stage boundary and the last stage's return to the
+  // driver cost a hop (a node-crossing one on a cluster of several nodes); the driver's feed
+  // of stage 0 after sampling costs a local hop.
+  // Unset: not modelled (plan), or measured (run).
+  std::optional<double> local_hop_seconds;
+  std::optional<double> remote_hop_seconds;
   int groups_per_replica() const { return (num_groups + dp - 1) / dp; }
 };
 

@@ -27,6 +27,8 @@ using routes_atom = caf::atom_constant<caf::atom("routes")>;      // every stage
 using report_atom = caf::atom_constant<caf::atom("report")>;      // a stage's figures
 using stop_atom = caf::atom_constant<caf::atom("stop")>;          // the job is over
 using ack_atom = caf::atom_constant<caf::atom("ack")>;            // an abort note arrived
+using ping_atom = caf::atom_constant<caf::atom("ping")>;          // a control-plane round trip
+using pong_atom = caf::atom_constant<caf::atom("pong")>;
 
 // What a stage's thread hands back to its actor after one action.
 struct StageOutput {

@@ -19,6 +19,7 @@ struct JoinRequest {
   token @1 :Text;
   hostname @2 :Text;
   devices @3 :List(DeviceProfile);
+  controlRttSeconds @4 :Float64; # the node's measured round trip to node 0 over the control plane
 }
 
 struct JoinReply {
@@ -82,6 +83,8 @@ struct Assignment {
   deviceOfStage @2 :List(Int32); # pipeline stage -> device position in the pipeline's node order
   dataPort @3 :UInt16;           # node 0's rendezvous port of the UCX data plane (0: one node)
   devices @4 :List(DeviceProfile);  # every device of the cluster, in node order
+  localHopSeconds @5 :Float64;   # measured: one packet hop between actors of one process
+  remoteHopSeconds @6 :Float64;  # measured: one packet hop between nodes (0: one node)
 }
 
 # What one stage did, for the per-stage utilisation report.

@@ -110,6 +110,7 @@ Bytes encode(const JoinRequest& m) {
     root.setHostname(m.hostname);
     auto devices = root.initDevices(static_cast<unsigned>(m.devices.size()));
     for (unsigned i = 0; i < m.devices.size(); ++i) fill_device(devices[i], m.devices[i]);
+    root.setControlRttSeconds(m.control_rtt_seconds);
   });
 }
 
@@ -132,6 +133,7 @@ JoinRequest decode<JoinRequest>(std::span<const std::uint8_t> bytes, const ReadL
       [](schema::JoinRequest::Reader root) {
         JoinRequest m{root.getNodeRank(), root.getToken().cStr(), root.getHostname().cStr(), {}};
         for (auto device : root.getDevices()) m.devices.push_back(read_device(device));
+        m.control_rtt_seconds = root.getControlRttSeconds();
         return m;
       },
       limits);
@@ -282,6 +284,8 @@ Bytes encode(const Assignment& m) {
     root.setDataPort(m.data_port);
     auto devices = root.initDevices(static_cast<unsigned>(m.devices.size()));
     for (unsigned i = 0; i < m.devices.size(); ++i) fill_device(devices[i], m.devices[i]);
+    root.setLocalHopSeconds(m.local_hop_seconds);
+    root.setRemoteHopSeconds(m.remote_hop_seconds);
   });
 }
 
@@ -296,6 +300,8 @@ Assignment decode<Assignment>(std::span<const std::uint8_t> bytes, const ReadLim
         for (std::int32_t d : root.getDeviceOfStage()) m.device_of_stage.push_back(d);
         m.data_port = root.getDataPort();
         for (auto device : root.getDevices()) m.devices.push_back(read_device(device));
+        m.local_hop_seconds = root.getLocalHopSeconds();
+        m.remote_hop_seconds = root.getRemoteHopSeconds();
         return m;
       },
       limits);

@@ -41,6 +41,7 @@ struct JoinRequest {
   std::string token;
   std::string hostname;
   std::vector<DeviceProfile> devices;
+  double control_rtt_seconds = 0;
   bool operator==(const JoinRequest&) const = default;
 };
 
@@ -95,6 +96,8 @@ struct Assignment {
   std::vector<std::int32_t> device_of_stage;
   std::uint16_t data_port = 0;
   std::vector<DeviceProfile> devices;
+  double local_hop_seconds = 0;
+  double remote_hop_seconds = 0;
   bool operator==(const Assignment&) const = default;
 };
 

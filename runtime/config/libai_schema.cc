@@ -56,6 +56,14 @@ Schema train_schema() {
           .key("join_timeout", Schema::floating().greater_than(0).doc(
                                    "seconds node 0 waits for every node to join"))
           .key("devices_per_node", count_at_least(1).doc("devices (stage slots) of each node"))
+          .key("local_hop_seconds",
+               Schema::floating().min(0).nullable().doc(
+                   "planning: seconds one packet hop costs inside a process (null: measured by "
+                   "run when the cluster forms, 0 for plan)"))
+          .key("remote_hop_seconds",
+               Schema::floating().min(0).nullable().doc(
+                   "planning: seconds one packet hop costs between nodes (null: measured by run "
+                   "when the cluster forms, 0 for plan)"))
           .key("device_threads", count_at_least(1).doc("compute threads of each CPU device"))
           .key("device_slowdown",
                Schema::list_of(Schema::floating().min(1))

@@ -279,8 +279,9 @@ TEST_F(Cli, PlanOfAModelJobInSecondsAndBytes) {
 // synthetic stages (8 layers of 1 ms on the device of 100 GFLOP/s, 4 ms on the one of 25: the
 // fast one takes 7, 2 micro-batches take 7 + 4 + 7 = 18 ms) and for the GPT-2 fixture.
 TEST_F(Cli, PlanAndRunChooseTheSameSplitAndPrediction) {
+  // Hops cost nothing here: `plan` cannot measure them, `run` would.
   const std::string profiles =
-      "{devices_per_node: 2, profiles: {node0:cpu:0: {matmul_gflops: 100, memory_bandwidth_gbs: "
+      "{devices_per_node: 2, local_hop_seconds: 0.0, remote_hop_seconds: 0.0, profiles: {node0:cpu:0: {matmul_gflops: 100, memory_bandwidth_gbs: "
       "10}, node0:cpu:1: {matmul_gflops: 25, memory_bandwidth_gbs: 2.5}}}";
   const std::string synthetic = job_config(
       scratch_, "job: {_target_: synthetic, layer_seconds: 0.001, num_micro_batches: 2}\n",
