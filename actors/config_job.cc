@@ -130,6 +130,25 @@ wire::DeviceProfile ConfigJob::with_overrides(DeviceProfile p) const {
 
 std::vector<wire::DeviceProfile> ConfigJob::profile_devices(int node_rank) {
   std::vector<wire::DeviceProfile> out;
+  if (per_node_ * threads_ > hardware_cores()) {
+    // More device threads than cores: model stages would fight for them, so that is refused;
+    // synthetic stages sleep, so their devices may share cores: each is this node's first
+    // device, measured once, at its emulated slow-down.
+    LIBAI_CHECK(kind_ == JobKind::synthetic, "train.cluster.devices_per_node ", per_node_,
+                " x train.cluster.device_threads ", threads_, " = ", per_node_ * threads_,
+                " compute threads, but node ", node_rank, " has ", hardware_cores(), " cores");
+    const DeviceProfile measured = profile_cpu_device(Device::cpu(0), 1);
+    for (int d = 0; d < per_node_; ++d) {
+      DeviceProfile p = measured;
+      const double slowdown = slowdown_[size_t(node_rank * per_node_ + d)];
+      p.name = str_cat("node", node_rank, ":cpu:", d);
+      p.matmul_gflops /= slowdown;
+      p.memory_bandwidth_gbs /= slowdown;
+      p.slowdown = slowdown;
+      out.push_back(with_overrides(p));
+    }
+    return out;
+  }
   for (int d = 0; d < per_node_; ++d) {
     const int global = node_rank * per_node_ + d;
     DeviceProfile p = profile_cpu_device(Device::cpu(d), threads_, slowdown_[size_t(global)]);
@@ -244,7 +263,8 @@ PipelineLayout ConfigJob::layout(const wire::Assignment& assignment) {
 
 ComputeFactory ConfigJob::compute(const PipelineLayout& layout, const wire::Assignment& assignment) {
   for (int d = 0; d < per_node_; ++d)
-    if (thread_budget(Device::cpu(d)) != threads_) set_thread_budget(Device::cpu(d), threads_);
+    if (kind_ != JobKind::synthetic && thread_budget(Device::cpu(d)) != threads_)
+      set_thread_budget(Device::cpu(d), threads_);
   const std::vector<int> stage_of(assignment.stage_of.begin(), assignment.stage_of.end());
   if (kind_ == JobKind::synthetic) {
     std::vector<int> layers_of(size_t(pp_), 0);

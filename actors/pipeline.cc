@@ -46,6 +46,9 @@ PipelineLayout make_layout(LayoutSizes sizes, int num_groups) {
   int most = 0;
   for (const auto& gs : layout.groups) most = std::max(most, int(gs.size()));
   layout.input_slots = schedule::buffer_quota(schedule::inference_forward(sizes.pp, most));
+  // A stage queues its next action on its thread while the current one runs (Note [Keeping
+  // the pinned thread fed] in stage_actor.cc): that input holds a slot too.
+  for (int& slots : layout.input_slots) slots += kStageActionsInFlight - 1;
   layout.input_slots[0] = most;
   return layout;
 }

@@ -56,8 +56,9 @@ struct PipelineLayout {
 };
 
 // All slots on node 0, cpu:0, groups dealt round-robin to the replicas; input quotas from
-// schedule::buffer_quota (2 slots after stage 0: double buffering) and one slot per group at
-// stage 0. Callers then set nodes, devices and slow-downs.
+// schedule::buffer_quota (2 slots after stage 0: double buffering) plus one for the action a
+// stage queues on its thread, and one slot per group at stage 0. Callers then set nodes,
+// devices and slow-downs.
 PipelineLayout make_layout(LayoutSizes sizes, int num_groups);
 
 // The channel ids of links: into slot i, and from replica r's last stage to the driver.
@@ -90,9 +91,7 @@ class LocalPipeline {
   // the others) or a CommunicationError after `timeout`.
   std::vector<wire::StageReport> wait(std::chrono::milliseconds timeout = std::chrono::minutes(10));
 
- private:
- public:
-  struct Outcome;
+  struct Outcome;  // shared with the supervisor actor (pipeline.cc)
 
  private:
   void stop_all();

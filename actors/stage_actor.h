@@ -76,6 +76,10 @@ struct StageSetup {
 
 caf::actor spawn_stage(caf::actor_system& system, StageSetup setup);
 
+// Actions a stage may have fired and not yet computed (its current one and the next, queued on
+// its thread): an input buffer needs this many slots - 1 beyond double buffering.
+constexpr int kStageActionsInFlight = 2;
+
 // The two halves of moving a packet to `to` from a process `from_node`. On a pinned thread,
 // prepare_output() leaves a packet for a consumer in this process as a pointer, and for one
 // in another process packs it, posts its bytes on the data plane (the handle goes to
