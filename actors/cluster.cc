@@ -461,9 +461,11 @@ ClusterResult run_node0(Node& node) {
   const auto start = Clock::now();
   std::promise<void> job_done;
   auto job_result = job_done.get_future();
+  Clock::time_point outputs_in = start;
   std::thread job_thread([&] {
     try {
       node.job.drive(*client, node.layout);
+      outputs_in = Clock::now();
       job_done.set_value();
     } catch (...) {
       job_done.set_exception(std::current_exception());
@@ -518,7 +520,8 @@ ClusterResult run_node0(Node& node) {
     scheduler.abort_all(failure);
   }
   job_thread.join();
-  result.job_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.finish_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.job_seconds = std::chrono::duration<double>(outputs_in - start).count();
   for (size_t k = 1; k < scheduler.agents.size(); ++k)
     node.me()->send(scheduler.agents[k], stop_atom::value);
   caf::anon_send(node.driver, stop_atom::value);

@@ -62,7 +62,10 @@ struct ClusterResult {
   std::vector<wire::StageReport> reports;  // node 0: every stage's; other nodes: their own
   wire::Assignment assignment;
   PipelineLayout layout;
-  double job_seconds = 0;                  // node 0: from the routes to the last report
+  // Node 0, from the routes: until the job had its last output (what the plan predicts), and
+  // until every stage reported (the groups' done packets through every stage, the reports).
+  double job_seconds = 0;
+  double finish_seconds = 0;
 };
 
 ClusterResult run_cluster(const ClusterSpec& spec, ClusterJob& job, const ClusterOptions& options);

@@ -73,13 +73,15 @@ void flush(Self* self, int replica) {
   auto& credits = st.credits[size_t(replica)];
   auto& queue = st.queued[size_t(replica)];
   while (!queue.empty()) {
-    for (int c : credits)
-      if (c == 0) return;
     PacketPtr packet = queue.front();
+    // A done packet takes no input slot (Note [Done packets] in stage_actor.cc).
+    if (!packet->done)
+      for (int c : credits)
+        if (c == 0) return;
     queue.pop_front();
     const std::uint32_t seq = st.seq_out[size_t(replica)]++;
     for (size_t rank = 0; rank < r.first_stage.size(); ++rank) {
-      --credits[rank];
+      if (!packet->done) --credits[rank];
       // Stage-0 inputs are token ids and masks: small enough to pack here.
       StageOutput out = prepare_output(*packet, r.first_stage[rank], st.setup.node,
                                        st.setup.data_plane.get(), seq, &st.pending_sends);
@@ -162,7 +164,7 @@ caf::behavior driver_behavior(Self* self, DriverSetup setup) {
       [=](packet_atom, const PacketPtr& packet) {
         const int replica = replica_of_sender(self);
         self->state.setup.client->deliver(*packet);
-        if (replica >= 0)
+        if (replica >= 0 && !packet->done)
           send_credit(self, (*self->state.routes)[size_t(replica)].last_stage,
                       self->state.setup.node);
       },
@@ -182,7 +184,7 @@ caf::behavior driver_behavior(Self* self, DriverSetup setup) {
               client->fail(e.what());
             }
           });
-          send_credit(self, from, st.setup.node);
+          if (!header.done) send_credit(self, from, st.setup.node);
         } catch (const std::exception& e) {
           st.setup.client->fail(e.what());
         }

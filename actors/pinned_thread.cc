@@ -6,6 +6,12 @@
 
 namespace libai::actors {
 
+void sleep_precisely_until(std::chrono::steady_clock::time_point until) {
+  constexpr auto kMargin = std::chrono::microseconds(200);
+  if (std::chrono::steady_clock::now() + kMargin < until) std::this_thread::sleep_until(until - kMargin);
+  while (std::chrono::steady_clock::now() < until) std::this_thread::yield();
+}
+
 PinnedThread::PinnedThread(std::string name, Device device)
     : name_(std::move(name)), device_(device), thread_([this] { loop(); }) {}
 

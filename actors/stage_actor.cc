@@ -89,7 +89,10 @@ class ProgramCursor {
 
 struct Arrival {
   PacketPtr packet;                    // from this process
-  std::optional<wire::PacketHeader> header;  // from another: bytes still on the data plane
+  std::optional<wire::PacketHeader> header;  // from another: bytes on the data plane
+  // The receive of those bytes, posted when the header arrives (Note [Receiving ahead]).
+  Tensor buffer;
+  comm::WorkHandle receive;
 };
 
 // What the pinned thread owns (touched only there, one job at a time).
@@ -138,8 +141,8 @@ void run_action(caf::actor me, const StageSetup& setup, const StageRoutes& route
     if (arrival.packet) {
       in = *arrival.packet;  // shares the tensors
     } else {
-      const int from = routes.upstream.node;
-      in = receive_packet(*arrival.header, from, *setup.data_plane);
+      if (arrival.receive) arrival.receive->wait();
+      in = unpack(*arrival.header, arrival.buffer);
       side->bytes_received += arrival.header->bytes;
     }
     const auto start = std::chrono::steady_clock::now();
@@ -150,8 +153,9 @@ void run_action(caf::actor me, const StageSetup& setup, const StageRoutes& route
       result.tensors = setup.compute->forward(in.group, in.tensors);
     const std::chrono::duration<double> computed = std::chrono::steady_clock::now() - start;
     if (setup.slowdown > 1.0 && !in.done)
-      std::this_thread::sleep_for(std::chrono::duration<double>(computed.count() *
-                                                                (setup.slowdown - 1.0)));
+      sleep_precisely_until(std::chrono::steady_clock::now() +
+                            std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                std::chrono::duration<double>(computed.count() * (setup.slowdown - 1.0))));
     const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
     StageOutput out = prepare_output(std::move(result), routes.downstream, setup.node,
                                      setup.data_plane.get(), side->seq_out++,
@@ -186,6 +190,15 @@ void finish(Self* self) {
   });
 }
 
+// Note [Done packets]
+// A group's done packet carries no tensors, so it needs no input slot: producers send it
+// without a credit and consumers return none for it. Were it to take a slot, the end of a job
+// (one done packet per group through every stage, all at once) would run at one credit round
+// trip per quota's worth of groups and hop, which across processes was most of the runtime's
+// overhead on short jobs. Arrivals of done packets are bounded by the number of groups. For the
+// same reason a stage queues every done packet on its thread at once, beyond the two actions
+// in flight of the Note below: each costs microseconds, a round trip through the actor ~80 us.
+
 // Note [Keeping the pinned thread fed]
 // After each action the pinned thread would otherwise idle for a round trip through the actor
 // (its `computed` message, a CAF worker's wake-up, the next post): 60-180 us per action on a
@@ -198,7 +211,7 @@ constexpr int kMaxInFlight = kStageActionsInFlight;
 
 void try_fire(Self* self) {
   auto& st = self->state;
-  while (!st.finished && st.routes && st.in_flight < kMaxInFlight) {
+  while (!st.finished && st.routes) {
     if (st.cursor->finished()) {
       if (st.in_flight == 0) finish(self);
       return;
@@ -206,14 +219,18 @@ void try_fire(Self* self) {
     const Key key = st.cursor->next();
     auto it = st.arrivals.find(key);
     if (it == st.arrivals.end()) return;
-    const bool needs_credit = st.routes->downstream.actor != nullptr;
+    const bool done = it->second.packet ? it->second.packet->done : it->second.header->done;
+    // A done packet only releases caches: it may queue behind the others (Note [Done packets]).
+    if (!done && st.in_flight >= kMaxInFlight) return;
+    // A done packet holds no tensors: it takes no input slot (Note [Done packets]).
+    const bool needs_credit = st.routes->downstream.actor != nullptr && !done;
     if (needs_credit && st.credits == 0) return;
     if (needs_credit) --st.credits;
     ++st.in_flight;
     st.fired.push_back(key);
     Arrival arrival = std::move(it->second);
     st.arrivals.erase(it);
-    st.cursor->advance(arrival.packet ? arrival.packet->done : arrival.header->done);
+    st.cursor->advance(done);
     trace(self, "fire " + key_name(key));
     caf::actor me = caf::actor_cast<caf::actor>(self);
     // The setup and routes outlive the job: the state owns them and joins the thread first.
@@ -226,12 +243,36 @@ void try_fire(Self* self) {
   }
 }
 
+// Note [Receiving ahead]
+// A packet from another process comes as a header through CAF while its bytes wait on the
+// data plane. The stage posts the receive as soon as the header is there, on the actor (the
+// communicator takes calls from any thread), not when the action starts on the pinned thread:
+// the bytes then cross while the previous action computes instead of in series with it (UCX
+// moves a large message only once its receive is posted). The buffer is the one a quota slot
+// accounts for, so memory stays bounded by the quotas.
+void post_receive(Self* self, Arrival& arrival) {
+  auto& st = self->state;
+  if (!arrival.header || arrival.receive || arrival.buffer.defined() || !st.routes) return;
+  arrival.buffer = buffer_for(*arrival.header);
+  if (arrival.header->bytes == 0) return;
+  LIBAI_CHECK(st.setup.data_plane != nullptr, "a packet from node ", st.routes->upstream.node,
+              " but this process has no data plane");
+  arrival.receive = st.setup.data_plane->recv_async(arrival.buffer, st.routes->upstream.node,
+                                                    arrival.header->tag);
+}
+
 void accept(Self* self, Key key, Arrival arrival) {
   auto& st = self->state;
   trace(self, "arrive " + key_name(key));
   if (st.finished) return;
   if (st.arrivals.count(key)) {
     fail(self, str_cat(st.setup.name, ": received ", key_name(key), " twice"));
+    return;
+  }
+  try {
+    post_receive(self, arrival);
+  } catch (const std::exception& e) {
+    fail(self, str_cat(st.setup.name, ": ", e.what()));
     return;
   }
   st.arrivals.emplace(key, std::move(arrival));
@@ -251,6 +292,12 @@ caf::behavior stage_behavior(Self* self, StageSetup setup) {
       [=](routes_atom, const StageRoutesPtr& routes) {
         self->state.routes = routes;
         self->state.credits = routes->downstream_slots;
+        try {
+          for (auto& [key, arrival] : self->state.arrivals) post_receive(self, arrival);
+        } catch (const std::exception& e) {
+          fail(self, str_cat(self->state.setup.name, ": ", e.what()));
+          return;
+        }
         try_fire(self);
       },
       [=](packet_atom, const PacketPtr& packet) {
@@ -287,9 +334,9 @@ caf::behavior stage_behavior(Self* self, StageSetup setup) {
         ++s.actions;
         const Key key = s.fired.front();
         s.fired.pop_front();
-        // The input slot is free again.
-        send_credit(self, s.routes->upstream, s.setup.node);
-        trace(self, "send " + key_name(key));
+        // The input slot is free again (a done packet took none).
+        if (!out->done) send_credit(self, s.routes->upstream, s.setup.node);
+        trace(self, "send " + key_name(key) + (out->done ? " done" : ""));
         deliver(self, s.routes->downstream, *out);
         try_fire(self);
       },

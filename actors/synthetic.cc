@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include "actors/pinned_thread.h"
 #include "runtime/error.h"
 
 namespace libai::actors {
@@ -12,7 +13,7 @@ models::TensorMap SyntheticCompute::forward(int, const models::TensorMap& inputs
   const auto until = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                  std::chrono::duration<double>(seconds_));
   if (wait_ == Wait::sleep) {
-    std::this_thread::sleep_until(until);
+    sleep_precisely_until(until);
   } else {
     while (std::chrono::steady_clock::now() < until) {
     }

@@ -68,6 +68,7 @@ TEST(LocalPipeline, CreditsBoundWhatAProducerHasInFlight) {
   ASSERT_EQ(layout.input_slots[1], 3);
   std::mutex mutex;
   int in_flight = 0, most = 0;  // packets stage 0 sent that stage 1 has not freed
+  int credits = 0, done_sent = 0;
   LocalPipeline pipeline(
       *sys.system, layout,
       [](const SlotSpec& slot) {
@@ -76,12 +77,22 @@ TEST(LocalPipeline, CreditsBoundWhatAProducerHasInFlight) {
       [&](const SlotSpec& slot, const std::string& event) {
         if (slot.stage != 0) return;
         std::lock_guard lock(mutex);
-        if (event.rfind("send", 0) == 0) most = std::max(most, ++in_flight);
-        if (event == "credit") --in_flight;
+        const bool send = event.rfind("send", 0) == 0;
+        const bool done = event.size() > 5 && event.substr(event.size() - 5) == " done";
+        if (send && done) ++done_sent;
+        if (send && !done) most = std::max(most, ++in_flight);
+        if (event == "credit") {
+          --in_flight;
+          ++credits;
+        }
       });
   run_synthetic_job(pipeline.client(), layout, 1);
   pipeline.wait(std::chrono::seconds(30));
   EXPECT_EQ(most, 3) << "the fast stage must stop at the slow stage's three input slots";
+  // Done packets take no slot: one credit back per micro-batch, none for the done packets.
+  EXPECT_EQ(done_sent, groups);
+  EXPECT_EQ(credits, groups);
+  EXPECT_EQ(in_flight, 0);
 }
 
 TEST(LocalPipeline, StagesConsumeInProgramOrderWhateverTheArrivalOrder) {
