@@ -125,7 +125,7 @@ wire::DeviceProfile ConfigJob::with_overrides(DeviceProfile p) const {
   const config::Node* overrides = cfg_.root().find_path("train.cluster.profiles");
   if (overrides && overrides->is_map())
     if (const config::Node* fields = overrides->find(p.name)) apply_profile_overrides(p, *fields);
-  return {p.name, p.matmul_gflops, p.memory_bandwidth_gbs, p.free_memory_bytes};
+  return {p.name, p.matmul_gflops, p.memory_bandwidth_gbs, p.free_memory_bytes, p.layer_seconds};
 }
 
 std::vector<wire::DeviceProfile> ConfigJob::profile_devices(int node_rank) {
@@ -145,6 +145,7 @@ std::vector<wire::DeviceProfile> ConfigJob::profile_devices(int node_rank) {
       p.matmul_gflops /= slowdown;
       p.memory_bandwidth_gbs /= slowdown;
       p.slowdown = slowdown;
+      p.layer_seconds = time_synthetic_layer(layer_seconds_, slowdown);
       out.push_back(with_overrides(p));
     }
     return out;
@@ -153,13 +154,25 @@ std::vector<wire::DeviceProfile> ConfigJob::profile_devices(int node_rank) {
     const int global = node_rank * per_node_ + d;
     DeviceProfile p = profile_cpu_device(Device::cpu(d), threads_, slowdown_[size_t(global)]);
     p.name = str_cat("node", node_rank, ":cpu:", d);
+    // A synthetic job's layer is timed on the device itself (Note [Timed layers]).
+    if (kind_ == JobKind::synthetic)
+      p.layer_seconds = time_synthetic_layer(layer_seconds_, slowdown_[size_t(global)]);
     out.push_back(with_overrides(p));
   }
   return out;
 }
 
+// Note [Timed layers]
+// The planner balances stages by each device's time for the job's layers. A synthetic job
+// times one of its layers on every device when the node joins (the median of five, the stage's
+// emulated slow-down included): that is the cost the stages will pay, whatever else loads the
+// host meanwhile. Model jobs estimate a layer from its FLOPs and bytes and the device's
+// measured matmul rate and memory bandwidth (the roofline of job_plan.cc); a what-if override
+// of those rates (train.cluster.profiles) drops a timed layer unless it sets layer_seconds.
+
 std::vector<wire::DeviceProfile> ConfigJob::devices_like_this_node() const {
-  const DeviceProfile measured = profile_cpu_device(Device::cpu(0), threads_);
+  DeviceProfile measured = profile_cpu_device(Device::cpu(0), threads_);
+  if (kind_ == JobKind::synthetic) measured.layer_seconds = time_synthetic_layer(layer_seconds_, 1.0);
   std::vector<wire::DeviceProfile> out;
   for (int k = 0; k < nodes_; ++k)
     for (int d = 0; d < per_node_; ++d) {
@@ -168,6 +181,7 @@ std::vector<wire::DeviceProfile> ConfigJob::devices_like_this_node() const {
       p.name = str_cat("node", k, ":cpu:", d);
       p.matmul_gflops /= slowdown;
       p.memory_bandwidth_gbs /= slowdown;
+      p.layer_seconds *= slowdown;
       p.slowdown = slowdown;
       out.push_back(with_overrides(p));
     }

@@ -24,13 +24,17 @@ double roofline(double flops, double bytes, const wire::DeviceProfile& device) {
                                            device.memory_bandwidth_gbs);
 }
 
+// A synthetic layer costs what it was timed at on each device (ConfigJob::profile_devices);
+// without timings (what-if rates), layer_seconds on the fastest device, scaled by the rates.
 void add_synthetic_costs(schedule::PlanRequest& r, const JobShape& job,
                          const std::vector<wire::DeviceProfile>& devices) {
+  const bool timed = std::all_of(devices.begin(), devices.end(),
+                                 [](const wire::DeviceProfile& d) { return d.layer_seconds > 0; });
   double fastest = 0;
   for (const auto& d : devices) fastest = std::max(fastest, d.matmul_gflops);
   for (const auto& d : devices)
     r.layer_time.emplace_back(size_t(job.num_layers),
-                              job.layer_seconds * fastest / d.matmul_gflops);
+                              timed ? d.layer_seconds : job.layer_seconds * fastest / d.matmul_gflops);
   r.weight_bytes.assign(size_t(job.num_layers), 0.0);
 }
 
@@ -150,6 +154,10 @@ schedule::PlanRequest plan_request(const JobShape& job,
     LIBAI_CHECK(d.matmul_gflops > 0 && d.memory_bandwidth_gbs > 0, "device ", d.name, " reports ",
                 d.matmul_gflops, " GFLOP/s and ", d.memory_bandwidth_gbs,
                 " GB/s; planning needs both > 0 (measured, or set in train.cluster.profiles)");
+  for (const auto& d : devices)
+    LIBAI_CHECK(std::isfinite(d.layer_seconds) && d.layer_seconds >= 0 && d.layer_seconds < 1e6,
+                "device ", d.name, " reports a layer time of ", d.layer_seconds,
+                " s; expected a finite number >= 0");
   schedule::PlanRequest r;
   const int nodes = (count + job.devices_per_node - 1) / job.devices_per_node;
   const double local = job.local_hop_seconds.value_or(0.0);

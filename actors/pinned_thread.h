@@ -24,6 +24,10 @@ namespace libai::actors {
 // synthetic stages and emulated slow devices, whose cost must be what was asked.
 void sleep_precisely_until(std::chrono::steady_clock::time_point until);
 
+// An emulated slower device (train.cluster.device_slowdown): after work that began at `start`,
+// sleeps until it has taken `slowdown` times as long.
+void emulate_slowdown(std::chrono::steady_clock::time_point start, double slowdown);
+
 class PinnedThread {
  public:
   PinnedThread(std::string name, Device device);

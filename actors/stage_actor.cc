@@ -151,11 +151,7 @@ void run_action(caf::actor me, const StageSetup& setup, const StageRoutes& route
       setup.compute->release(in.group);
     else
       result.tensors = setup.compute->forward(in.group, in.tensors);
-    const std::chrono::duration<double> computed = std::chrono::steady_clock::now() - start;
-    if (setup.slowdown > 1.0 && !in.done)
-      sleep_precisely_until(std::chrono::steady_clock::now() +
-                            std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                std::chrono::duration<double>(computed.count() * (setup.slowdown - 1.0))));
+    if (!in.done) emulate_slowdown(start, setup.slowdown);
     const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
     StageOutput out = prepare_output(std::move(result), routes.downstream, setup.node,
                                      setup.data_plane.get(), side->seq_out++,

@@ -1,5 +1,6 @@
 #include "actors/synthetic.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -23,6 +24,21 @@ models::TensorMap SyntheticCompute::forward(int, const models::TensorMap& inputs
   Tensor x = it->second.clone_raw();
   x.data<float>()[0] += 1.0f;
   return {{"x", x}};
+}
+
+double time_synthetic_layer(double layer_seconds, double slowdown, int repetitions) {
+  LIBAI_CHECK(repetitions >= 1, "time_synthetic_layer: repetitions must be at least 1");
+  SyntheticCompute layer(layer_seconds);
+  const models::TensorMap inputs{{"x", Tensor::zeros({1}, DType::f32)}};
+  std::vector<double> seconds;
+  for (int i = 0; i < repetitions; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    layer.forward(0, inputs);
+    emulate_slowdown(start, slowdown);
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::nth_element(seconds.begin(), seconds.begin() + std::ptrdiff_t(seconds.size() / 2), seconds.end());
+  return seconds[seconds.size() / 2];
 }
 
 std::vector<std::vector<float>> run_synthetic_job(PipelineClient& client, const PipelineLayout& layout,

@@ -53,11 +53,12 @@ void fill_device(schema::DeviceProfile::Builder out, const DeviceProfile& in) {
   out.setMatmulGflops(in.matmul_gflops);
   out.setMemoryBandwidthGbs(in.memory_bandwidth_gbs);
   out.setFreeMemoryBytes(in.free_memory_bytes);
+  out.setLayerSeconds(in.layer_seconds);
 }
 
 DeviceProfile read_device(schema::DeviceProfile::Reader in) {
   return {in.getName().cStr(), in.getMatmulGflops(), in.getMemoryBandwidthGbs(),
-          in.getFreeMemoryBytes()};
+          in.getFreeMemoryBytes(), in.getLayerSeconds()};
 }
 
 }  // namespace

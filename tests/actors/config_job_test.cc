@@ -9,6 +9,7 @@
 
 #include "actors/config_job.h"
 #include "actors/prediction.h"
+#include "actors/synthetic.h"
 #include "tests/models/random_models.h"
 
 namespace libai::actors {
@@ -137,6 +138,41 @@ TEST_F(ModelJobPlan, RequestFromTheModelsCostsByHand) {
 double one_layer_stage_bytes(const schedule::PlanRequest& r, bool first) {
   return r.weight_bytes[0] + r.num_micro_batches * r.kv_cache_bytes[0] +
          (first ? r.embedding.bytes : r.head.bytes);
+}
+
+// Devices that timed the job's layer (synthetic jobs do when they join) are planned with those
+// times, whatever their rates say; without timings on every device, the rates decide.
+TEST(ConfigJobPlan, SyntheticLayersCostWhatTheDevicesTimed) {
+  ConfigJob job(synthetic_config(10, 2, "measured", 4, 1), /*nodes=*/2);
+  wire::DeviceProfile fast = device("node0:cpu:0", 100), slow = device("node1:cpu:0", 100);
+  fast.layer_seconds = 0.0011;
+  slow.layer_seconds = 0.0033;
+  const schedule::PlanRequest timed = plan_request(job.shape(), {fast, slow});
+  EXPECT_EQ(timed.layer_time[0], std::vector<double>(10, 0.0011));
+  EXPECT_EQ(timed.layer_time[1], std::vector<double>(10, 0.0033));
+  wire::Assignment a;
+  a.devices = {fast, slow};
+  job.plan(a);
+  // The fast device takes 8 layers (8.8 ms against 6.6 ms; with 7, the slow one has 9.9 ms).
+  EXPECT_EQ(split(a), (std::vector<int>{0, 0, 0, 0, 0, 0, 0, 0, 1, 1}));
+
+  slow.layer_seconds = 0;  // one device without a timing: rates for all
+  const schedule::PlanRequest rates = plan_request(job.shape(), {fast, slow});
+  EXPECT_EQ(rates.layer_time[1], std::vector<double>(10, 0.001));
+
+  slow.layer_seconds = std::nan("");
+  EXPECT_THROW(plan_request(job.shape(), {fast, slow}), Error);
+}
+
+// Emulated slow-down of a synthetic layer, as a stage runs it: 2 ms at slow-down 3 takes 6 ms
+// (wide bounds: the host may be loaded; the point is the factor, not the timing).
+TEST(ConfigJobPlan, ASyntheticLayerIsTimedAtTheDeviceSlowdown) {
+  const double one = time_synthetic_layer(0.002, 1.0, 3);
+  const double three = time_synthetic_layer(0.002, 3.0, 3);
+  EXPECT_GE(one, 0.002);
+  EXPECT_LT(one, 0.004);
+  EXPECT_GE(three, 0.006);
+  EXPECT_LT(three, 0.010);
 }
 
 // Node 0's device can hold one layer with the head (the last stage) but not one layer with the

@@ -30,7 +30,7 @@ TEST(Wire, JoinReplyRoundTrips) {
 }
 
 TEST(Wire, DeviceProfileRoundTrips) {
-  const DeviceProfile in{"cpu:1", 104.0, 12.5, 1ull << 33};
+  const DeviceProfile in{"cpu:1", 104.0, 12.5, 1ull << 33, 0.0021};
   EXPECT_EQ(decode<DeviceProfile>(encode(in)), in);
 }
 

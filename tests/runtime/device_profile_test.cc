@@ -119,6 +119,28 @@ TEST(ProfileOverrides, GivenFieldsReplaceMeasurement) {
   EXPECT_EQ(profile.free_memory_bytes, 8000000000u);
 }
 
+// A timed layer is the device's cost for the job; a what-if on the rates alone replaces it by
+// the roofline of those rates, and layer_seconds itself can be set.
+TEST(ProfileOverrides, RatesDropATimedLayerUnlessItIsSetToo) {
+  DeviceProfile profile;
+  profile.matmul_gflops = 100;
+  profile.memory_bandwidth_gbs = 20;
+  profile.layer_seconds = 0.002;
+  auto apply = [&](const std::string& yaml) {
+    config::Config cfg = config::Config::parse("p: " + yaml + "\n", "what_if.yaml");
+    apply_profile_overrides(profile, cfg.node("p"));
+  };
+  apply("{free_memory_bytes: 1.0e9}");
+  EXPECT_EQ(profile.layer_seconds, 0.002);
+  apply("{layer_seconds: 0.008}");
+  EXPECT_EQ(profile.layer_seconds, 0.008);
+  apply("{matmul_gflops: 25, layer_seconds: 0.004}");
+  EXPECT_EQ(profile.layer_seconds, 0.004);
+  apply("{matmul_gflops: 50}");
+  EXPECT_EQ(profile.layer_seconds, 0.0);
+  EXPECT_EQ(profile.matmul_gflops, 50.0);
+}
+
 TEST(ProfileOverrides, BadFieldsAreNamed) {
   DeviceProfile profile;
   auto message_of = [&](const std::string& yaml) -> std::string {
