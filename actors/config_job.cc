@@ -164,9 +164,10 @@ std::vector<wire::DeviceProfile> ConfigJob::profile_devices(int node_rank) {
 
 // Note [Timed layers]
 // The planner balances stages by each device's time for the job's layers. A synthetic job
-// times one of its layers on every device when the node joins (the median of five, the stage's
-// emulated slow-down included): that is the cost the stages will pay, whatever else loads the
-// host meanwhile. Model jobs estimate a layer from its FLOPs and bytes and the device's
+// times one of its layers on every device when the node joins (the fastest of nine, the
+// stage's emulated slow-down included): that is the cost the stages will pay. Not the median:
+// the other nodes profile meanwhile, which on a shared host delays a sleeping stage's wake-ups
+// by milliseconds; the delays only add, so the minimum is the cost. Model jobs estimate a layer from its FLOPs and bytes and the device's
 // measured matmul rate and memory bandwidth (the roofline of job_plan.cc); a what-if override
 // of those rates (train.cluster.profiles) drops a timed layer unless it sets layer_seconds.
 

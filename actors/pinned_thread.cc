@@ -16,7 +16,8 @@ void emulate_slowdown(std::chrono::steady_clock::time_point start, double slowdo
 void sleep_precisely_until(std::chrono::steady_clock::time_point until) {
   constexpr auto kMargin = std::chrono::microseconds(200);
   if (std::chrono::steady_clock::now() + kMargin < until) std::this_thread::sleep_until(until - kMargin);
-  while (std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  while (std::chrono::steady_clock::now() < until) {
+  }
 }
 
 PinnedThread::PinnedThread(std::string name, Device device)

@@ -37,8 +37,7 @@ double time_synthetic_layer(double layer_seconds, double slowdown, int repetitio
     emulate_slowdown(start, slowdown);
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  std::nth_element(seconds.begin(), seconds.begin() + std::ptrdiff_t(seconds.size() / 2), seconds.end());
-  return seconds[seconds.size() / 2];
+  return *std::min_element(seconds.begin(), seconds.end());
 }
 
 std::vector<std::vector<float>> run_synthetic_job(PipelineClient& client, const PipelineLayout& layout,
