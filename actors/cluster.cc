@@ -493,6 +493,7 @@ ClusterResult run_node0(Node& node) {
                            caf::after(200ms) >> [&] { failure = e.what(); });
         break;
       }
+      continue;  // the reports may all be in already: check before waiting for more
     }
     node.me()->receive(
         [&](finished_atom, const wire::Bytes& bytes) {
