@@ -169,6 +169,7 @@ TEST(ConfigJobPlan, SyntheticLayersCostWhatTheDevicesTimed) {
 TEST(ConfigJobPlan, ASyntheticLayerIsTimedAtTheDeviceSlowdown) {
   const double one = time_synthetic_layer(0.002, 1.0, 3);
   const double three = time_synthetic_layer(0.002, 3.0, 3);
+  // Never under the work asked for; over it only by what a loaded host adds (the fastest of 3).
   EXPECT_GE(one, 0.002);
   EXPECT_LT(one, 0.004);
   EXPECT_GE(three, 0.006);

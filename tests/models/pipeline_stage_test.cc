@@ -582,17 +582,23 @@ TEST(Seq2SeqInputs, PrefillStepAndSelectRowsByHand) {
   EXPECT_THROW(Seq2SeqInputs({{1}, {}}, 0, 0), Error);
 }
 
+// The cached steps and the recomputation run the same f32 math in different shapes (one row
+// per step against the whole history), so their sums round differently: up to 2.1e-5 relative
+// on the fixtures' logits on an AVX2 host without AVX-512 (1e-5 held elsewhere). A wrong cache
+// or reorder is off by O(1).
+constexpr double kCachedStepTolerance = 1e-4;
+
 TEST(T5Stages, FixtureLogitsOfStepZeroAndStepsAtEverySplit) {
   for (const std::string name : {"t5", "mt5", "t5v11"})  // tied-scaled relu, untied gated-gelu
     for (const auto& sizes : all_splits(4))
-      check_seq2seq_decoding(model_fixture(name), sizes, 1e-5);
+      check_seq2seq_decoding(model_fixture(name), sizes, kCachedStepTolerance);
 }
 
 TEST(T5Stages, RandomModelsWithUnequalStacksAtEverySplit) {
   // Three encoder layers and two decoder layers; one encoder layer and two decoder layers.
   const fs::path untied = random_t5("t5", 3, 2), tied = random_t5("t5_tied", 1, 2);
-  for (const auto& sizes : all_splits(5)) check_seq2seq_decoding(untied, sizes, 1e-5);
-  for (const auto& sizes : all_splits(3)) check_seq2seq_decoding(tied, sizes, 1e-5);
+  for (const auto& sizes : all_splits(5)) check_seq2seq_decoding(untied, sizes, kCachedStepTolerance);
+  for (const auto& sizes : all_splits(3)) check_seq2seq_decoding(tied, sizes, kCachedStepTolerance);
 }
 
 std::vector<std::string> names_of(const Activations& a) {

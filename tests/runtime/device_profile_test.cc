@@ -57,15 +57,20 @@ TEST_F(DeviceProfileTest, DefaultSizes) {
 TEST_F(DeviceProfileTest, EmulatedSlowdownHalvesTheRates) {
   // Best of several repetitions on both sides, so that a busy neighbour rarely decides it,
   // and units of a few milliseconds, so that the sleep's wake-up latency stays small.
+  // Under `ctest -j` other tests load the cores meanwhile: up to three tries, one must land.
   ProfileOptions options = quick();
   options.matmul_size = 512;
   options.repetitions = 5;
-  DeviceProfile real = profile_cpu_device(Device::cpu(0), 1, 1.0, options);
-  DeviceProfile slow = profile_cpu_device(Device::cpu(0), 1, 2.0, options);
-  EXPECT_EQ(slow.slowdown, 2.0);
-  double ratio = real.matmul_gflops / slow.matmul_gflops;
-  EXPECT_GE(ratio, 1.6) << real.matmul_gflops << " vs " << slow.matmul_gflops;
-  EXPECT_LE(ratio, 2.5) << real.matmul_gflops << " vs " << slow.matmul_gflops;
+  std::string tries;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    DeviceProfile real = profile_cpu_device(Device::cpu(0), 1, 1.0, options);
+    DeviceProfile slow = profile_cpu_device(Device::cpu(0), 1, 2.0, options);
+    EXPECT_EQ(slow.slowdown, 2.0);
+    const double ratio = real.matmul_gflops / slow.matmul_gflops;
+    if (ratio >= 1.6 && ratio <= 2.5) return;
+    tries += str_cat(" ", real.matmul_gflops, " vs ", slow.matmul_gflops, " GFLOP/s;");
+  }
+  ADD_FAILURE() << "the rates at slow-down 2 were not half the real ones in 3 tries:" << tries;
 }
 
 TEST_F(DeviceProfileTest, RejectsBadArguments) {
