@@ -139,13 +139,8 @@ std::vector<wire::DeviceProfile> ConfigJob::profile_devices(int node_rank) {
                 " compute threads, but node ", node_rank, " has ", hardware_cores(), " cores");
     const DeviceProfile measured = profile_cpu_device(Device::cpu(0), 1);
     for (int d = 0; d < per_node_; ++d) {
-      DeviceProfile p = measured;
-      const double slowdown = slowdown_[size_t(node_rank * per_node_ + d)];
-      p.name = str_cat("node", node_rank, ":cpu:", d);
-      p.matmul_gflops /= slowdown;
-      p.memory_bandwidth_gbs /= slowdown;
-      p.slowdown = slowdown;
-      p.layer_seconds = time_synthetic_layer(layer_seconds_, slowdown);
+      DeviceProfile p = emulated_device(measured, node_rank, d);
+      p.layer_seconds = time_synthetic_layer(layer_seconds_, p.slowdown);
       out.push_back(with_overrides(p));
     }
     return out;
@@ -167,26 +162,29 @@ std::vector<wire::DeviceProfile> ConfigJob::profile_devices(int node_rank) {
 // times one of its layers on every device when the node joins (the fastest of nine, the
 // stage's emulated slow-down included): that is the cost the stages will pay. Not the median:
 // the other nodes profile meanwhile, which on a shared host delays a sleeping stage's wake-ups
-// by milliseconds; the delays only add, so the minimum is the cost. Model jobs estimate a layer from its FLOPs and bytes and the device's
-// measured matmul rate and memory bandwidth (the roofline of job_plan.cc); a what-if override
-// of those rates (train.cluster.profiles) drops a timed layer unless it sets layer_seconds.
+// by milliseconds; the delays only add, so the minimum is the cost. Model jobs estimate a
+// layer from its FLOPs and bytes and the device's measured matmul rate and memory bandwidth
+// (the roofline of job_plan.cc); a what-if override of those rates (train.cluster.profiles)
+// drops a timed layer unless it sets layer_seconds.
 
 std::vector<wire::DeviceProfile> ConfigJob::devices_like_this_node() const {
   DeviceProfile measured = profile_cpu_device(Device::cpu(0), threads_);
   if (kind_ == JobKind::synthetic) measured.layer_seconds = time_synthetic_layer(layer_seconds_, 1.0);
   std::vector<wire::DeviceProfile> out;
   for (int k = 0; k < nodes_; ++k)
-    for (int d = 0; d < per_node_; ++d) {
-      DeviceProfile p = measured;
-      const double slowdown = slowdown_[size_t(k * per_node_ + d)];
-      p.name = str_cat("node", k, ":cpu:", d);
-      p.matmul_gflops /= slowdown;
-      p.memory_bandwidth_gbs /= slowdown;
-      p.layer_seconds *= slowdown;
-      p.slowdown = slowdown;
-      out.push_back(with_overrides(p));
-    }
+    for (int d = 0; d < per_node_; ++d) out.push_back(with_overrides(emulated_device(measured, k, d)));
   return out;
+}
+
+DeviceProfile ConfigJob::emulated_device(const DeviceProfile& measured, int node, int d) const {
+  DeviceProfile p = measured;
+  const double slowdown = slowdown_[size_t(node * per_node_ + d)];
+  p.name = str_cat("node", node, ":cpu:", d);
+  p.matmul_gflops /= slowdown;
+  p.memory_bandwidth_gbs /= slowdown;
+  p.layer_seconds *= slowdown;
+  p.slowdown = slowdown;
+  return p;
 }
 
 JobShape ConfigJob::shape() const {

@@ -86,6 +86,9 @@ class ConfigJob : public ClusterJob {
   void read(const config::Config& cfg);
   void check_profile_names() const;
   wire::DeviceProfile with_overrides(DeviceProfile profile) const;
+  // `measured` (this host's device at full speed) as device d of `node`: named, its rates and
+  // timed layer scaled by that device's train.cluster.device_slowdown.
+  DeviceProfile emulated_device(const DeviceProfile& measured, int node, int d) const;
 
   config::Config cfg_;
   int nodes_ = 1;

@@ -32,6 +32,7 @@
 #include "runtime/comm/spmd.h"
 #include "runtime/error.h"
 #include "runtime/progress.h"
+#include "bench/summary.h"
 
 namespace libai::actors {
 namespace {
@@ -51,15 +52,8 @@ double since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-struct Summary {
-  double median = 0, min = 0, max = 0;
-};
-
-Summary summarize(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return {n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v.front(), v.back()};
-}
+using bench::Summary;
+using bench::summarize;
 
 // Seconds per call: the median over `reps` calls.
 template <typename Fn>

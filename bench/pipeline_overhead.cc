@@ -42,6 +42,7 @@
 #include "actors/synthetic.h"
 #include "runtime/error.h"
 #include "runtime/progress.h"
+#include "bench/summary.h"
 
 namespace libai::actors {
 namespace {
@@ -138,15 +139,8 @@ Run run_once(caf::actor_system& system, const Job& job, SyntheticCompute::Wait w
   return run;
 }
 
-struct Summary {
-  double median = 0, min = 0, max = 0;
-};
-
-Summary summarize(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return {n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v.front(), v.back()};
-}
+using bench::Summary;
+using bench::summarize;
 
 std::vector<Job> make_jobs(const Options& o) {
   std::vector<Job> jobs;
