@@ -125,7 +125,8 @@ wire::DeviceProfile ConfigJob::with_overrides(DeviceProfile p) const {
   const config::Node* overrides = cfg_.root().find_path("train.cluster.profiles");
   if (overrides && overrides->is_map())
     if (const config::Node* fields = overrides->find(p.name)) apply_profile_overrides(p, *fields);
-  return {p.name, p.matmul_gflops, p.memory_bandwidth_gbs, p.free_memory_bytes, p.layer_seconds};
+  return {p.name,          p.matmul_gflops,   p.memory_bandwidth_gbs, p.free_memory_bytes,
+          p.layer_seconds, p.layer_step_seconds};
 }
 
 std::vector<wire::DeviceProfile> ConfigJob::profile_devices(int node_rank) {
@@ -140,7 +141,7 @@ std::vector<wire::DeviceProfile> ConfigJob::profile_devices(int node_rank) {
     const DeviceProfile measured = profile_cpu_device(Device::cpu(0), 1);
     for (int d = 0; d < per_node_; ++d) {
       DeviceProfile p = emulated_device(measured, node_rank, d);
-      p.layer_seconds = time_synthetic_layer(layer_seconds_, p.slowdown);
+      time_layer(Device::cpu(0), p.slowdown, p);
       out.push_back(with_overrides(p));
     }
     return out;
@@ -149,9 +150,7 @@ std::vector<wire::DeviceProfile> ConfigJob::profile_devices(int node_rank) {
     const int global = node_rank * per_node_ + d;
     DeviceProfile p = profile_cpu_device(Device::cpu(d), threads_, slowdown_[size_t(global)]);
     p.name = str_cat("node", node_rank, ":cpu:", d);
-    // A synthetic job's layer is timed on the device itself (Note [Timed layers]).
-    if (kind_ == JobKind::synthetic)
-      p.layer_seconds = time_synthetic_layer(layer_seconds_, slowdown_[size_t(global)]);
+    time_layer(Device::cpu(d), slowdown_[size_t(global)], p);  // Note [Timed layers]
     out.push_back(with_overrides(p));
   }
   return out;
@@ -162,14 +161,31 @@ std::vector<wire::DeviceProfile> ConfigJob::profile_devices(int node_rank) {
 // times one of its layers on every device when the node joins (the fastest of nine, the
 // stage's emulated slow-down included): that is the cost the stages will pay. Not the median:
 // the other nodes profile meanwhile, which on a shared host delays a sleeping stage's wake-ups
-// by milliseconds; the delays only add, so the minimum is the cost. Model jobs estimate a
-// layer from its FLOPs and bytes and the device's measured matmul rate and memory bandwidth
-// (the roofline of job_plan.cc); a what-if override of those rates (train.cluster.profiles)
-// drops a timed layer unless it sets layer_seconds.
+// by milliseconds; the delays only add, so the minimum is the cost. A model job times its
+// layer 1 (time_model_layer: the job's micro-batch or prefill, and a decoding step at the mean
+// context) and the plan scales the roofline of every layer, the embedding and the head on
+// that device by the timed layer's ratio to its own roofline (Note [Calibrated layer costs]
+// in job_plan.cc): the roofline keeps the shape of the costs (which layer, which step), the
+// timing brings the per-op overheads no roofline counts. Models with fewer than 3 layers and
+// T5 are not timed. A what-if override of the rates (train.cluster.profiles) drops a timed
+// layer unless it sets layer_seconds.
+
+void ConfigJob::time_layer(Device device, double slowdown, DeviceProfile& profile) const {
+  if (kind_ == JobKind::synthetic) {
+    profile.layer_seconds = time_synthetic_layer(layer_seconds_, slowdown);
+    return;
+  }
+  const JobShape job = shape();
+  const int64_t context = job.input_tokens + std::max<int64_t>(job.max_new_tokens, 1) / 2;
+  if (auto t = time_model_layer(model_, device, slowdown, job.rows, job.input_tokens, context)) {
+    profile.layer_seconds = t->forward_seconds;
+    profile.layer_step_seconds = t->step_seconds;
+  }
+}
 
 std::vector<wire::DeviceProfile> ConfigJob::devices_like_this_node() const {
   DeviceProfile measured = profile_cpu_device(Device::cpu(0), threads_);
-  if (kind_ == JobKind::synthetic) measured.layer_seconds = time_synthetic_layer(layer_seconds_, 1.0);
+  time_layer(Device::cpu(0), 1.0, measured);
   std::vector<wire::DeviceProfile> out;
   for (int k = 0; k < nodes_; ++k)
     for (int d = 0; d < per_node_; ++d) out.push_back(with_overrides(emulated_device(measured, k, d)));
@@ -183,6 +199,7 @@ DeviceProfile ConfigJob::emulated_device(const DeviceProfile& measured, int node
   p.matmul_gflops /= slowdown;
   p.memory_bandwidth_gbs /= slowdown;
   p.layer_seconds *= slowdown;
+  p.layer_step_seconds *= slowdown;
   p.slowdown = slowdown;
   return p;
 }

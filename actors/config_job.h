@@ -89,6 +89,9 @@ class ConfigJob : public ClusterJob {
   // `measured` (this host's device at full speed) as device d of `node`: named, its rates and
   // timed layer scaled by that device's train.cluster.device_slowdown.
   DeviceProfile emulated_device(const DeviceProfile& measured, int node, int d) const;
+  // Times the job's layer on `device` at `slowdown` into profile.layer_seconds (and
+  // layer_step_seconds); leaves them 0 for a model it does not time (Note [Timed layers]).
+  void time_layer(Device device, double slowdown, DeviceProfile& profile) const;
 
   config::Config cfg_;
   int nodes_ = 1;

@@ -75,6 +75,13 @@ void add_model_costs(schedule::PlanRequest& r, const JobShape& job,
   const mp::LayerCost head = mp::head_cost(hf, generate ? rows : rows * prompt, DType::f32);
   r.embedding.bytes = embedding.weight_bytes;
   r.head.bytes = head.weight_bytes;
+  // Note [Calibrated layer costs]: with layer 1 timed on every device, each device's rooflines
+  // are scaled by timed / roofline of that layer (the forward and the decoding step apart).
+  const bool calibrated =
+      !seq2seq && prefill.size() >= 3 &&
+      std::all_of(devices.begin(), devices.end(), [&](const wire::DeviceProfile& d) {
+        return d.layer_seconds > 0 && (!generate || d.layer_step_seconds > 0);
+      });
   for (const auto& d : devices) {
     std::vector<double> first, later;
     for (size_t l = 0; l < prefill.size(); ++l) {
@@ -87,19 +94,33 @@ void add_model_costs(schedule::PlanRequest& r, const JobShape& job,
                                                                       step[l].kv_bytes_per_token,
                                            d));
     }
+    const double scale = calibrated ? d.layer_seconds / first[1] : 1.0;
+    const double step_scale = calibrated && generate ? d.layer_step_seconds / later[1] : 1.0;
+    for (double& t : first) t *= scale;
+    for (double& t : later) t *= step_scale;
     r.layer_time.push_back(std::move(first));
     if (generate) r.layer_decode_time.push_back(std::move(later));
     // An embedding reads the rows it looks up; a head reads its whole matrix.
     r.embedding.time.push_back(
-        roofline(embedding.flops, double(rows * prompt) * embedding.output_bytes_per_token, d));
-    r.head.time.push_back(roofline(head.flops, head.weight_bytes, d));
+        scale * roofline(embedding.flops, double(rows * prompt) * embedding.output_bytes_per_token, d));
+    r.head.time.push_back(scale * roofline(head.flops, head.weight_bytes, d));
     if (generate) {
       r.embedding.decode_time.push_back(
+          step_scale *
           roofline(embedding_step.flops, double(rows) * embedding_step.output_bytes_per_token, d));
-      r.head.decode_time.push_back(r.head.time.back());
+      r.head.decode_time.push_back(step_scale * roofline(head.flops, head.weight_bytes, d));
     }
   }
 }
+
+// Note [Calibrated layer costs]
+// The roofline (flops over the measured GFLOP/s, bytes over the measured GB/s) gets the shape
+// of a model's costs right (which layers, prefill against decoding, context length) but not
+// their level on a CPU: a small layer is a dozen ops, each with its own overhead, and took
+// 1.5-3x its roofline (bench/RESULTS.md, GPT-2 at 1:2). When every device timed the job's
+// layer 1 at the job's shapes (time_model_layer), each device's layer, embedding and head costs
+// are its rooflines times timed / roofline of layer 1 (the forward and the decoding step each
+// by their own ratio), so the split and the prediction follow what the device measured.
 
 std::string device_names(const std::vector<int>& devices,
                          const std::vector<wire::DeviceProfile>& profiles) {
@@ -155,9 +176,9 @@ schedule::PlanRequest plan_request(const JobShape& job,
                 d.matmul_gflops, " GFLOP/s and ", d.memory_bandwidth_gbs,
                 " GB/s; planning needs both > 0 (measured, or set in train.cluster.profiles)");
   for (const auto& d : devices)
-    LIBAI_CHECK(std::isfinite(d.layer_seconds) && d.layer_seconds >= 0 && d.layer_seconds < 1e6,
-                "device ", d.name, " reports a layer time of ", d.layer_seconds,
-                " s; expected a finite number >= 0");
+    for (double t : {d.layer_seconds, d.layer_step_seconds})
+      LIBAI_CHECK(std::isfinite(t) && t >= 0 && t < 1e6, "device ", d.name,
+                  " reports a layer time of ", t, " s; expected a finite number >= 0");
   schedule::PlanRequest r;
   const int nodes = (count + job.devices_per_node - 1) / job.devices_per_node;
   const double local = job.local_hop_seconds.value_or(0.0);

@@ -1,13 +1,17 @@
 #include "actors/model_jobs.h"
 
+#include <algorithm>
+#include <chrono>
 #include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
 
+#include "actors/pinned_thread.h"
 #include "runtime/autograd.h"
 #include "runtime/comm/local_communicator.h"
 #include "runtime/error.h"
+#include "runtime/threads.h"
 
 namespace libai::actors {
 
@@ -24,6 +28,58 @@ models::TensorMap ModelStageCompute::forward(int group, const models::TensorMap&
 }
 
 void ModelStageCompute::release(int group) { states_.erase(group); }
+
+std::optional<LayerTiming> time_model_layer(const std::filesystem::path& folder, Device device,
+                                            double slowdown, int64_t rows, int64_t tokens,
+                                            int64_t context, int repetitions) {
+  LIBAI_CHECK(rows >= 1 && tokens >= 1 && repetitions >= 1, "time_model_layer: rows ", rows,
+              ", tokens ", tokens, " and repetitions ", repetitions, " must be at least 1");
+  const auto hf = models::HfConfig::load(folder);
+  const int layers = mp::pipeline_num_layers(hf);
+  if (layers < 3 || mp::is_encoder_decoder(hf)) return std::nullopt;
+  const bool decoder = hf.model_type() == "gpt2";
+  const int64_t hidden = int64_t(mp::layer_costs(hf, 1)[1].output_bytes_per_token) / 4;
+  context = std::max(context, int64_t(1));
+  auto stage = mp::load_stage(folder, {.first_layer = 1, .last_layer = 2, .num_layers = layers});
+
+  LayerTiming timing{.forward_seconds = 1e30, .step_seconds = decoder ? 1e30 : 0.0};
+  std::exception_ptr error;
+  // On a thread of its own with `device` current, as a stage's pinned thread computes.
+  std::thread measure([&] {
+    try {
+      set_current_cpu_device(device);
+      sync_blas_threads();
+      autograd::NoGradGuard no_grad;
+      auto timed = [&](const mp::Activations& in, mp::StageState& state) {
+        const auto start = std::chrono::steady_clock::now();
+        stage->forward(in, state);
+        emulate_slowdown(start, slowdown);
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      };
+      auto inputs = [&](int64_t n, int64_t past) {
+        return mp::Activations{{"hidden_states", Tensor::zeros({rows, n, hidden})},
+                               {"attention_mask", Tensor::ones({rows, past + n}, DType::i64)}};
+      };
+      {
+        auto warm = stage->new_state();  // first-call costs (buffers, BLAS threads) apart
+        stage->forward(inputs(tokens, 0), *warm);
+      }
+      for (int r = 0; r < repetitions; ++r) {
+        auto state = stage->new_state();
+        timing.forward_seconds = std::min(timing.forward_seconds, timed(inputs(tokens, 0), *state));
+        if (!decoder) continue;
+        auto cached = stage->new_state();
+        if (context > 1) stage->forward(inputs(context - 1, 0), *cached);
+        timing.step_seconds = std::min(timing.step_seconds, timed(inputs(1, context - 1), *cached));
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  measure.join();
+  if (error) std::rethrow_exception(error);
+  return timing;
+}
 
 std::vector<mp::StageSpec> stage_specs(const std::vector<int>& stage_of) {
   LIBAI_CHECK(!stage_of.empty(), "stage_specs: no layers");

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "actors/pipeline.h"
@@ -26,6 +27,20 @@
 #include "models/pipeline/stage.h"
 
 namespace libai::actors {
+
+// One layer of a job's model timed on a device (Note [Timed layers] in config_job.cc).
+struct LayerTiming {
+  double forward_seconds = 0;  // rows x tokens through the layer (a micro-batch, a prefill)
+  double step_seconds = 0;     // one decoding step of `rows` rows over `context` positions
+                               // (decoder-only models; 0 for encoders)
+};
+// Times layer 1 of the model in `folder` (a stage of that layer alone, loaded from the
+// checkpoint) on `device` with its thread budget, at emulated slow-down `slowdown`: the fastest
+// of `repetitions`. nullopt for a model it does not time: fewer than 3 layers (every layer
+// would come with the embedding or the head) or an encoder-decoder (T5's layers differ).
+std::optional<LayerTiming> time_model_layer(const std::filesystem::path& folder, Device device,
+                                            double slowdown, int64_t rows, int64_t tokens,
+                                            int64_t context, int repetitions = 3);
 
 // One model stage: its layers and, per group, its state (KV caches).
 class ModelStageCompute : public StageCompute {

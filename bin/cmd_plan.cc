@@ -18,7 +18,8 @@
 // train.cluster.devices_per_node, every node assumed like this machine (cpu:0 measured once
 // with train.cluster.device_threads; each device's rates divided by its
 // train.cluster.device_slowdown), unless train.cluster.profiles sets a device's fields
-// (node<k>:cpu:<d>: {matmul_gflops, memory_bandwidth_gbs, free_memory_bytes, layer_seconds}). It prints
+// (node<k>:cpu:<d>: {matmul_gflops, memory_bandwidth_gbs, free_memory_bytes, layer_seconds,
+// layer_step_seconds}). It prints
 // seconds and bytes, and names the device that lacks memory by its name.
 //
 // Otherwise (no model), every layer costs one unit of forward time (two of backward; a

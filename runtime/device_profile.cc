@@ -199,11 +199,14 @@ void apply_profile_overrides(DeviceProfile& profile, const config::Node& fields)
   LIBAI_CHECK(fields.is_map(), fields.describe(), ": expected a map of device profile fields, got ",
               fields.repr());
   const std::vector<std::string> known = {"matmul_gflops", "memory_bandwidth_gbs",
-                                          "free_memory_bytes", "layer_seconds"};
+                                          "free_memory_bytes", "layer_seconds",
+                                          "layer_step_seconds"};
   // A what-if on the rates replaces a timed layer, unless it sets the layer time too.
   if ((fields.find("matmul_gflops") || fields.find("memory_bandwidth_gbs")) &&
-      !fields.find("layer_seconds"))
+      !fields.find("layer_seconds")) {
     profile.layer_seconds = 0;
+    profile.layer_step_seconds = 0;
+  }
   for (const auto& [key, value] : fields.entries()) {
     LIBAI_CHECK(std::find(known.begin(), known.end(), key) != known.end(), fields.describe(),
                 ": unknown device profile field '", key, "'", config::did_you_mean(key, known),
@@ -217,6 +220,8 @@ void apply_profile_overrides(DeviceProfile& profile, const config::Node& fields)
       profile.memory_bandwidth_gbs = number;
     } else if (key == "layer_seconds") {
       profile.layer_seconds = number;
+    } else if (key == "layer_step_seconds") {
+      profile.layer_step_seconds = number;
     } else {
       profile.free_memory_bytes = uint64_t(std::llround(number));
     }

@@ -40,10 +40,11 @@ struct DeviceProfile {
   // host's figure: cpu devices of one host share it.
   uint64_t free_memory_bytes = 0;
   double slowdown = 1.0;  // emulation factor applied; the rates above already include it
-  // Seconds of one of the job's layers on this device (one micro-batch), when the job could
-  // time one there (synthetic jobs do, at the device's slow-down); 0: not measured, the plan
-  // uses the roofline of the rates above.
+  // Seconds of one of the job's layers on this device (one micro-batch; a model job's layer 1 at
+  // its micro-batch or prefill), and of one decoding step of that layer, when the job timed one
+  // there (at the device's slow-down); 0: not timed, the plan uses the roofline of the rates.
   double layer_seconds = 0;
+  double layer_step_seconds = 0;
 };
 
 // Slows a device down to 1/slowdown of its throughput: after a unit of work that took t

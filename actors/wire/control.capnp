@@ -12,6 +12,7 @@ struct DeviceProfile {
   memoryBandwidthGbs @2 :Float64;
   freeMemoryBytes @3 :UInt64;
   layerSeconds @4 :Float64;      # one of the job's layers timed on the device; 0: not timed
+  layerStepSeconds @5 :Float64;  # its decoding step (model jobs that generate); 0: not timed
 }
 
 # Sent by a node agent to node 0; the token must match the cluster token.

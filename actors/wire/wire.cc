@@ -54,11 +54,12 @@ void fill_device(schema::DeviceProfile::Builder out, const DeviceProfile& in) {
   out.setMemoryBandwidthGbs(in.memory_bandwidth_gbs);
   out.setFreeMemoryBytes(in.free_memory_bytes);
   out.setLayerSeconds(in.layer_seconds);
+  out.setLayerStepSeconds(in.layer_step_seconds);
 }
 
 DeviceProfile read_device(schema::DeviceProfile::Reader in) {
   return {in.getName().cStr(), in.getMatmulGflops(), in.getMemoryBandwidthGbs(),
-          in.getFreeMemoryBytes(), in.getLayerSeconds()};
+          in.getFreeMemoryBytes(), in.getLayerSeconds(), in.getLayerStepSeconds()};
 }
 
 }  // namespace

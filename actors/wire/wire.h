@@ -33,7 +33,8 @@ struct DeviceProfile {
   double matmul_gflops = 0;
   double memory_bandwidth_gbs = 0;
   std::uint64_t free_memory_bytes = 0;
-  double layer_seconds = 0;  // one of the job's layers timed on the device; 0: not timed
+  double layer_seconds = 0;       // one of the job's layers timed on the device; 0: not timed
+  double layer_step_seconds = 0;  // its decoding step (model jobs that generate); 0: not timed
   bool operator==(const DeviceProfile&) const = default;
 };
 

@@ -9,6 +9,7 @@
 
 #include "actors/config_job.h"
 #include "actors/prediction.h"
+#include "actors/model_jobs.h"
 #include "actors/synthetic.h"
 #include "tests/models/random_models.h"
 
@@ -131,6 +132,53 @@ TEST_F(ModelJobPlan, RequestFromTheModelsCostsByHand) {
   EXPECT_NEAR(r.layer_time[1][2], 301056e-9, 1e-15);
   EXPECT_NEAR(r.layer_decode_time[1][2], 76416e-9, 1e-15);
   EXPECT_DOUBLE_EQ(r.memory_cap[0], 1e9);
+}
+
+// Note [Calibrated layer costs]: a device that timed layer 1 at 3x its roofline (forward) and
+// 5x (decoding step) gets every layer, the embedding and the head scaled so; a device without
+// timings leaves every device on the roofline.
+TEST_F(ModelJobPlan, TimedLayersScaleEachDevicesRooflines) {
+  ConfigJob job(generate_config("uniform"), 2);
+  wire::DeviceProfile fast = device("node0:cpu:0", 1, 1000), slow = device("node1:cpu:0", 1, 1000);
+  const schedule::PlanRequest roof = plan_request(job.shape(), {fast, slow});
+  fast.layer_seconds = 301056e-9;  // its roofline: 1x
+  fast.layer_step_seconds = 76416e-9;
+  slow.layer_seconds = 3 * 301056e-9;
+  slow.layer_step_seconds = 5 * 76416e-9;
+  const schedule::PlanRequest r = plan_request(job.shape(), {fast, slow});
+  for (int l = 0; l < 4; ++l) {
+    EXPECT_NEAR(r.layer_time[0][size_t(l)], roof.layer_time[0][size_t(l)], 1e-15);
+    EXPECT_NEAR(r.layer_time[1][size_t(l)], 3 * roof.layer_time[1][size_t(l)], 1e-15);
+    EXPECT_NEAR(r.layer_decode_time[1][size_t(l)], 5 * roof.layer_decode_time[1][size_t(l)], 1e-15);
+  }
+  EXPECT_NEAR(r.head.time[1], 3 * roof.head.time[1], 1e-15);
+  EXPECT_NEAR(r.head.decode_time[1], 5 * roof.head.decode_time[1], 1e-15);
+  EXPECT_NEAR(r.embedding.decode_time[1], 5 * roof.embedding.decode_time[1], 1e-15);
+
+  fast.layer_step_seconds = 0;  // a generate job needs both timings on every device
+  const schedule::PlanRequest partial = plan_request(job.shape(), {fast, slow});
+  EXPECT_EQ(partial.layer_time, roof.layer_time);
+}
+
+// The layer a model job times at join: the real layer 1 of the model, at the job's shapes; a
+// decoding step (one token per row) is far cheaper than a prefill of 128 tokens per row, and a
+// model it cannot time says so. (The emulated slow-down it applies is emulate_slowdown's,
+// checked with synthetic layers above; model timings are too noisy on a loaded host to check
+// a factor here.)
+TEST_F(ModelJobPlan, AModelLayerIsTimedOnTheDevice) {
+  const auto t = time_model_layer(model_, Device::cpu(0), 1.0, /*rows=*/8, /*tokens=*/128,
+                                  /*context=*/128);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_GT(t->forward_seconds, 0);
+  EXPECT_GT(t->step_seconds, 0);
+  EXPECT_LT(t->step_seconds, t->forward_seconds);
+  for (auto f : families())
+    if (f.name == "gpt2") {
+      f.config["n_layer"] = 2;  // two layers: none without the embedding or the head
+      const auto two = save_random_model(f, "config_job_2l_" + std::to_string(::getpid()));
+      EXPECT_EQ(time_model_layer(two, Device::cpu(0), 1.0, 1, 4, 4), std::nullopt);
+      std::filesystem::remove_all(two);
+    }
 }
 
 // Memory the plan's way: what stage `s` of one layer needs (its layer, both groups' KV caches,
