@@ -148,5 +148,63 @@ TEST(SentencePieceErrors, CorruptModelsNameTheFile) {
   EXPECT_NE(error_of<CorruptInput>(bad_config).find("tokenizer_config.json"), std::string::npos);
 }
 
+// Where the normalizer_spec's precompiled_charsmap lies in a .model file: the payload of field
+// 2 inside ModelProto field 3 (both length-delimited; the fixture's lengths fit two bytes).
+std::pair<size_t, size_t> charsmap_span(const std::string& model) {
+  auto varint = [&](size_t& at) {
+    uint64_t value = 0;
+    for (int shift = 0;; shift += 7) {
+      const auto byte = static_cast<uint8_t>(model.at(at++));
+      value |= uint64_t(byte & 0x7F) << shift;
+      if ((byte & 0x80) == 0) return value;
+    }
+  };
+  auto find_field = [&](size_t at, size_t end, uint64_t number) -> std::pair<size_t, size_t> {
+    while (at < end) {
+      const uint64_t tag = varint(at);
+      switch (tag & 7) {
+        case 0: varint(at); break;
+        case 1: at += 8; break;
+        case 5: at += 4; break;
+        case 2: {
+          const size_t length = size_t(varint(at));
+          if ((tag >> 3) == number) return {at, length};
+          at += length;
+          break;
+        }
+        default: ADD_FAILURE() << "bad wire type"; return {0, 0};
+      }
+    }
+    return {0, 0};
+  };
+  const auto [spec, spec_length] = find_field(0, model.size(), 3);
+  return find_field(spec, spec + spec_length, 2);
+}
+
+// Note [Precompiled charsmaps]: libsentencepiece reads a charsmap without bounds; a broken one
+// is a CorruptInput naming the file before the library sees it (the fuzzer's input that read
+// past the strings, and two breaks of the fixture's own charsmap), and the intact one loads.
+TEST(SentencePieceErrors, BrokenCharsmapsAreRefusedBeforeTheLibraryReadsThem) {
+  const std::string model = read_bytes(fixture("sentencepiece") / "spiece.model");
+  const auto [at, length] = charsmap_span(model);
+  ASSERT_GT(length, 1024u);
+  std::string no_nul = model, bad_header = model;
+  no_nul[at + length - 1] = 'x';  // the strings' last NUL
+  bad_header[at] = char(bad_header[at] ^ 0x04);  // the trie's size: no longer whole blocks
+  for (const auto& [name, bytes] : std::map<std::string, std::string>{
+           {"no_nul", no_nul}, {"bad_header", bad_header}}) {
+    SCOPED_TRACE(name);
+    const auto folder = make_folder("charsmap_" + name, {{"spiece.model", bytes}});
+    const std::string message = error_of<CorruptInput>(folder);
+    EXPECT_NE(message.find("spiece.model"), std::string::npos) << message;
+    EXPECT_NE(message.find("precompiled_charsmap is broken"), std::string::npos) << message;
+  }
+  const fs::path fuzzed = fs::path(LIBAI_SOURCE_DIR) / "tests/data/tokenizers/corrupt" /
+                          "charsmap_past_the_strings.model";
+  EXPECT_NE(error_of<CorruptInput>(fuzzed).find("precompiled_charsmap is broken"),
+            std::string::npos);
+  EXPECT_NO_THROW(load_sentencepiece(fixture("sentencepiece") / "spiece.model"));
+}
+
 }  // namespace
 }  // namespace libai::tokenizers
