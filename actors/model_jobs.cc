@@ -1,16 +1,15 @@
 #include "actors/model_jobs.h"
 
 #include <algorithm>
-#include <chrono>
 #include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
 
-#include "actors/pinned_thread.h"
 #include "runtime/autograd.h"
 #include "runtime/comm/local_communicator.h"
+#include "runtime/device_profile.h"
 #include "runtime/error.h"
 #include "runtime/threads.h"
 
@@ -56,12 +55,10 @@ std::optional<LayerTiming> time_model_layer(const std::filesystem::path& folder,
       // half the time it takes in a 6-layer stage). So the caches are flushed before each run.
       std::vector<char> flush(size_t(96) << 20);
       char stamp = 0;
+      const EmulatedSpeed speed(slowdown);
       auto timed = [&](const mp::Activations& in, mp::StageState& state) {
         std::fill(flush.begin(), flush.end(), ++stamp);
-        const auto start = std::chrono::steady_clock::now();
-        stage->forward(in, state);
-        emulate_slowdown(start, slowdown);
-        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        return speed.run([&] { stage->forward(in, state); });
       };
       auto inputs = [&](int64_t n, int64_t past) {
         return mp::Activations{{"hidden_states", Tensor::zeros({rows, n, hidden})},

@@ -6,20 +6,6 @@
 
 namespace libai::actors {
 
-void emulate_slowdown(std::chrono::steady_clock::time_point start, double slowdown) {
-  if (slowdown <= 1.0) return;
-  const auto worked = std::chrono::steady_clock::now() - start;
-  sleep_precisely_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                    worked * slowdown));
-}
-
-void sleep_precisely_until(std::chrono::steady_clock::time_point until) {
-  constexpr auto kMargin = std::chrono::microseconds(200);
-  if (std::chrono::steady_clock::now() + kMargin < until) std::this_thread::sleep_until(until - kMargin);
-  while (std::chrono::steady_clock::now() < until) {
-  }
-}
-
 PinnedThread::PinnedThread(std::string name, Device device)
     : name_(std::move(name)), device_(device), thread_([this] { loop(); }) {}
 

@@ -7,7 +7,6 @@
 //   thread.stop();   // finishes the job in progress, drops queued ones, joins
 #pragma once
 
-#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -18,17 +17,6 @@
 #include "runtime/device.h"
 
 namespace libai::actors {
-
-// Sleeps until `until` to within a few microseconds: the OS sleep overshoots by 50-150 us on a
-// VM, 5% of a 2 ms synthetic stage, so the last 200 us are spent spinning instead (not
-// yielding: on a loaded host a yield can give the core away for a whole time slice, which
-// made a 1 ms layer time at 1.3-1.6 ms while other nodes profiled). For synthetic stages and
-// emulated slow devices, whose cost must be what was asked.
-void sleep_precisely_until(std::chrono::steady_clock::time_point until);
-
-// An emulated slower device (train.cluster.device_slowdown): after work that began at `start`,
-// sleeps until it has taken `slowdown` times as long.
-void emulate_slowdown(std::chrono::steady_clock::time_point start, double slowdown);
 
 class PinnedThread {
  public:

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "actors/pinned_thread.h"
+#include "runtime/device_profile.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
 
@@ -107,9 +108,9 @@ struct StageState {
   std::optional<ProgramCursor> cursor;
   StageRoutesPtr routes;
   int credits = 0;
-  // Actions fired and not yet computed: up to kMaxInFlight, so that the pinned thread has its
-  // next action queued when the current one ends (Note [Keeping the pinned thread fed]).
-  int in_flight = 0;
+  // Actions fired and not yet computed, in firing order: up to kStageActionsInFlight (done
+  // packets aside), so that the pinned thread has its next action queued when the current one
+  // ends (Note [Keeping the pinned thread fed]).
   std::deque<Key> fired;
   bool finished = false;
   std::map<Key, Arrival> arrivals;
@@ -145,18 +146,17 @@ void run_action(caf::actor me, const StageSetup& setup, const StageRoutes& route
       in = unpack(*arrival.header, arrival.buffer);
       side->bytes_received += arrival.header->bytes;
     }
-    const auto start = std::chrono::steady_clock::now();
     Packet result{.group = in.group, .step = in.step, .done = in.done, .tensors = {}};
+    double seconds = 0;
     if (in.done)
       setup.compute->release(in.group);
     else
-      result.tensors = setup.compute->forward(in.group, in.tensors);
-    if (!in.done) emulate_slowdown(start, setup.slowdown);
-    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+      seconds = EmulatedSpeed(setup.slowdown).run(
+          [&] { result.tensors = setup.compute->forward(in.group, in.tensors); });
     StageOutput out = prepare_output(std::move(result), routes.downstream, setup.node,
                                      setup.data_plane.get(), side->seq_out++,
                                      &side->pending_sends);
-    out.seconds = seconds.count();
+    out.seconds = seconds;
     // Reap the sends UCX has finished (their buffers can go).
     std::erase_if(side->pending_sends, [](const comm::WorkHandle& w) { return w->completed(); });
     caf::anon_send(me, computed_atom::value,
@@ -203,13 +203,11 @@ void finish(Self* self) {
 // back to back. Program order is kept (the cursor advances at firing; the thread runs jobs in
 // post order), credits are taken at firing, and the upstream's credit returns when an action
 // is computed, so the quotas bound memory exactly as before.
-constexpr int kMaxInFlight = kStageActionsInFlight;
-
 void try_fire(Self* self) {
   auto& st = self->state;
   while (!st.finished && st.routes) {
     if (st.cursor->finished()) {
-      if (st.in_flight == 0) finish(self);
+      if (st.fired.empty()) finish(self);
       return;
     }
     const Key key = st.cursor->next();
@@ -217,12 +215,11 @@ void try_fire(Self* self) {
     if (it == st.arrivals.end()) return;
     const bool done = it->second.packet ? it->second.packet->done : it->second.header->done;
     // A done packet only releases caches: it may queue behind the others (Note [Done packets]).
-    if (!done && st.in_flight >= kMaxInFlight) return;
+    if (!done && int(st.fired.size()) >= kStageActionsInFlight) return;
     // A done packet holds no tensors: it takes no input slot (Note [Done packets]).
     const bool needs_credit = st.routes->downstream.actor != nullptr && !done;
     if (needs_credit && st.credits == 0) return;
     if (needs_credit) --st.credits;
-    ++st.in_flight;
     st.fired.push_back(key);
     Arrival arrival = std::move(it->second);
     st.arrivals.erase(it);
@@ -325,7 +322,6 @@ caf::behavior stage_behavior(Self* self, StageSetup setup) {
       [=](computed_atom, const StageOutputPtr& out) {
         auto& s = self->state;
         if (s.finished) return;
-        --s.in_flight;
         s.busy_seconds += out->seconds;
         ++s.actions;
         const Key key = s.fired.front();

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "actors/pinned_thread.h"
+#include "runtime/device_profile.h"
 #include "runtime/error.h"
 
 namespace libai::actors {
@@ -29,15 +29,12 @@ models::TensorMap SyntheticCompute::forward(int, const models::TensorMap& inputs
 double time_synthetic_layer(double layer_seconds, double slowdown, int repetitions) {
   LIBAI_CHECK(repetitions >= 1, "time_synthetic_layer: repetitions must be at least 1");
   SyntheticCompute layer(layer_seconds);
+  const EmulatedSpeed speed(slowdown);
   const models::TensorMap inputs{{"x", Tensor::zeros({1}, DType::f32)}};
-  std::vector<double> seconds;
-  for (int i = 0; i < repetitions; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    layer.forward(0, inputs);
-    emulate_slowdown(start, slowdown);
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return *std::min_element(seconds.begin(), seconds.end());
+  double fastest = 1e30;
+  for (int i = 0; i < repetitions; ++i)
+    fastest = std::min(fastest, speed.run([&] { layer.forward(0, inputs); }));
+  return fastest;
 }
 
 std::vector<std::vector<float>> run_synthetic_job(PipelineClient& client, const PipelineLayout& layout,

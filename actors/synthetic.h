@@ -1,5 +1,5 @@
 // Synthetic stages of known cost, for the runtime's own tests and benchmarks: each action
-// takes `seconds` (sleeping, to within microseconds (sleep_precisely_until), so that many
+// takes `seconds` (sleeping, to within microseconds (runtime's sleep_precisely_until), so that many
 // stages fit on a few cores, or spinning, to load a
 // core) and adds 1 to the packet's "x" tensor, so a test can check that every packet went
 // through every stage once, in order.

@@ -158,6 +158,13 @@ uint64_t host_free_memory_bytes() {
   return available;
 }
 
+void sleep_precisely_until(std::chrono::steady_clock::time_point until) {
+  constexpr auto kMargin = std::chrono::microseconds(200);
+  if (std::chrono::steady_clock::now() + kMargin < until) std::this_thread::sleep_until(until - kMargin);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
 DeviceProfile profile_cpu_device(Device device, int threads, double slowdown,
                                  ProfileOptions options) {
   LIBAI_CHECK(device.is_cpu(), "profile_cpu_device: expected a cpu device, got ", device);

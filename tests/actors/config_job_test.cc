@@ -162,7 +162,7 @@ TEST_F(ModelJobPlan, TimedLayersScaleEachDevicesRooflines) {
 
 // The layer a model job times at join: the real layer 1 of the model, at the job's shapes; a
 // decoding step (one token per row) is far cheaper than a prefill of 128 tokens per row, and a
-// model it cannot time says so. (The emulated slow-down it applies is emulate_slowdown's,
+// model it cannot time says so. (The emulated slow-down it applies is EmulatedSpeed's,
 // checked with synthetic layers above; model timings are too noisy on a loaded host to check
 // a factor here.)
 TEST_F(ModelJobPlan, AModelLayerIsTimedOnTheDevice) {
