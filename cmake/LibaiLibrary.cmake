@@ -2,6 +2,7 @@
 #   libai_runtime  runtime/   tensor, autograd, config, communicators, checkpoint I/O
 #   libai_ops      ops/       kernels (they register from static initialisers, kept by a shared library)
 #   libai_models   models/
+#   libai_train    train/     optimizers, LR schedules, clipping, loss scaling, loss heads, the step
 #   libai_schedule schedule/  (pure: standard library and runtime value types only)
 #   libai_actors   actors/    the only place that knows CAF
 # `libai` is the umbrella target a consumer links.
@@ -56,11 +57,14 @@ target_link_libraries(libai_models PUBLIC libai_ops PRIVATE ${SENTENCEPIECE_LIBR
 target_include_directories(libai_models SYSTEM PRIVATE ${STB_INCLUDE_DIR}
                                                        ${SENTENCEPIECE_INCLUDE_DIR})
 
+libai_layer_library(libai_train train)
+target_link_libraries(libai_train PUBLIC libai_models)
+
 libai_layer_library(libai_schedule schedule)
 target_link_libraries(libai_schedule PUBLIC libai_runtime)
 
 libai_layer_library(libai_actors actors)
-target_link_libraries(libai_actors PUBLIC libai_models libai_schedule libai_wire libai_caf
+target_link_libraries(libai_actors PUBLIC libai_models libai_train libai_schedule libai_wire libai_caf
                                           ucx::ucp ucx::ucs)
 
 add_library(libai INTERFACE)

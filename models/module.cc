@@ -54,6 +54,19 @@ int64_t Module::parameter_count() {
   return total;
 }
 
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out{{"", this}};
+  for (auto& [name, child] : children_)
+    for (auto& [sub, module] : child->named_modules())
+      out.emplace_back(sub.empty() ? name : name + "." + sub, module);
+  return out;
+}
+
+void Module::set_path(const std::string& path) {
+  path_ = path;
+  for (auto& [name, child] : children_) child->set_path(path_.empty() ? name : path_ + "." + name);
+}
+
 void Module::set_requires_grad(bool value) {
   for (auto& [n, t] : named_parameters()) t->set_requires_grad(value);
 }

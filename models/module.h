@@ -67,6 +67,11 @@ class Module {
   // The parameter of that dotted name, or nullptr.
   Tensor* find_parameter(const std::string& name);
   int64_t parameter_count();
+  // This module and every descendant, depth first, with dotted paths ("" for this one).
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  // This module's dotted path from the root it was added under ("layers.3.attention"; "" for
+  // a root). Set by add_module, so a layer can name its random streams (dropout) by path.
+  const std::string& path() const { return path_; }
   // Sets requires_grad on every parameter (training) or clears it (inference).
   void set_requires_grad(bool value);
 
@@ -80,12 +85,15 @@ class Module {
   template <typename M>
   M& add_module(const std::string& name, std::unique_ptr<M> module) {
     M& ref = *module;
+    module->set_path(path_.empty() ? name : path_ + "." + name);
     children_.emplace_back(name, std::move(module));
     return ref;
   }
 
  private:
   void collect(const std::string& prefix, std::vector<ParameterInfo>& out);
+  void set_path(const std::string& path);
+  std::string path_;
   struct Slot {
     ParameterInfo info;
     std::unique_ptr<Tensor> tensor;
