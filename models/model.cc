@@ -1,6 +1,7 @@
 #include "models/model.h"
 
 #include "models/convert.h"
+#include "models/layers/linear.h"
 #include "models/registry.h"
 #include "runtime/logging.h"
 
@@ -14,6 +15,7 @@ const char* task_name(Task task) {
     case Task::encoder: return "encoder";
     case Task::seq2seq_lm: return "seq2seq-lm";
     case Task::image_classification: return "image-classification";
+    case Task::pretraining: return "pretraining";
   }
   return "?";
 }
@@ -27,6 +29,17 @@ const Tensor& require_input(const TensorMap& inputs, const std::string& name, co
 Tensor optional_input(const TensorMap& inputs, const std::string& name) {
   auto it = inputs.find(name);
   return it == inputs.end() ? Tensor() : it->second;
+}
+
+void Model::put_lm_logits(TensorMap& out, const std::string& name, const Tensor& h,
+                          const Embedding& table, const Tensor& bias_shard) const {
+  Tensor shard = vocab_parallel_logits_shard(h, table, bias_shard);  // [..., rows]
+  if (logits_shard_ && table.group()) {
+    out["logits_shard"] = shard;
+    logits_shard_layout_ = {table.group(), table.count()};
+  } else {
+    out[name] = gather_vocab_logits(shard, table);  // [..., vocab]
+  }
 }
 
 std::unique_ptr<Model> create_model(const HfConfig& config, const LayerContext& ctx) {

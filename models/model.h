@@ -25,9 +25,28 @@ namespace libai::models {
 using TensorMap = std::map<std::string, Tensor>;
 
 // What a model's head computes, for the task pipelines and the CLI.
-enum class Task { causal_lm, masked_lm, sequence_classification, encoder, seq2seq_lm, image_classification };
+// pretraining: BERT's masked LM + next-sentence prediction (BertForPreTraining).
+enum class Task {
+  causal_lm,
+  masked_lm,
+  sequence_classification,
+  encoder,
+  seq2seq_lm,
+  image_classification,
+  pretraining
+};
 const char* task_name(Task task);
 
+class Embedding;
+
+// Note [Logits shard]: under tensor parallelism an LM head's logits are computed as one
+// shard per rank ([..., vocab / tp] each, the table's rows) and gathered into "logits". A loss
+// does not need the gather (ops/vocab_parallel_cross_entropy.h), so a model asked to
+// (set_logits_shard(true), as train::compute_loss does) returns this rank's shard under
+// "logits_shard" instead of "logits" (or "prediction_logits"), gradient attached, padded to
+// ceil(vocab / tp) columns; logits_shard_layout() says how it is split. With no tensor
+// parallelism the flag changes nothing: "logits" is the whole thing. Heads without a
+// vocabulary (classifiers) ignore it.
 class Model : public Module {
  public:
   // Inputs (by name): input_ids, attention_mask, token_type_ids, position_ids,
@@ -39,10 +58,26 @@ class Model : public Module {
   virtual const WeightMap& weight_map() const = 0;
   virtual generation::GenerativeModel* generative() { return nullptr; }
   const HfConfig& config() const { return config_; }
+  // Note [Logits shard].
+  void set_logits_shard(bool on) { logits_shard_ = on; }
+  bool logits_shard() const { return logits_shard_; }
+  // How the last "logits_shard" that forward() returned is split: the tensor-parallel group
+  // and the whole vocabulary (the shard's columns past it are padding).
+  struct LogitsShardLayout {
+    std::shared_ptr<comm::Communicator> group;
+    int64_t vocab = 0;
+  };
+  const LogitsShardLayout& logits_shard_layout() const { return logits_shard_layout_; }
 
  protected:
   explicit Model(HfConfig config) : config_(std::move(config)) {}
+  // Puts the LM head's logits of h [..., dim] through the (possibly vocab-parallel) `table`
+  // into out[name], or this rank's shard into out["logits_shard"] (Note [Logits shard]).
+  void put_lm_logits(TensorMap& out, const std::string& name, const Tensor& h,
+                     const Embedding& table, const Tensor& bias_shard = Tensor()) const;
   HfConfig config_;
+  bool logits_shard_ = false;
+  mutable LogitsShardLayout logits_shard_layout_;
 };
 
 // Looks up a required input, with an error naming it and the model.

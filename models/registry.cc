@@ -15,6 +15,7 @@ const std::vector<ModelEntry>& model_registry() {
       {"bert", "BertModel", make_bert_encoder},
       {"bert", "BertForMaskedLM", make_bert_masked_lm},
       {"bert", "BertForSequenceClassification", make_bert_classifier},
+      {"bert", "BertForPreTraining", make_bert_pretraining},
       {"roberta", "", make_roberta_encoder},
       {"roberta", "RobertaModel", make_roberta_encoder},
       {"roberta", "RobertaForMaskedLM", make_roberta_masked_lm},

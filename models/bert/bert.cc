@@ -102,7 +102,8 @@ WeightMap bert_base_weight_map(const BertConfig& c) {
 
 namespace {
 
-enum class Head { encoder, masked_lm, classifier };
+// pretraining: BertForPreTraining, the masked LM and the next-sentence head over the pooler.
+enum class Head { encoder, masked_lm, classifier, pretraining };
 
 class Bert : public Model {
  public:
@@ -113,13 +114,15 @@ class Bert : public Model {
       layers_.push_back(&add_module("layers." + std::to_string(i),
                                     std::make_unique<TransformerLayer>(ctx, c_.layer())));
     // Hugging Face builds the masked-LM model and RoBERTa's classifier without a pooler.
-    const bool pooler = head == Head::encoder || (head == Head::classifier && !roberta);
+    const bool pooler =
+        head == Head::encoder || head == Head::pretraining || (head == Head::classifier && !roberta);
     if (pooler) pooler_ = &add_module("pooler", std::make_unique<Linear>(ctx, c_.hidden, c_.hidden));
-    if (head == Head::masked_lm) {
+    if (has_mlm()) {
       mlm_dense_ = &add_module("mlm.dense", std::make_unique<Linear>(ctx, c_.hidden, c_.hidden));
       mlm_norm_ = &add_module("mlm.norm", norm(ctx));
       mlm_bias_ = &add_parameter("mlm_bias", {c_.vocab}, ctx, 0, /*pad_uneven=*/true);  // like word_
     }
+    if (head == Head::pretraining) nsp_ = &add_module("nsp", std::make_unique<Linear>(ctx, c_.hidden, 2));
     if (head == Head::classifier) {
       if (roberta)
         cls_dense_ = &add_module("classifier.dense", std::make_unique<Linear>(ctx, c_.hidden, c_.hidden));
@@ -144,9 +147,13 @@ class Bert : public Model {
     out["last_hidden_state"] = h;
     Tensor first = ops::select(h, 1, 0);  // [batch, hidden]
     if (pooler_) out["pooler_output"] = ops::tanh(pooler_->forward(first));
-    if (head_ == Head::masked_lm) {
+    if (has_mlm()) {
       Tensor t = mlm_norm_->forward(apply_activation(mlm_activation(), mlm_dense_->forward(h)));
-      out["logits"] = vocab_parallel_logits(t, embed_->word(), *mlm_bias_);  // [batch, seq, vocab]
+      put_lm_logits(out, "logits", t, embed_->word(), *mlm_bias_);  // [batch, seq, vocab]
+    }
+    if (head_ == Head::pretraining) {
+      if (out.count("logits")) out["prediction_logits"] = out["logits"];
+      out["seq_relationship_logits"] = nsp_->forward(out["pooler_output"]);  // [batch, 2]
     } else if (head_ == Head::classifier) {
       Tensor x = c_.roberta ? ops::tanh(cls_dense_->forward(first)) : out["pooler_output"];
       out["logits"] = cls_out_->forward(x);  // [batch, labels]
@@ -158,6 +165,7 @@ class Bert : public Model {
     switch (head_) {
       case Head::masked_lm: return Task::masked_lm;
       case Head::classifier: return Task::sequence_classification;
+      case Head::pretraining: return Task::pretraining;
       default: return Task::encoder;
     }
   }
@@ -168,6 +176,7 @@ class Bert : public Model {
     return std::make_unique<Norm>(ctx, ops::NormKind::layer, c_.hidden, c_.eps);
   }
   // RoBERTa's LM head always uses exact gelu; BERT's uses hidden_act.
+  bool has_mlm() const { return head_ == Head::masked_lm || head_ == Head::pretraining; }
   Activation mlm_activation() const { return c_.roberta ? Activation::gelu : c_.activation; }
 
   void build_weight_map() {
@@ -177,7 +186,7 @@ class Bert : public Model {
       map_.add(ours + ".bias", hf + ".bias");
     };
     if (pooler_) both("pooler", "pooler.dense");
-    if (head_ == Head::masked_lm) {
+    if (has_mlm()) {
       // The heads live outside the base model's prefix: list them with the prefix stripped
       // so that both "" and "bert." resolve them (they never carry the base prefix).
       if (c_.roberta) {
@@ -202,8 +211,12 @@ class Bert : public Model {
         both("classifier.out", "classifier");
       }
     }
-    map_.ignore("cls.seq_relationship.weight");
-    map_.ignore("cls.seq_relationship.bias");
+    if (head_ == Head::pretraining) {
+      both("nsp", "cls.seq_relationship");
+    } else {
+      map_.ignore("cls.seq_relationship.weight");
+      map_.ignore("cls.seq_relationship.bias");
+    }
   }
 
   BertConfig c_;
@@ -211,7 +224,7 @@ class Bert : public Model {
   BertEmbeddings* embed_ = nullptr;
   std::vector<TransformerLayer*> layers_;
   Linear* pooler_ = nullptr;
-  Linear *mlm_dense_ = nullptr, *cls_dense_ = nullptr, *cls_out_ = nullptr;
+  Linear *mlm_dense_ = nullptr, *cls_dense_ = nullptr, *cls_out_ = nullptr, *nsp_ = nullptr;
   Norm* mlm_norm_ = nullptr;
   Tensor* mlm_bias_ = nullptr;
   WeightMap map_;
@@ -224,6 +237,9 @@ std::unique_ptr<Model> make_bert_encoder(const HfConfig& c, const LayerContext& 
 }
 std::unique_ptr<Model> make_bert_masked_lm(const HfConfig& c, const LayerContext& ctx) {
   return std::make_unique<Bert>(c, ctx, false, Head::masked_lm);
+}
+std::unique_ptr<Model> make_bert_pretraining(const HfConfig& c, const LayerContext& ctx) {
+  return std::make_unique<Bert>(c, ctx, false, Head::pretraining);
 }
 std::unique_ptr<Model> make_bert_classifier(const HfConfig& c, const LayerContext& ctx) {
   return std::make_unique<Bert>(c, ctx, false, Head::classifier);

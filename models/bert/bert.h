@@ -7,6 +7,7 @@
 //   heads:   encoder (+ pooler: tanh(dense(h[:, 0])))
 //            masked LM: bias + norm(act(dense(h))) wordᵀ               // tied decoder
 //            classifier: BERT linear(pooler); RoBERTa out(tanh(dense(h[:, 0])))
+//            pretraining: masked LM + next sentence linear(pooler) -> [batch, 2]
 //
 // The config, the embeddings, the layer shape and the checkpoint names are public so that a
 // pipeline stage (models/pipeline/) builds a contiguous part of the same model under the same
@@ -55,6 +56,8 @@ WeightMap bert_base_weight_map(const BertConfig& c);
 std::unique_ptr<Model> make_bert_encoder(const HfConfig& config, const LayerContext& ctx);
 std::unique_ptr<Model> make_bert_masked_lm(const HfConfig& config, const LayerContext& ctx);
 std::unique_ptr<Model> make_bert_classifier(const HfConfig& config, const LayerContext& ctx);
+// BertForPreTraining: outputs prediction_logits (also under logits) and seq_relationship_logits.
+std::unique_ptr<Model> make_bert_pretraining(const HfConfig& config, const LayerContext& ctx);
 std::unique_ptr<Model> make_roberta_encoder(const HfConfig& config, const LayerContext& ctx);
 std::unique_ptr<Model> make_roberta_masked_lm(const HfConfig& config, const LayerContext& ctx);
 std::unique_ptr<Model> make_roberta_classifier(const HfConfig& config, const LayerContext& ctx);

@@ -106,7 +106,8 @@ class Gpt2 : public Model, public generation::GenerativeModel {
     Tensor keep = mask.defined() ? ops::ne(mask, Tensor::zeros({}, mask.dtype())) : Tensor();
     std::vector<Tensor> all;
     Tensor h = hidden_states(ids, positions, keep, nullptr, &all);
-    TensorMap out{{"logits", logits(h)}, {"last_hidden_state", h}};
+    TensorMap out{{"last_hidden_state", h}};
+    put_lm_logits(out, "logits", h, *wte_);
     for (size_t i = 0; i < all.size(); ++i) out["hidden_states." + std::to_string(i)] = all[i];
     return out;
   }

@@ -100,13 +100,20 @@ Tensor apply_activation(Activation act, const Tensor& x) {
 
 namespace libai::models {
 
-Tensor vocab_parallel_logits(const Tensor& h, const Embedding& table, const Tensor& bias_shard) {
+Tensor vocab_parallel_logits_shard(const Tensor& h, const Embedding& table, const Tensor& bias_shard) {
   auto& weight = const_cast<Embedding&>(table).weight();
+  return ops::linear(ops::copy_to_group(h, table.group()), weight, bias_shard);  // [..., rows]
+}
+
+Tensor gather_vocab_logits(const Tensor& shard, const Embedding& table) {
   const auto& tp = table.group();
-  Tensor local = ops::linear(ops::copy_to_group(h, tp), weight, bias_shard);  // [..., rows]
-  if (!tp) return local;
-  Tensor all = ops::gather_last_dim(local, tp);  // [..., tp * rows], padded past count
+  if (!tp) return shard;
+  Tensor all = ops::gather_last_dim(shard, tp);  // [..., tp * rows], padded past count
   return all.size(-1) == table.count() ? all : ops::narrow(all, -1, 0, table.count());
+}
+
+Tensor vocab_parallel_logits(const Tensor& h, const Embedding& table, const Tensor& bias_shard) {
+  return gather_vocab_logits(vocab_parallel_logits_shard(h, table, bias_shard), table);
 }
 
 }  // namespace libai::models

@@ -82,6 +82,11 @@ class Norm : public Module {
 // the slices are gathered and the padding rows dropped. bias_shard: this rank's rows of the
 // bias (split like the table, padded), or undefined.
 Tensor vocab_parallel_logits(const Tensor& h, const Embedding& table, const Tensor& bias_shard = Tensor());
+// The two halves of it: this rank's product [..., rows] (padding rows included; h's gradient
+// is all-reduced over the group), and the gather of those shards into [..., count].
+Tensor vocab_parallel_logits_shard(const Tensor& h, const Embedding& table,
+                                   const Tensor& bias_shard = Tensor());
+Tensor gather_vocab_logits(const Tensor& shard, const Embedding& table);
 
 enum class Activation { gelu, gelu_tanh, relu, silu, tanh, quick_gelu };
 // Hugging Face's names: gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu, silu, swish, tanh,

@@ -175,8 +175,11 @@ class T5 : public Model, public generation::GenerativeModel {
 
   // [..., d_model] -> [..., vocab]
   Tensor lm_logits(const Tensor& h) const {
-    Tensor x = c_.scale_output ? h * (1.0 / std::sqrt(double(c_.d_model))) : h;
-    return vocab_parallel_logits(x, lm_head_ ? *lm_head_ : *shared_);
+    return vocab_parallel_logits(lm_input(h), lm_head_ ? *lm_head_ : *shared_);
+  }
+  // What the LM head multiplies: the decoder's output, scaled when the head is tied.
+  Tensor lm_input(const Tensor& h) const {
+    return c_.scale_output ? h * (1.0 / std::sqrt(double(c_.d_model))) : h;
   }
 
   TensorMap forward(const TensorMap& inputs) override {
@@ -194,7 +197,8 @@ class T5 : public Model, public generation::GenerativeModel {
     Tensor memory = encode(ids, keep, &enc_all);
     Tensor h = decode(dec_ids, {.keep = dec_keep, .memory = memory, .memory_keep = keep}, nullptr,
                       &dec_all);
-    TensorMap out{{"logits", lm_logits(h)}, {"encoder_last_hidden_state", memory}};
+    TensorMap out{{"encoder_last_hidden_state", memory}};
+    put_lm_logits(out, "logits", lm_input(h), lm_head_ ? *lm_head_ : *shared_);
     for (size_t i = 0; i < enc_all.size(); ++i)
       out["encoder_hidden_states." + std::to_string(i)] = enc_all[i];
     for (size_t i = 0; i < dec_all.size(); ++i)
