@@ -142,7 +142,7 @@ bool is_norm_order(const Node& value) {
   if (value.kind() == Node::Kind::string) return value.as_string() == "inf";
   if (value.kind() == Node::Kind::integer || value.kind() == Node::Kind::floating) {
     const double order = value.as_float();
-    return order == 2.0 || std::isinf(order) && order > 0;
+    return order == 2.0 || (std::isinf(order) && order > 0);
   }
   return false;
 }
