@@ -11,6 +11,7 @@
 #include "models/hf_config.h"
 #include "models/pipelines/pipelines.h"
 #include "models/tokenizers/tokenizer.h"
+#include "runtime/config/unimplemented.h"
 #include "runtime/device_profile.h"
 #include "runtime/error.h"
 #include "runtime/threads.h"
@@ -33,6 +34,8 @@ void ConfigJob::read(const config::Config& cfg) {
   else
     LIBAI_THROW(InvalidArgument, "job._target_ is '", target,
                 "': `libai-actor run` runs generate, encode or synthetic jobs");
+  // Keys this runtime accepts but a run job cannot act on (amp, ZeRO, what-if keys, ...).
+  config::check_implemented(cfg, config::Purpose::inference_job);
   dp_ = cfg.get_or<int>("train.dist.data_parallel_size", 1);
   tp_ = cfg.get_or<int>("train.dist.tensor_parallel_size", 1);
   pp_ = cfg.get_or<int>("train.dist.pipeline_parallel_size", 1);
@@ -68,6 +71,12 @@ void ConfigJob::read(const config::Config& cfg) {
     model_ = weights;
     const auto hf = models::HfConfig::load(model_);
     num_layers_ = mp::pipeline_num_layers(hf);
+    // The model fixes the layer count; a different train.dist.pipeline_num_layers would be
+    // ignored, so it is an error.
+    if (auto given = cfg.get_or<std::optional<int>>("train.dist.pipeline_num_layers", std::nullopt))
+      LIBAI_CHECK(*given == num_layers_, cfg.node("train.dist.pipeline_num_layers").describe(),
+                  " = ", *given, ": the model in ", model_.string(), " has ", num_layers_,
+                  " pipeline layers (set it to null: a ", target, " job takes it from the model)");
     auto tokenizer = [&] { return tokenizers::load_tokenizer(model_); };
     if (kind_ == JobKind::generate) {
       prompt_texts_ = cfg.get_or<std::vector<std::string>>("job.prompts", {});

@@ -42,6 +42,7 @@
 #include "actors/job_plan.h"
 #include "bin/commands.h"
 #include "runtime/config/libai_schema.h"
+#include "runtime/config/unimplemented.h"
 #include "runtime/error.h"
 #include "schedule/plan.h"
 #include "schedule/svg.h"
@@ -125,7 +126,8 @@ int plan_job(const PlanOptions& options, const config::Config& cfg) {
 
 int plan(const PlanOptions& options) {
   const config::Config cfg = config::load_libai_config(options.config, options.overrides, {});
-  if (has_real_costs(cfg)) return plan_job(options, cfg);
+  if (has_real_costs(cfg)) return plan_job(options, cfg);  // ConfigJob checks it as a run job
+  config::check_implemented(cfg, config::Purpose::what_if_plan);
   const std::string& file = options.config;
   const int pp = cfg.get<int>("train.dist.pipeline_parallel_size");
   const int dp = cfg.get_or<int>("train.dist.data_parallel_size", 1);

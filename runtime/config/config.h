@@ -15,7 +15,9 @@
 //
 // An override `a.b.c=VALUE` parses VALUE as YAML (`2`, `null`, `[0,0,1,1]`, `bf16`). It may
 // only set a key that the config or the schema knows (a typo is an error with a did-you-mean);
-// `+a.b.c=VALUE` adds a new key. Every value remembers where it was written (file:line:column or
+// `+a.b.c=VALUE` adds a new key. With a schema, a shorthand key (Schema::alias_of) is stored
+// under its full name, in files and overrides alike. Every value remembers where it was written
+// (file:line:column or
 // "<command line>"), and errors from getters and validation name it.
 #pragma once
 
@@ -82,6 +84,11 @@ class Config {
 // Writes the resolved config to `<dir>/config.yaml` (creating `dir`) and returns that path.
 // Loading the file again gives the same values.
 std::string write_resolved(const Config& config, const std::string& dir);
+
+// Moves the value of every alias key the schema names (Schema::alias_of) to its full key, in
+// one file's tree; a tree that sets both, to different values, is an InvalidArgument naming
+// both. The loader calls it on each file when LoadOptions::schema is set.
+void canonicalize_aliases(Node& tree, const Schema& schema);
 
 // Reads a file with its `_base_` chain resolved (no overrides): the merged tree.
 Node load_tree(const std::string& path, const LoadOptions& options = {});

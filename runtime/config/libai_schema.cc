@@ -1,6 +1,7 @@
 // The keys follow LiBai's names (configs/common/*.yaml holds their defaults).
 #include "runtime/config/libai_schema.h"
 
+#include <cmath>
 #include <mutex>
 #include <utility>
 
@@ -9,6 +10,32 @@ namespace libai::config {
 namespace {
 
 Schema count_at_least(double bound) { return Schema::integer().min(bound); }
+
+// LiBai's schedulers (libai/scheduler/lr_scheduler.py): each reads the keys its comment names;
+// the others keep their defaults.
+Schema scheduler_schema() {
+  return Schema::map()
+      .key("_target_",
+           Schema::one_of({"WarmupCosineLR", "WarmupCosineAnnealingLR", "WarmupStepLR",
+                           "WarmupMultiStepLR", "WarmupExponentialLR", "WarmupPolynomialLR"})
+               .required())
+      .key("warmup_factor", Schema::floating().min(0).max(1).doc(
+                                "lr factor at iteration 0 of the warm-up (all schedulers)"))
+      .key("warmup_method", Schema::one_of({"linear", "constant"}))
+      .key("alpha", Schema::floating().min(0).max(1).doc(
+                        "WarmupCosineLR: the final lr as a fraction of the base lr"))
+      .key("eta_min", Schema::floating().min(0).doc("WarmupCosineAnnealingLR: the final lr"))
+      .key("step_size", count_at_least(1).doc("WarmupStepLR: iterations between decays"))
+      .key("gamma", Schema::floating().greater_than(0).doc(
+                        "WarmupStepLR, WarmupMultiStepLR, WarmupExponentialLR: decay factor"))
+      .key("milestones",
+           Schema::list_of(Schema::floating().greater_than(0).max(1))
+               .doc("WarmupMultiStepLR: where the lr decays, as fractions of train_iter"))
+      .key("power", Schema::floating().greater_than(0).doc("WarmupPolynomialLR: the exponent"))
+      .key("end_learning_rate",
+           Schema::floating().min(0).doc("WarmupPolynomialLR: the lr at the end"))
+      .key("cycle", Schema::boolean().doc("WarmupPolynomialLR: restart the decay each period"));
+}
 
 Schema train_schema() {
   Schema dist =
@@ -42,8 +69,20 @@ Schema train_schema() {
                    "generation: per group, its KV cache); null: from the model (or 0)"));
   Schema checkpointer =
       Schema::map().key("period", count_at_least(1)).key("max_to_keep", count_at_least(1));
-  Schema amp =
-      Schema::map().key("enabled", Schema::boolean()).key("dtype", Schema::one_of({"bf16", "f16"}));
+  // PyTorch's GradScaler constants (LiBai uses the same); used with dtype f16 only.
+  Schema loss_scale =
+      Schema::map()
+          .key("init_scale", Schema::floating().greater_than(0).doc("the first loss scale"))
+          .key("growth_factor",
+               Schema::floating().greater_than(1).doc("scale x this after growth_interval "
+                                                      "steps without inf or nan"))
+          .key("backoff_factor", Schema::floating().greater_than(0).less_than(1).doc(
+                                     "scale x this after a step with inf or nan gradients"))
+          .key("growth_interval", count_at_least(1));
+  Schema amp = Schema::map()
+                   .key("enabled", Schema::boolean())
+                   .key("dtype", Schema::one_of({"bf16", "f16"}))
+                   .key("loss_scale", std::move(loss_scale));
   Schema zero =
       Schema::map().key("enabled", Schema::boolean()).key("stage", Schema::integer().min(0).max(3));
   Schema cluster =
@@ -80,8 +119,14 @@ Schema train_schema() {
       .key("train_micro_batch_size", count_at_least(1))
       .key("global_batch_size", count_at_least(1).nullable().doc(
                                     "null: micro batch x accumulation steps x data parallel size"))
-      .key("num_accumulation_steps", count_at_least(1))
+      .key("num_accumulation_steps",
+           count_at_least(1).nullable().doc(
+               "micro-batches per optimizer step; null: global batch / (micro batch x data "
+               "parallel size)"))
       .key("train_iter", count_at_least(0))
+      .key("warmup_ratio",
+           Schema::floating().min(0).max(1).doc("warm-up iterations = warmup_ratio x train_iter"))
+      .key("scheduler", scheduler_schema())
       .key("seed", count_at_least(0))
       .key("log_period", count_at_least(1))
       .key("checkpointer", std::move(checkpointer))
@@ -92,16 +137,53 @@ Schema train_schema() {
       .key("cluster", std::move(cluster));
 }
 
+// The order of the gradient norm for clipping: 2 (2.0) or inf (written inf, "inf" or .inf).
+bool is_norm_order(const Node& value) {
+  if (value.kind() == Node::Kind::string) return value.as_string() == "inf";
+  if (value.kind() == Node::Kind::integer || value.kind() == Node::Kind::floating) {
+    const double order = value.as_float();
+    return order == 2.0 || (std::isinf(order) && order > 0);
+  }
+  return false;
+}
+
 Schema optim_schema() {
+  // LiBai's get_default_optimizer_params: clipping and the weight decay of norms and biases.
+  Schema group_override = Schema::map()
+                              .key("lr", Schema::floating().greater_than(0))
+                              .key("weight_decay", Schema::floating().min(0));
+  Schema params =
+      Schema::map()
+          .key("clip_grad_max_norm",
+               Schema::floating().greater_than(0).nullable().doc("null: no clipping"))
+          .key("clip_grad_norm_type",
+               Schema::satisfying("2 or inf", is_norm_order).doc("the order of the global norm"))
+          .key("weight_decay_norm",
+               Schema::floating().min(0).doc("weight decay of normalization layers' parameters"))
+          .key("weight_decay_bias", Schema::floating().min(0).doc("weight decay of biases"))
+          .key("overrides", Schema::map()
+                                .open()
+                                .values(std::move(group_override))
+                                .doc("parameter name -> {lr, weight_decay} for that parameter"));
   return Schema::map()
-      .key("_target_", Schema::string().required())
+      .key("_target_", Schema::one_of({"adamw", "sgd"}).required())
       .key("lr", Schema::floating().greater_than(0))
       .key("weight_decay", Schema::floating().min(0))
-      .key("betas",
-           Schema::list_of(Schema::floating().min(0).less_than(1)).min_items(2).max_items(2))
-      .key("eps", Schema::floating().greater_than(0))
-      .key("clip_grad_norm",
-           Schema::floating().greater_than(0).nullable().doc("null: no clipping"));
+      .key("betas", Schema::list_of(Schema::floating().min(0).less_than(1))
+                        .min_items(2)
+                        .max_items(2)
+                        .doc("adamw"))
+      .key("eps", Schema::floating().greater_than(0).doc("adamw"))
+      .key("do_bias_correction", Schema::boolean().doc("adamw"))
+      .key("momentum", Schema::floating().min(0).doc("sgd"))
+      .key("dampening", Schema::floating().min(0).doc("sgd"))
+      .key("nesterov", Schema::boolean().doc("sgd: needs momentum > 0 and dampening 0"))
+      .key("params", std::move(params))
+      .key("clip_grad_norm", Schema::floating()
+                                 .greater_than(0)
+                                 .nullable()
+                                 .alias_of("optim.params.clip_grad_max_norm")
+                                 .doc("shorthand for params.clip_grad_max_norm"));
 }
 
 Schema builtin_schema() {

@@ -62,9 +62,28 @@ std::string chain_text(const std::vector<fs::path>& stack, const fs::path& last)
   return text + last.string();
 }
 
+void collect_aliases(const Schema& section, const std::string& path,
+                     std::vector<std::pair<std::string, std::string>>& aliases) {
+  for (const auto& [name, field] : section.fields()) {
+    const std::string key = join_path(path, name);
+    if (field.is_alias()) aliases.emplace_back(key, field.alias_target());
+    if (field.type() == Schema::Type::map) collect_aliases(field, key, aliases);
+  }
+}
+
+// 1 and 1.0 are the same setting; anything else compares by value and kind.
+bool same_setting(const Node& a, const Node& b) {
+  const auto is_number = [](const Node& n) {
+    return n.kind() == Node::Kind::integer || n.kind() == Node::Kind::floating;
+  };
+  if (is_number(a) && is_number(b)) return a.as_float() == b.as_float();
+  return a == b;
+}
+
 Node load_recursive(const Node& own_tree, const fs::path& file, const LoadOptions& options,
                     std::vector<fs::path>& stack, std::vector<fs::path>& shown) {
   Node own = own_tree;
+  if (options.schema != nullptr) canonicalize_aliases(own, *options.schema);
   Node result = Node::map(own.location());
   if (const Node* bases = own.find("_base_")) {
     std::vector<Node> entries;
@@ -107,6 +126,42 @@ Node load_from(const Node& parsed, const fs::path& file, const LoadOptions& opti
 }
 
 }  // namespace
+
+// Note [Aliases per file]: a shorthand is moved to its full key file by file, before the files
+// merge, so a later file (or an override) that sets either name replaces what a base set under
+// the other name; only one file that sets both names, differently, is a conflict.
+void canonicalize_aliases(Node& tree, const Schema& schema) {
+  std::vector<std::pair<std::string, std::string>> aliases;
+  collect_aliases(schema, "", aliases);
+  for (const auto& [shorthand, full] : aliases) {
+    const Node* given = tree.find_path(shorthand);
+    if (given == nullptr) continue;
+    const Node value = *given;
+    const auto describe = [](const Node& node, const std::string& key) {
+      const Location& at = node.key_location().file.empty() ? node.location() : node.key_location();
+      return str_cat(at.file.empty() ? "" : at.str() + ": ", key, " = ", node.repr());
+    };
+    if (const Node* other = tree.find_path(full)) {
+      LIBAI_CHECK(same_setting(*other, value), describe(value, shorthand), " and ",
+                  describe(*other, full), " differ: ", shorthand, " is a shorthand for ", full,
+                  "; set one of them");
+    } else {
+      const std::vector<std::string> pieces = split_path(full, "alias target");
+      Node* section = &tree;
+      for (std::size_t i = 0; i + 1 < pieces.size(); ++i) {
+        Node* child = section->find(pieces[i]);
+        if (child == nullptr) child = &section->set(pieces[i], Node::map(value.location()));
+        LIBAI_CHECK(child->is_map(), child->describe(), ": cannot hold ", full, " (given as ",
+                    shorthand, "): not a map");
+        section = child;
+      }
+      section->set(pieces.back(), value);
+    }
+    const std::size_t dot = shorthand.rfind('.');
+    Node* parent = dot == std::string::npos ? &tree : tree.find_path(shorthand.substr(0, dot));
+    parent->erase(shorthand.substr(dot == std::string::npos ? 0 : dot + 1));
+  }
+}
 
 Node load_tree(const std::string& path, const LoadOptions& options) {
   return load_from(parse_yaml_file(path), fs::path(path), options);

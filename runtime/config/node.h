@@ -50,6 +50,10 @@ class Node {
   bool is_scalar() const { return kind_ != Kind::list && kind_ != Kind::map; }
   const Location& location() const { return location_; }
   void set_location(Location where) { location_ = std::move(where); }
+  // Where the key naming this value was written, for a value in a map read from a file (a
+  // block map's own location is its first entry's, a line below its key); else empty.
+  const Location& key_location() const { return key_location_; }
+  void set_key_location(Location where) { key_location_ = std::move(where); }
 
   // The dotted path from the root ("train.dist.tensor_parallel_size"); set by the loader and
   // kept up to date by set(), so error messages can name the key of any value.
@@ -101,6 +105,7 @@ class Node {
   std::vector<Node> items_;
   std::vector<Entry> entries_;
   Location location_;
+  Location key_location_;
   std::string path_;
 };
 

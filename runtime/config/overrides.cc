@@ -66,6 +66,10 @@ void Config::apply_override(std::string_view assignment, const Schema* schema) {
                 e.what(), ")");
   }
 
+  if (schema != nullptr)
+    if (const Schema* field = schema->find_path(key); field != nullptr && field->is_alias())
+      key = field->alias_target();  // a shorthand sets its full key
+
   const std::vector<std::string> pieces = split_path(key, "override key");
   Node* node = &root_;
   std::string walked;

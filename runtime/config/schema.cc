@@ -14,6 +14,13 @@ Schema Schema::floating() { return Schema(Type::floating); }
 Schema Schema::string() { return Schema(Type::string); }
 Schema Schema::map() { return Schema(Type::map); }
 
+Schema Schema::satisfying(std::string expectation, std::function<bool(const Node&)> accepts) {
+  Schema schema(Type::custom);
+  schema.custom_expectation_ = std::move(expectation);
+  schema.accepts_ = std::move(accepts);
+  return schema;
+}
+
 Schema Schema::one_of(std::vector<std::string> choices) {
   Schema schema(Type::enumeration);
   schema.choices_ = std::move(choices);
@@ -35,7 +42,13 @@ Schema& Schema::max_items(std::size_t count) { return max_items_ = count, *this;
 Schema& Schema::nullable(bool value) { return nullable_ = value, *this; }
 Schema& Schema::required(bool value) { return required_ = value, *this; }
 Schema& Schema::open(bool value) { return open_ = value, *this; }
+Schema& Schema::values(Schema value) {
+  LIBAI_ASSERT(type_ == Type::map, "Schema::values on a schema that is not a map");
+  item_.assign(1, std::move(value));
+  return *this;
+}
 Schema& Schema::doc(std::string text) { return doc_ = std::move(text), *this; }
+Schema& Schema::alias_of(std::string full) { return alias_of_ = std::move(full), *this; }
 
 Schema& Schema::key(const std::string& name, Schema field) {
   LIBAI_ASSERT(type_ == Type::map, "Schema::key on a schema that is not a map: ", name);
@@ -98,6 +111,7 @@ std::string Schema::expectation() const {
     case Type::string: text = "a string"; break;
     case Type::enumeration: text = "one of " + join_names(choices_); break;
     case Type::map: text = "a map"; break;
+    case Type::custom: text = custom_expectation_; break;
     case Type::list: {
       text = "a list";
       if (min_items_ && max_items_ && *min_items_ == *max_items_) {
@@ -115,14 +129,17 @@ std::string Schema::expectation() const {
       break;
     }
   }
-  if (min_ && max_) {
-    text += " in [" + bound_text(*min_) + ", " + bound_text(*max_) + "]";
+  // An interval when both ends are bounded: "in [0, 1)"; else one comparison: "> 0".
+  const bool has_lower = min_ || greater_than_, has_upper = max_ || less_than_;
+  if (has_lower && has_upper) {
+    text += min_ ? " in [" + bound_text(*min_) : " in (" + bound_text(*greater_than_);
+    text += max_ ? ", " + bound_text(*max_) + "]" : ", " + bound_text(*less_than_) + ")";
   } else {
     if (min_) text += " >= " + bound_text(*min_);
+    if (greater_than_) text += " > " + bound_text(*greater_than_);
     if (max_) text += " <= " + bound_text(*max_);
+    if (less_than_) text += " < " + bound_text(*less_than_);
   }
-  if (greater_than_) text += " > " + bound_text(*greater_than_);
-  if (less_than_) text += " < " + bound_text(*less_than_);
   if (nullable_) text += ", or null";
   return text;
 }
@@ -149,6 +166,11 @@ void Schema::check_into(const Node& node, std::vector<std::string>& problems) co
   }
   switch (type_) {
     case Type::any: return;
+    case Type::custom:
+      if (!accepts_(node))
+        problems.push_back(node.describe() + ": expected " + expectation() + ", got " +
+                           node.repr());
+      return;
     case Type::boolean:
       if (node.kind() != Node::Kind::boolean) wrong_type();
       return;
@@ -189,9 +211,15 @@ void Schema::check_into(const Node& node, std::vector<std::string>& problems) co
       for (const auto& [name, value] : node.entries()) {
         if (const Schema* schema = field(name)) {
           schema->check_into(value, problems);
+        } else if (!item_.empty()) {
+          item_[0].check_into(value, problems);
         } else if (!open_) {
-          const std::string where =
-              value.location().file.empty() ? "" : value.location().str() + ": ";
+          // A map or list is reported at its key: a block one starts on the next line (its
+          // own location is its first entry's). A scalar is reported where its value is.
+          const bool at_key =
+              (value.is_map() || value.is_list()) && !value.key_location().file.empty();
+          const Location& at = at_key ? value.key_location() : value.location();
+          const std::string where = at.file.empty() ? "" : at.str() + ": ";
           problems.push_back(where + "unknown key '" + join_path(node.path(), name) + "'" +
                              did_you_mean(name, known));
         }
@@ -214,8 +242,9 @@ std::vector<std::string> Schema::check(const Node& node) const {
 void Schema::validate(const Node& node) const {
   const std::vector<std::string> problems = check(node);
   if (problems.empty()) return;
-  std::string message = problems.front();
-  if (problems.size() > 1) message += str_cat(" (and ", problems.size() - 1, " more problems)");
+  if (problems.size() == 1) LIBAI_THROW(InvalidArgument, problems.front());
+  std::string message = str_cat(problems.size(), " problems in the config:");
+  for (const std::string& problem : problems) message += "\n  " + problem;
   LIBAI_THROW(InvalidArgument, message);
 }
 

@@ -80,7 +80,9 @@ Node convert(const YAML::Node& yaml, const Location& origin, const Location& fal
         const std::string key = it->first.Scalar();
         LIBAI_CHECK(map.find(key) == nullptr, key_where.str(), ": duplicate key '", key, "'");
         // `key:` with no value has no mark of its own: point at the key instead.
-        map.entries().emplace_back(key, convert(it->second, origin, key_where));
+        Node value = convert(it->second, origin, key_where);
+        if (origin.file != Location::command_line().file) value.set_key_location(key_where);
+        map.entries().emplace_back(key, std::move(value));
       }
       return map;
     }

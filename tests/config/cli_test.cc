@@ -281,7 +281,8 @@ TEST_F(Cli, PlanOfAModelJobInSecondsAndBytes) {
 TEST_F(Cli, PlanAndRunChooseTheSameSplitAndPrediction) {
   // Hops cost nothing here: `plan` cannot measure them, `run` would.
   const std::string profiles =
-      "{devices_per_node: 2, local_hop_seconds: 0.0, remote_hop_seconds: 0.0, profiles: {node0:cpu:0: {matmul_gflops: 100, memory_bandwidth_gbs: "
+      "{devices_per_node: 2, local_hop_seconds: 0.0, remote_hop_seconds: 0.0, profiles: "
+      "{node0:cpu:0: {matmul_gflops: 100, memory_bandwidth_gbs: "
       "10}, node0:cpu:1: {matmul_gflops: 25, memory_bandwidth_gbs: 2.5}}}";
   const std::string synthetic = job_config(
       scratch_, "job: {_target_: synthetic, layer_seconds: 0.001, num_micro_batches: 2}\n",
@@ -349,6 +350,53 @@ TEST_F(Cli, PlanRefusesAProfileOfNoDevice) {
                        "for k < 2 (nodes)"),
             std::string::npos)
       << r.err;
+}
+
+// Keys a command cannot act on are errors naming the key and why (runtime/config/unimplemented.h),
+// all of them at once.
+TEST_F(Cli, RunAndPlanRefuseKeysTheyCannotActOn) {
+  const std::string config = job_config(scratch_, kGpt2Job, "{pipeline_parallel_size: 2}", "{}");
+  const Result ran = run("run '" + config + "' train.amp.enabled=true train.dist.layer_memory=1");
+  EXPECT_EQ(ran.exit_code, 1);
+  EXPECT_NE(ran.err.find("libai-actor: error: 2 settings are not implemented for a run job:   "
+                         "<command line>: key 'train.amp.enabled' = true: train.amp applies to "
+                         "training; run jobs are inference"),
+            std::string::npos)
+      << ran.err;
+  EXPECT_NE(ran.err.find("key 'train.dist.layer_memory' = 1: a what-if planning key"),
+            std::string::npos)
+      << ran.err;
+  const Result planned = run("plan '" + config + "' train.zero_optimization.enabled=true");
+  EXPECT_EQ(planned.exit_code, 1);
+  EXPECT_NE(planned.err.find("key 'train.zero_optimization.enabled' = true: ZeRO"),
+            std::string::npos)
+      << planned.err;
+  const Result layers = run("plan '" + config + "' train.dist.pipeline_num_layers=6");
+  EXPECT_EQ(layers.exit_code, 1);
+  EXPECT_NE(layers.err.find("key 'train.dist.pipeline_num_layers' = 6: the model in"),
+            std::string::npos)
+      << layers.err;
+  const Result what_if =
+      run("plan '" + kDefault +
+          "' train.dist.pipeline_parallel_size=2 train.dist.pipeline_num_layers=4"
+          " train.activation_checkpoint.enabled=true");
+  EXPECT_EQ(what_if.exit_code, 1);
+  EXPECT_NE(what_if.err.find("<command line>: key 'train.activation_checkpoint.enabled' = true: "
+                             "the planner does not model recomputation yet"),
+            std::string::npos)
+      << what_if.err;
+}
+
+// A typo'd section is reported at its own line, and every problem is listed (the CLI prints
+// an error on one line: the list's line breaks become spaces).
+TEST_F(Cli, EveryConfigProblemIsListed) {
+  const std::string path = scratch_.write(
+      "job.yaml", "_base_: '" + kDefault + "'\ntrian:\n  seed: 1\noptim:\n  lr: 0\n");
+  const Result r = run("config show '" + path + "'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "libai-actor: error: 2 problems in the config:   " + path +
+                       ":5:7: key 'optim.lr': out of range: expected a number > 0, got 0   " +
+                       path + ":2:1: unknown key 'trian' (did you mean 'train'?)\n");
 }
 
 }  // namespace

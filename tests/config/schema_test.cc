@@ -78,9 +78,22 @@ TEST(Schema, RequiredKey) {
   EXPECT_TRUE(contains(message, "key 'optim': missing required key '_target_'")) << message;
 }
 
-TEST(Schema, CountsFurtherProblems) {
+TEST(Schema, UnknownKeyOfAMapIsReportedAtTheKey) {
+  // The value of `trian:` is a block map whose first entry is on line 2; the typo is on line 1.
+  const std::string message = problem_of("trian:\n  seed: 1\n");
+  EXPECT_TRUE(contains(message, "job.yaml:1:1: unknown key 'trian' (did you mean 'train'?)"))
+      << message;
+  const std::string nested = problem_of("train:\n  distt:\n    balance: uniform\n");
+  EXPECT_TRUE(contains(nested, "job.yaml:2:3: unknown key 'train.distt'")) << nested;
+}
+
+TEST(Schema, ListsEveryProblem) {
   const std::string message = problem_of("train: {seed: -1, log_period: 0, nope: 1}\n");
-  EXPECT_TRUE(contains(message, "(and 2 more problems)")) << message;
+  EXPECT_TRUE(contains(message, "3 problems")) << message;
+  EXPECT_TRUE(contains(message, "key 'train.seed': out of range")) << message;
+  EXPECT_TRUE(contains(message, "key 'train.log_period': out of range")) << message;
+  EXPECT_TRUE(contains(message, "unknown key 'train.nope'")) << message;
+  EXPECT_FALSE(contains(message, "more problems")) << message;
 }
 
 TEST(Schema, OpenSectionsAcceptAnything) {

@@ -1,0 +1,156 @@
+#include "runtime/config/unimplemented.h"
+
+#include "runtime/error.h"
+
+namespace libai::config {
+
+namespace {
+
+class Problems {
+ public:
+  explicit Problems(const Node& root) : root_(root) {}
+
+  // The value at `key`, or nullptr when it is absent.
+  const Node* at(const char* key) const { return root_.find_path(key); }
+  bool is_true(const char* key) const {
+    const Node* value = at(key);
+    return value != nullptr && value->kind() == Node::Kind::boolean && value->as_bool();
+  }
+  bool is_false(const char* key) const {
+    const Node* value = at(key);
+    return value != nullptr && value->kind() == Node::Kind::boolean && !value->as_bool();
+  }
+  bool is_set(const char* key) const {
+    const Node* value = at(key);
+    return value != nullptr && !value->is_null();
+  }
+  std::string job_target() const {
+    const Node* target = at("job._target_");
+    return target != nullptr && target->kind() == Node::Kind::string ? target->as_string()
+                                                                     : "train";
+  }
+
+  void add(const char* key, const std::string& why) {
+    const Node& value = *at(key);
+    list_.push_back(value.describe() + " = " + value.repr() + ": " + why);
+  }
+  void add_if_true(const char* key, const std::string& why) {
+    if (is_true(key)) add(key, why);
+  }
+  void add_if_set(const char* key, const std::string& why) {
+    if (is_set(key)) add(key, why);
+  }
+
+  std::vector<std::string> take() { return std::move(list_); }
+
+ private:
+  const Node& root_;
+  std::vector<std::string> list_;
+};
+
+constexpr const char* kWhatIfKeys[] = {"train.dist.device_speed", "train.dist.device_memory",
+                                       "train.dist.layer_memory", "train.dist.activation_memory"};
+constexpr const char* kRuntimeDeviceKeys[] = {
+    "train.cluster.device_slowdown", "train.cluster.profiles", "train.cluster.local_hop_seconds",
+    "train.cluster.remote_hop_seconds"};
+
+void inference_job(Problems& problems) {
+  if (problems.is_false("graph.enabled"))
+    problems.add("graph.enabled",
+                 "eager execution of a run job is not implemented: run jobs execute on the "
+                 "actor runtime (set graph.enabled: true)");
+  problems.add_if_true("train.amp.enabled",
+                       "train.amp applies to training; run jobs are inference (they compute in "
+                       "f32)");
+  problems.add_if_true("train.activation_checkpoint.enabled",
+                       "activation checkpointing applies to training; run jobs are inference "
+                       "(no backward)");
+  for (const char* key : kWhatIfKeys)
+    problems.add_if_set(key,
+                        "a what-if planning key, read only by `libai-actor plan` of a job "
+                        "without model costs; this job's costs come from its model (or "
+                        "job.layer_seconds) on measured devices (emulate slower devices with "
+                        "train.cluster.device_slowdown, set their fields with "
+                        "train.cluster.profiles)");
+}
+
+void training(Problems& problems) {
+  if (problems.is_true("graph.enabled"))
+    problems.add("graph.enabled",
+                 "graph-mode training (on the actor runtime) is not implemented yet; training "
+                 "runs eagerly: set graph.enabled: false");
+  if (const Node* pp = problems.at("train.dist.pipeline_parallel_size");
+      pp != nullptr && pp->kind() == Node::Kind::integer && pp->as_int() > 1)
+    problems.add("train.dist.pipeline_parallel_size",
+                 "pipeline-parallel training (on the actor runtime) is not implemented yet; "
+                 "eager training is data- and tensor-parallel");
+  for (const char* key : kWhatIfKeys)
+    problems.add_if_set(key,
+                        "a what-if planning key, read only by `libai-actor plan`; training "
+                        "does not read it");
+  for (const char* key : kRuntimeDeviceKeys)
+    problems.add_if_set(key,
+                        "a device key of the actor runtime (`libai-actor run` and `plan`); "
+                        "eager training does not read it");
+}
+
+void what_if_plan(Problems& problems) {
+  if (problems.is_false("graph.enabled"))
+    problems.add("graph.enabled",
+                 "a plan is of the actor runtime's pipeline (graph mode); eager execution has "
+                 "no plan (set graph.enabled: true)");
+  const std::string target = problems.job_target();
+  if (target == "train") {
+    problems.add_if_true("train.activation_checkpoint.enabled",
+                         "the planner does not model recomputation yet (it costs a backward as "
+                         "two forwards and keeps train.dist.activation_memory per micro-batch "
+                         "in flight)");
+  } else {
+    const std::string inference = "; this plan is of a " + target + " job, which is inference";
+    problems.add_if_true("train.amp.enabled", "train.amp applies to training" + inference);
+    problems.add_if_true("train.activation_checkpoint.enabled",
+                         "activation checkpointing applies to training" + inference);
+  }
+  for (const char* key : kRuntimeDeviceKeys)
+    problems.add_if_set(key,
+                        "read by `libai-actor run` and by plans of jobs with model costs; a "
+                        "what-if plan takes its devices from train.dist.device_speed and "
+                        "train.dist.device_memory");
+}
+
+}  // namespace
+
+const char* purpose_name(Purpose purpose) {
+  switch (purpose) {
+    case Purpose::inference_job: return "a run job";
+    case Purpose::training: return "training";
+    case Purpose::what_if_plan: return "a what-if plan";
+  }
+  return "?";
+}
+
+std::vector<std::string> unimplemented_problems(const Node& root, Purpose purpose) {
+  Problems problems(root);
+  // ZeRO (sharding optimizer state over data-parallel ranks) exists for no purpose yet.
+  problems.add_if_true("train.zero_optimization.enabled",
+                       "ZeRO (optimizer state sharded over data-parallel ranks) is not "
+                       "implemented yet");
+  switch (purpose) {
+    case Purpose::inference_job: inference_job(problems); break;
+    case Purpose::training: training(problems); break;
+    case Purpose::what_if_plan: what_if_plan(problems); break;
+  }
+  return problems.take();
+}
+
+void check_implemented(const Config& config, Purpose purpose) {
+  const std::vector<std::string> problems = unimplemented_problems(config.root(), purpose);
+  if (problems.empty()) return;
+  if (problems.size() == 1) LIBAI_THROW(Unsupported, problems.front());
+  std::string message =
+      str_cat(problems.size(), " settings are not implemented for ", purpose_name(purpose), ":");
+  for (const std::string& problem : problems) message += "\n  " + problem;
+  LIBAI_THROW(Unsupported, message);
+}
+
+}  // namespace libai::config

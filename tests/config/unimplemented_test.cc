@@ -1,0 +1,146 @@
+// Keys the schema accepts but a command does not act on are errors that name the key, where it
+// was written and why (runtime/config/unimplemented.h); the shipped defaults pass every purpose
+// that can use them.
+#include <gtest/gtest.h>
+
+#include "runtime/config/libai_schema.h"
+#include "runtime/config/unimplemented.h"
+#include "tests/config/test_files.h"
+
+namespace libai::config {
+namespace {
+
+using testing::error_message;
+
+const std::string kDefault = LIBAI_SOURCE_DIR "/configs/default.yaml";
+
+bool contains(const std::string& text, const std::string& piece) {
+  return text.find(piece) != std::string::npos;
+}
+
+std::vector<std::string> problems_of(const std::vector<std::string>& overrides, Purpose purpose) {
+  return unimplemented_problems(load_libai_config(kDefault, overrides).root(), purpose);
+}
+
+std::string only_problem(const std::vector<std::string>& overrides, Purpose purpose) {
+  const std::vector<std::string> problems = problems_of(overrides, purpose);
+  EXPECT_EQ(problems.size(), 1u) << ::testing::PrintToString(problems);
+  return problems.empty() ? "" : problems.front();
+}
+
+TEST(Unimplemented, DefaultsPassWhereTheyApply) {
+  EXPECT_TRUE(problems_of({}, Purpose::inference_job).empty());
+  EXPECT_TRUE(problems_of({}, Purpose::what_if_plan).empty());
+  // Training runs eagerly: the shipped default graph.enabled: true is its one problem.
+  EXPECT_TRUE(problems_of({"graph.enabled=false"}, Purpose::training).empty());
+}
+
+TEST(Unimplemented, ZeroIsAnErrorForEveryPurpose) {
+  for (Purpose purpose : {Purpose::inference_job, Purpose::training, Purpose::what_if_plan}) {
+    const std::string problem = only_problem(
+        {"graph.enabled=" + std::string(purpose == Purpose::training ? "false" : "true"),
+         "train.zero_optimization.enabled=true"},
+        purpose);
+    EXPECT_TRUE(contains(problem,
+                         "<command line>: key 'train.zero_optimization.enabled' = true: "
+                         "ZeRO (optimizer state sharded over data-parallel ranks) is not "
+                         "implemented yet"))
+        << problem;
+  }
+  // Its stage alone asks for nothing.
+  EXPECT_TRUE(problems_of({"train.zero_optimization.stage=2"}, Purpose::inference_job).empty());
+}
+
+TEST(Unimplemented, NamesTheFileAndLine) {
+  testing::TempDir dir;
+  const std::string path =
+      dir.write("job.yaml", "_base_: '" + kDefault + "'\ntrain:\n  amp:\n    enabled: true\n");
+  const std::vector<std::string> problems =
+      unimplemented_problems(load_libai_config(path).root(), Purpose::inference_job);
+  ASSERT_EQ(problems.size(), 1u) << ::testing::PrintToString(problems);
+  EXPECT_EQ(problems[0], path +
+                             ":4:14: key 'train.amp.enabled' = true: train.amp applies to "
+                             "training; run jobs are inference (they compute in f32)");
+}
+
+TEST(Unimplemented, RunJobs) {
+  EXPECT_TRUE(contains(only_problem({"graph.enabled=false"}, Purpose::inference_job),
+                       "key 'graph.enabled' = false: eager execution of a run job is not "
+                       "implemented"));
+  EXPECT_TRUE(
+      contains(only_problem({"train.activation_checkpoint.enabled=true"}, Purpose::inference_job),
+               "activation checkpointing applies to training; run jobs are inference"));
+  for (const char* what_if : {"train.dist.device_speed=[1]", "train.dist.device_memory=[8]",
+                              "train.dist.layer_memory=1", "train.dist.activation_memory=0.5"}) {
+    const std::string problem = only_problem({what_if}, Purpose::inference_job);
+    EXPECT_TRUE(contains(problem,
+                         "a what-if planning key, read only by `libai-actor plan` of a "
+                         "job without model costs"))
+        << problem;
+  }
+  // Every problem at once, none hidden behind the first.
+  EXPECT_EQ(problems_of({"graph.enabled=false", "train.amp.enabled=true",
+                         "train.dist.layer_memory=1", "train.zero_optimization.enabled=true"},
+                        Purpose::inference_job)
+                .size(),
+            4u);
+}
+
+TEST(Unimplemented, Training) {
+  const std::string graph = only_problem({}, Purpose::training);
+  EXPECT_TRUE(contains(graph,
+                       "key 'graph.enabled' = true: graph-mode training (on the actor "
+                       "runtime) is not implemented yet; training runs eagerly"))
+      << graph;
+  EXPECT_TRUE(contains(only_problem({"graph.enabled=false", "train.dist.pipeline_parallel_size=2"},
+                                    Purpose::training),
+                       "key 'train.dist.pipeline_parallel_size' = 2: pipeline-parallel training"));
+  EXPECT_TRUE(contains(only_problem({"graph.enabled=false", "train.cluster.device_slowdown=[1, 2]"},
+                                    Purpose::training),
+                       "a device key of the actor runtime"));
+  EXPECT_TRUE(contains(
+      only_problem({"graph.enabled=false", "train.dist.device_speed=[1]"}, Purpose::training),
+      "a what-if planning key, read only by `libai-actor plan`"));
+  // The training keys themselves are implemented.
+  EXPECT_TRUE(
+      problems_of({"graph.enabled=false", "train.amp.enabled=true", "train.amp.dtype=f16",
+                   "train.activation_checkpoint.enabled=true", "train.num_accumulation_steps=4",
+                   "optim._target_=sgd", "train.scheduler._target_=WarmupPolynomialLR",
+                   "train.dist.data_parallel_size=2", "train.dist.tensor_parallel_size=2"},
+                  Purpose::training)
+          .empty());
+}
+
+TEST(Unimplemented, WhatIfPlans) {
+  // Planning a training job: checkpointing changes the costs the planner assumes.
+  EXPECT_TRUE(
+      contains(only_problem({"train.activation_checkpoint.enabled=true"}, Purpose::what_if_plan),
+               "the planner does not model recomputation yet"));
+  EXPECT_TRUE(problems_of({"train.amp.enabled=true"}, Purpose::what_if_plan).empty());
+  // Planning an inference job: training keys do not apply.
+  EXPECT_TRUE(contains(
+      only_problem({"job._target_=generate", "train.amp.enabled=true"}, Purpose::what_if_plan),
+      "train.amp applies to training; this plan is of a generate job, which is inference"));
+  EXPECT_TRUE(contains(only_problem({"graph.enabled=false"}, Purpose::what_if_plan),
+                       "eager execution has no plan"));
+  EXPECT_TRUE(
+      contains(only_problem({"train.cluster.device_slowdown=[1, 2]"}, Purpose::what_if_plan),
+               "a what-if plan takes its devices from train.dist.device_speed"));
+}
+
+TEST(Unimplemented, CheckThrowsEveryProblem) {
+  const Config cfg = load_libai_config(
+      kDefault, {"train.amp.enabled=true", "train.activation_checkpoint.enabled=true"});
+  const std::string message =
+      error_message<Unsupported>([&] { check_implemented(cfg, Purpose::inference_job); });
+  EXPECT_TRUE(contains(message,
+                       "2 settings are not implemented for a run job:\n  "
+                       "<command line>: key 'train.amp.enabled'"))
+      << message;
+  EXPECT_TRUE(contains(message, "\n  <command line>: key 'train.activation_checkpoint.enabled'"))
+      << message;
+  EXPECT_NO_THROW(check_implemented(load_libai_config(kDefault), Purpose::inference_job));
+}
+
+}  // namespace
+}  // namespace libai::config
