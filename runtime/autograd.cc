@@ -109,6 +109,9 @@ bool grad_enabled() { return t_grad_enabled; }
 NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
 
+GradModeGuard::GradModeGuard(bool enabled) : previous_(t_grad_enabled) { t_grad_enabled = enabled; }
+GradModeGuard::~GradModeGuard() { t_grad_enabled = previous_; }
+
 bool needs_grad(const std::vector<Tensor>& inputs) {
   if (!t_grad_enabled) return false;
   for (const Tensor& t : inputs)
@@ -116,9 +119,12 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-Tensor record(Tensor output, const char* name, const std::vector<Tensor>& inputs,
+namespace {
+
+// record() without its check: checkpoint needs a node even when no input wants a gradient,
+// for the parameters inside.
+Tensor attach(Tensor output, const char* name, const std::vector<Tensor>& inputs,
               BackwardFn backward) {
-  if (!needs_grad(inputs)) return output;
   auto node = std::make_shared<Node>();
   node->name = name;
   node->backward = std::move(backward);
@@ -138,6 +144,14 @@ Tensor record(Tensor output, const char* name, const std::vector<Tensor>& inputs
   result.impl().grad_fn = std::move(node);
   result.impl().requires_grad = true;
   return result;
+}
+
+}  // namespace
+
+Tensor record(Tensor output, const char* name, const std::vector<Tensor>& inputs,
+              BackwardFn backward) {
+  if (!needs_grad(inputs)) return output;
+  return attach(std::move(output), name, inputs, std::move(backward));
 }
 
 void backward(const Tensor& root, const Tensor& grad_output) {
@@ -162,6 +176,44 @@ std::vector<Tensor> grad(const Tensor& root, const std::vector<Tensor>& inputs,
     out.push_back(it == found.end() ? Tensor() : it->second);
   }
   return out;
+}
+
+Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs) {
+  if (!t_grad_enabled) return fn(inputs);
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = fn(inputs);
+  }
+  LIBAI_CHECK(out.defined(), "checkpoint: the function returned an undefined tensor");
+  // Which inputs the outer graph wants a gradient for, and their values without history.
+  std::vector<Tensor> detached;
+  std::vector<bool> wanted;
+  for (const Tensor& t : inputs) {
+    detached.push_back(t.defined() ? t.detach() : Tensor());
+    wanted.push_back(t.defined() && (t.requires_grad() || !t.is_leaf()));
+  }
+  return attach(out, "checkpoint", inputs, [fn, detached, wanted](const Tensor& g) {
+    std::vector<Tensor> local;
+    for (size_t i = 0; i < detached.size(); ++i) {
+      // A fresh alias per backward, so that its .grad starts empty.
+      Tensor t = detached[i].defined() ? detached[i].detach() : Tensor();
+      if (wanted[i]) t.set_requires_grad(true);
+      local.push_back(t);
+    }
+    Tensor recomputed;
+    {
+      GradModeGuard recording(true);
+      recomputed = fn(local);
+    }
+    std::vector<Tensor> grads(local.size());
+    if (recomputed.requires_grad()) {
+      backward(recomputed, g);  // parameters: .grad and hooks, as in a plain backward
+      for (size_t i = 0; i < local.size(); ++i)
+        if (wanted[i]) grads[i] = local[i].grad();
+    }
+    return grads;
+  });
 }
 
 void register_add(AddFn fn) { g_add = fn; }

@@ -8,6 +8,19 @@
 //   autograd::backward(ops::sum(y));
 //   w.grad();
 //   { autograd::NoGradGuard guard; ... }     // nothing recorded in this scope
+//   Tensor h = autograd::checkpoint([&](const std::vector<Tensor>& in) { return block(in[0]); },
+//                                   {x});    // keeps only x; block re-runs in backward
+//
+// Note [Checkpoint contract]: checkpoint(fn, inputs) runs fn without recording and records
+// one node; its backward re-runs fn on detached copies of the inputs with recording on and
+// backpropagates the incoming gradient through that graph. Parameters reached inside fn get
+// their .grad accumulated and their gradient-ready hooks called by that inner backward, as a
+// normal backward would; the inputs' gradients flow on to the outer graph. So fn must be a
+// pure function of its inputs, the parameters it reads and the state it captures by value:
+// every tensor with history it needs must be one of `inputs` (a captured one would be
+// backpropagated through twice), and thread state it reads (models' TrainingMode: dropout's
+// key, autocast) may differ at backward time, so fn captures it and re-establishes it.
+// Forward and recomputation then compute the same values bitwise, and so do the gradients.
 #pragma once
 
 #include <functional>
@@ -49,6 +62,18 @@ class NoGradGuard {
   bool previous_;
 };
 
+// Turns recording on or off for a scope (a checkpoint's recomputation inside backward).
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool enabled);
+  ~GradModeGuard();
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // True when recording is on and some input requires a gradient.
 bool needs_grad(const std::vector<Tensor>& inputs);
 
@@ -62,6 +87,11 @@ void backward(const Tensor& root, const Tensor& grad = Tensor());
 // Gradients of `root` w.r.t. `inputs` (leaves), returned instead of accumulated in `.grad`.
 std::vector<Tensor> grad(const Tensor& root, const std::vector<Tensor>& inputs,
                          const Tensor& grad_output = Tensor());
+
+// fn(inputs) whose intermediate activations are recomputed in backward instead of kept
+// (Note [Checkpoint contract]). Inputs may be undefined; fn returns one tensor.
+using CheckpointFn = std::function<Tensor(const std::vector<Tensor>& inputs)>;
+Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs);
 
 // Elementwise a + b of equal shapes, registered by ops/ (runtime/ has no kernels).
 using AddFn = Tensor (*)(const Tensor& a, const Tensor& b);

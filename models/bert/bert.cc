@@ -16,45 +16,54 @@ BertConfig::BertConfig(const HfConfig& c, bool is_roberta) : roberta(is_roberta)
   pad = c.get_int("pad_token_id", roberta ? 1 : 0);
   activation = parse_activation(c.get_string("hidden_act", "gelu"), c.path() + ": hidden_act");
   eps = c.get_double("layer_norm_eps", 1e-12);
+  hidden_dropout = c.get_double("hidden_dropout_prob", 0.1);
+  attention_dropout = c.get_double("attention_probs_dropout_prob", 0.1);
+  classifier_dropout =
+      c.has("classifier_dropout") ? c.get_double("classifier_dropout", 0.1) : hidden_dropout;
   labels = int64_t(c.labels().size());
   if (labels == 0) labels = c.get_int("num_labels", 2);
   const std::string pet = c.get_string("position_embedding_type", "absolute");
-  LIBAI_CHECK_KIND(Unsupported, pet == "absolute", c.path(), ": position_embedding_type \"",
-                   pet, "\" is not supported (only \"absolute\")");
+  LIBAI_CHECK_KIND(Unsupported, pet == "absolute", c.path(), ": position_embedding_type \"", pet,
+                   "\" is not supported (only \"absolute\")");
   LIBAI_CHECK_KIND(CorruptInput, hidden % heads == 0, c.path(), ": hidden_size ", hidden,
                    " is not divisible by num_attention_heads ", heads);
 }
 
 TransformerLayerConfig BertConfig::layer() const {
   TransformerLayerConfig layer;
-  layer.attention = {.hidden = hidden, .heads = heads};
+  layer.attention = {.hidden = hidden, .heads = heads, .dropout = attention_dropout};
   layer.mlp = {.hidden = hidden, .intermediate = intermediate, .activation = activation};
   layer.pre_norm = false;
   layer.norm_eps = eps;
+  layer.dropout = hidden_dropout;
   return layer;
 }
 
 BertEmbeddings::BertEmbeddings(const LayerContext& ctx, const BertConfig& c) : c_(c) {
-  word_ = &add_module("word", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden,
-                                                          EmbeddingParallel::vocab));
+  word_ = &add_module(
+      "word", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden, EmbeddingParallel::vocab));
   position_ = &add_module("position", std::make_unique<Embedding>(ctx, c_.positions, c_.hidden));
-  token_type_ = &add_module("token_type", std::make_unique<Embedding>(ctx, c_.type_vocab, c_.hidden));
+  token_type_ =
+      &add_module("token_type", std::make_unique<Embedding>(ctx, c_.type_vocab, c_.hidden));
   norm_ = &add_module("norm", std::make_unique<Norm>(ctx, ops::NormKind::layer, c_.hidden, c_.eps));
+  dropout_ = &add_module("dropout", std::make_unique<Dropout>(c_.hidden_dropout));
 }
 
 Tensor BertEmbeddings::forward(const Tensor& ids, Tensor types, Tensor positions) const {
-  LIBAI_CHECK(ids.dim() == 2, c_.name(), ": input_ids should be [batch, seq], got ", shape_str(ids.shape()));
-  LIBAI_CHECK(ids.size(1) <= c_.positions - (c_.roberta ? c_.pad + 1 : 0), c_.name(), ": ", ids.size(1),
-              " tokens exceed max_position_embeddings ", c_.positions);
+  LIBAI_CHECK(ids.dim() == 2, c_.name(), ": input_ids should be [batch, seq], got ",
+              shape_str(ids.shape()));
+  LIBAI_CHECK(ids.size(1) <= c_.positions - (c_.roberta ? c_.pad + 1 : 0), c_.name(), ": ",
+              ids.size(1), " tokens exceed max_position_embeddings ", c_.positions);
   if (!types.defined()) types = Tensor::zeros(ids.shape(), DType::i64);
   if (!positions.defined()) positions = position_ids(ids);
-  return norm_->forward(word_->forward(ids) + position_->forward(positions) +
-                        token_type_->forward(types));  // [batch, seq, hidden]
+  return dropout_->forward(norm_->forward(word_->forward(ids) + position_->forward(positions) +
+                                          token_type_->forward(types)));  // [batch, seq, hidden]
 }
 
 Tensor BertEmbeddings::position_ids(const Tensor& ids) const {
   if (!c_.roberta)
-    return ops::contiguous(ops::expand(ops::unsqueeze(Tensor::arange(ids.size(1)), 0), ids.shape()));
+    return ops::contiguous(
+        ops::expand(ops::unsqueeze(Tensor::arange(ids.size(1)), 0), ids.shape()));
   auto v = ids.to_vector<int64_t>();
   const int64_t seq = ids.size(1);
   std::vector<int64_t> pos(v.size());
@@ -120,13 +129,20 @@ class Bert : public Model {
     if (has_mlm()) {
       mlm_dense_ = &add_module("mlm.dense", std::make_unique<Linear>(ctx, c_.hidden, c_.hidden));
       mlm_norm_ = &add_module("mlm.norm", norm(ctx));
-      mlm_bias_ = &add_parameter("mlm_bias", {c_.vocab}, ctx, 0, /*pad_uneven=*/true);  // like word_
+      mlm_bias_ =
+          &add_parameter("mlm_bias", {c_.vocab}, ctx, 0, /*pad_uneven=*/true);  // like word_
     }
     if (head == Head::pretraining) nsp_ = &add_module("nsp", std::make_unique<Linear>(ctx, c_.hidden, 2));
     if (head == Head::classifier) {
       if (roberta)
-        cls_dense_ = &add_module("classifier.dense", std::make_unique<Linear>(ctx, c_.hidden, c_.hidden));
+        cls_dense_ =
+            &add_module("classifier.dense", std::make_unique<Linear>(ctx, c_.hidden, c_.hidden));
       cls_out_ = &add_module("classifier.out", std::make_unique<Linear>(ctx, c_.hidden, c_.labels));
+      cls_dropout_ =
+          &add_module("classifier.dropout", std::make_unique<Dropout>(c_.classifier_dropout));
+      if (roberta)
+        cls_hidden_dropout_ = &add_module("classifier.hidden_dropout",
+                                          std::make_unique<Dropout>(c_.classifier_dropout));
     }
     build_weight_map();
   }
@@ -155,7 +171,9 @@ class Bert : public Model {
       if (out.count("logits")) out["prediction_logits"] = out["logits"];
       out["seq_relationship_logits"] = nsp_->forward(out["pooler_output"]);  // [batch, 2]
     } else if (head_ == Head::classifier) {
-      Tensor x = c_.roberta ? ops::tanh(cls_dense_->forward(first)) : out["pooler_output"];
+      Tensor x = c_.roberta ? cls_hidden_dropout_->forward(
+                                  ops::tanh(cls_dense_->forward(cls_dropout_->forward(first))))
+                            : cls_dropout_->forward(out["pooler_output"]);
       out["logits"] = cls_out_->forward(x);  // [batch, labels]
     }
     return out;
@@ -226,6 +244,7 @@ class Bert : public Model {
   Linear* pooler_ = nullptr;
   Linear *mlm_dense_ = nullptr, *cls_dense_ = nullptr, *cls_out_ = nullptr, *nsp_ = nullptr;
   Norm* mlm_norm_ = nullptr;
+  Dropout *cls_dropout_ = nullptr, *cls_hidden_dropout_ = nullptr;
   Tensor* mlm_bias_ = nullptr;
   WeightMap map_;
 };

@@ -1,7 +1,7 @@
 // BERT (Devlin et al. 2019) and RoBERTa (Liu et al. 2019): one post-LN encoder, two ways of
 // numbering positions, and the heads Hugging Face ships.
 //
-//   embed:   h = norm(word[ids] + position[pos] + token_type[types])   // [batch, seq, hidden]
+//   embed:   h = dropout(norm(word[ids] + position[pos] + token_type[types]))   // [b, s, hidden]
 //            BERT: pos = 0, 1, ...; RoBERTa: pos = pad + cumsum(ids != pad) for real tokens
 //   layers:  h = norm(h + attn(h)); h = norm(h + mlp(h))               // post-LN, padding mask
 //   heads:   encoder (+ pooler: tanh(dense(h[:, 0])))
@@ -26,6 +26,10 @@ struct BertConfig {
   int64_t type_vocab = 0, pad = 0, labels = 0;
   Activation activation = Activation::gelu;
   double eps = 1e-12;
+  // Hugging Face's dropout sites (active only while training): hidden after the embedding
+  // norm and on each sub-layer's output, attention on the probabilities, classifier on the
+  // classifier's input (and RoBERTa's between its dense and out).
+  double hidden_dropout = 0.1, attention_dropout = 0.1, classifier_dropout = 0.1;
 
   BertConfig(const HfConfig& c, bool is_roberta);
   const char* name() const { return roberta ? "roberta" : "bert"; }
@@ -47,6 +51,7 @@ class BertEmbeddings : public Module {
   BertConfig c_;
   Embedding *word_ = nullptr, *position_ = nullptr, *token_type_ = nullptr;
   Norm* norm_ = nullptr;
+  Dropout* dropout_ = nullptr;
 };
 
 // Checkpoint names -> ours of the base model: embed.{word,position,token_type,norm} and

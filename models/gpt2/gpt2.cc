@@ -18,6 +18,9 @@ Gpt2Config::Gpt2Config(const HfConfig& c) {
   eps = c.get_double("layer_norm_epsilon", 1e-5);
   auto eos_ids = c.get_int_list("eos_token_id");
   eos = eos_ids.empty() ? -1 : eos_ids[0];
+  embd_pdrop = c.get_double("embd_pdrop", 0.1);
+  attn_pdrop = c.get_double("attn_pdrop", 0.1);
+  resid_pdrop = c.get_double("resid_pdrop", 0.1);
   LIBAI_CHECK_KIND(Unsupported, !c.get_bool("scale_attn_by_inverse_layer_idx", false), c.path(),
                    ": scale_attn_by_inverse_layer_idx is not supported");
   LIBAI_CHECK_KIND(Unsupported, c.get_bool("scale_attn_weights", true), c.path(),
@@ -28,10 +31,11 @@ Gpt2Config::Gpt2Config(const HfConfig& c) {
 
 TransformerLayerConfig Gpt2Config::layer() const {
   TransformerLayerConfig layer;
-  layer.attention = {.hidden = hidden, .heads = heads};
+  layer.attention = {.hidden = hidden, .heads = heads, .dropout = attn_pdrop};
   layer.mlp = {.hidden = hidden, .intermediate = inner, .activation = activation};
   layer.pre_norm = true;
   layer.norm_eps = eps;
+  layer.dropout = resid_pdrop;
   return layer;
 }
 
@@ -41,7 +45,8 @@ WeightMap gpt2_weight_map(const Gpt2Config& c) {
   map.add("embed.weight", "wte.weight");
   map.add("positions.weight", "wpe.weight");
   for (int64_t i = 0; i < c.layers; ++i) {
-    const std::string ours = "layers." + std::to_string(i) + ".", hf = "h." + std::to_string(i) + ".";
+    const std::string ours = "layers." + std::to_string(i) + ".",
+                      hf = "h." + std::to_string(i) + ".";
     map.add(ours + "attention_norm.weight", hf + "ln_1.weight");
     map.add(ours + "attention_norm.bias", hf + "ln_1.bias");
     map.add_heads(ours + "attention.qkv.weight", {hf + "attn.c_attn.weight"}, 3, c.heads, true);
@@ -68,9 +73,10 @@ namespace {
 class Gpt2 : public Model, public generation::GenerativeModel {
  public:
   Gpt2(const HfConfig& hf, const LayerContext& ctx) : Model(hf), c_(hf), map_(gpt2_weight_map(c_)) {
-    wte_ = &add_module("embed", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden,
-                                                           EmbeddingParallel::vocab));
+    wte_ = &add_module(
+        "embed", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden, EmbeddingParallel::vocab));
     wpe_ = &add_module("positions", std::make_unique<Embedding>(ctx, c_.positions, c_.hidden));
+    embed_dropout_ = &add_module("embed_dropout", std::make_unique<Dropout>(c_.embd_pdrop));
     for (int64_t i = 0; i < c_.layers; ++i)
       layers_.push_back(&add_module("layers." + std::to_string(i),
                                     std::make_unique<TransformerLayer>(ctx, c_.layer())));
@@ -81,7 +87,7 @@ class Gpt2 : public Model, public generation::GenerativeModel {
   // ids, positions [batch, seq]; keep [batch, kv_len] or undefined -> [batch, seq, hidden]
   Tensor hidden_states(const Tensor& ids, const Tensor& positions, const Tensor& keep,
                        std::vector<LayerCache>* caches, std::vector<Tensor>* all = nullptr) {
-    Tensor h = wte_->forward(ids) + wpe_->forward(positions);
+    Tensor h = embed_dropout_->forward(wte_->forward(ids) + wpe_->forward(positions));
     LayerInputs in;
     in.self.causal = true;
     in.self.key_padding_mask = keep;
@@ -98,7 +104,8 @@ class Gpt2 : public Model, public generation::GenerativeModel {
 
   TensorMap forward(const TensorMap& inputs) override {
     const Tensor& ids = require_input(inputs, "input_ids", "gpt2");
-    LIBAI_CHECK(ids.dim() == 2, "gpt2: input_ids should be [batch, seq], got ", shape_str(ids.shape()));
+    LIBAI_CHECK(ids.dim() == 2, "gpt2: input_ids should be [batch, seq], got ",
+                shape_str(ids.shape()));
     Tensor positions = optional_input(inputs, "position_ids");
     if (!positions.defined())
       positions = ops::expand(ops::unsqueeze(Tensor::arange(ids.size(1)), 0), ids.shape());
@@ -116,7 +123,8 @@ class Gpt2 : public Model, public generation::GenerativeModel {
       const std::vector<std::vector<int64_t>>& prompts) override {
     for (const auto& p : prompts)
       for (int64_t id : p)
-        LIBAI_CHECK(id >= 0 && id < c_.vocab, "gpt2: token id ", id, " outside the vocabulary of ", c_.vocab);
+        LIBAI_CHECK(id >= 0 && id < c_.vocab, "gpt2: token id ", id, " outside the vocabulary of ",
+                    c_.vocab);
     return std::make_unique<CausalLmSession>(
         prompts, c_.eos < 0 ? 0 : c_.eos, c_.layers, [this](const CausalStep& s) {
           LIBAI_CHECK(s.keep.size(1) <= c_.positions, "gpt2: sequence of ", s.keep.size(1),
@@ -135,6 +143,7 @@ class Gpt2 : public Model, public generation::GenerativeModel {
   Gpt2Config c_;
   Embedding* wte_ = nullptr;
   Embedding* wpe_ = nullptr;
+  Dropout* embed_dropout_ = nullptr;
   std::vector<TransformerLayer*> layers_;
   Norm* ln_f_ = nullptr;
   WeightMap map_;

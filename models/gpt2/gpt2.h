@@ -1,6 +1,6 @@
 // GPT-2 (Radford et al. 2019) with its language-model head, from a Hugging Face folder.
 //
-//   embed:  h = wte[ids] + wpe[positions]                       // [batch, seq, hidden]
+//   embed:  h = dropout(wte[ids] + wpe[positions])              // [batch, seq, hidden]
 //   layers: h = h + attn(ln(h)) (causal); h = h + mlp(ln(h))    // pre-LN, gelu_new
 //   head:   logits = ln_f(h) wteᵀ                               // tied to the embedding
 //
@@ -19,6 +19,9 @@ struct Gpt2Config {
   Activation activation = Activation::gelu_tanh;
   double eps = 1e-5;
   int64_t eos = -1;
+  // Hugging Face's dropout sites: after the embeddings, on attention probabilities, on each
+  // sub-layer's output (attn c_proj, mlp c_proj). Active only while training.
+  double embd_pdrop = 0.1, attn_pdrop = 0.1, resid_pdrop = 0.1;
 
   explicit Gpt2Config(const HfConfig& c);
   TransformerLayerConfig layer() const;  // every layer's shape

@@ -1,6 +1,7 @@
 #include "models/layers/attention.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "ops/ops.h"
 
@@ -64,22 +65,57 @@ Attention::Attention(const LayerContext& ctx, const AttentionConfig& config)
   LIBAI_CHECK(config_.heads % ctx.tp_size() == 0, "attention: tensor_parallel_size ", ctx.tp_size(),
               " does not divide the number of heads ", config_.heads);
   local_heads_ = config_.heads / ctx.tp_size();
+  first_head_ = ctx.tp_rank() * local_heads_;
   const int64_t inner = config_.heads * config_.head_dim;
   // Heads are split over the tensor-parallel group: the projections in are column-parallel
   // (their [head][part][d] rows split into whole heads), the projection out is row-parallel.
   const auto col = Parallel::column, row = Parallel::row;
   if (config_.cross) {
     q_ = &add_module("q", std::make_unique<Linear>(ctx, config_.hidden, inner, config_.bias, col));
-    kv_ = &add_module("kv", std::make_unique<Linear>(ctx, config_.hidden, 2 * inner, config_.bias, col));
+    kv_ = &add_module("kv",
+                      std::make_unique<Linear>(ctx, config_.hidden, 2 * inner, config_.bias, col));
   } else {
-    qkv_ = &add_module("qkv", std::make_unique<Linear>(ctx, config_.hidden, 3 * inner, config_.bias, col));
+    qkv_ = &add_module("qkv",
+                       std::make_unique<Linear>(ctx, config_.hidden, 3 * inner, config_.bias, col));
   }
-  out_ = &add_module("out", std::make_unique<Linear>(ctx, inner, config_.hidden, config_.bias, row));
+  out_ =
+      &add_module("out", std::make_unique<Linear>(ctx, inner, config_.hidden, config_.bias, row));
+  probs_dropout_ = &add_module("probs_dropout", std::make_unique<Dropout>(config_.dropout));
+}
+
+Tensor Attention::attend(const Tensor& q, const Tensor& k, const Tensor& v,
+                         const AttentionInputs& in) const {
+  if (!probs_dropout_->active()) {
+    ops::AttentionOptions options;
+    options.causal = in.causal;
+    options.key_padding_mask = in.key_padding_mask;
+    options.attn_bias = in.bias;
+    options.scale = config_.scale;
+    return ops::scaled_dot_product_attention(q, k, v, options);
+  }
+  // Note [Unfused attention for dropout].
+  const double scale = config_.scale ? *config_.scale : 1.0 / std::sqrt(double(config_.head_dim));
+  Tensor scores = ops::scale(ops::matmul(q, ops::transpose(k, 2, 3)), scale);  // [b, h, q, kv]
+  if (in.bias.defined()) scores = scores + in.bias;
+  ops::SoftmaxMask mask;
+  mask.causal = in.causal;
+  if (in.key_padding_mask.defined()) {  // ours: 1 = attend; softmax's: nonzero = masked out
+    const Tensor& keep = in.key_padding_mask;
+    LIBAI_CHECK(keep.dim() == 2 && keep.size(0) == q.size(0) && keep.size(1) == k.size(2),
+                "attention: key_padding_mask of shape ", shape_str(keep.shape()),
+                " does not match [batch, kv_len] = [", q.size(0), ", ", k.size(2), "]");
+    mask.key_padding_mask = ops::eq(keep, Tensor::zeros({}, keep.dtype(), keep.device()));
+  }
+  Tensor probs = ops::softmax(scores, -1, mask);
+  probs = probs_dropout_->forward(probs,
+                                  {.dim = 1, .start = first_head_, .logical_size = config_.heads});
+  return ops::matmul(probs, v);
 }
 
 Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, KVCache* cache) const {
-  LIBAI_CHECK(x.dim() == 3 && x.size(2) == config_.hidden, "attention: expected input [batch, seq, ",
-              config_.hidden, "], got ", shape_str(x.shape()));
+  LIBAI_CHECK(x.dim() == 3 && x.size(2) == config_.hidden,
+              "attention: expected input [batch, seq, ", config_.hidden, "], got ",
+              shape_str(x.shape()));
   const int64_t heads = local_heads_, d = config_.head_dim;
   Tensor q, k, v;  // [batch, heads, len, d]
   if (!config_.cross) {
@@ -100,12 +136,7 @@ Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, KVCache* c
       if (cache) cache->append(k, v);
     }
   }
-  ops::AttentionOptions options;
-  options.causal = in.causal;
-  options.key_padding_mask = in.key_padding_mask;
-  options.attn_bias = in.bias;
-  options.scale = config_.scale;
-  Tensor o = ops::scaled_dot_product_attention(q, k, v, options);  // [batch, heads, seq, d]
+  Tensor o = attend(q, k, v, in);  // [batch, heads, seq, d]
   o = ops::reshape(ops::transpose(o, 1, 2), {x.size(0), x.size(1), heads * d});
   return out_->forward(o);
 }

@@ -12,10 +12,18 @@
 // rows are ordered [head][q | k | v][head_dim], so that a tensor-parallel split of the rows
 // keeps each head's q, k and v together. Cross-attention projects q from x and [head][k | v]
 // from the memory. Loaders reorder checkpoints into this layout (fuse_qkv in weights.h).
+//
+// Note [Unfused attention for dropout]: dropout on the attention probabilities needs the
+// probabilities, which the fused kernel never materialises. While that dropout is active
+// (training, p > 0) attention runs as scores = q kᵀ * scale + bias, a masked softmax (the
+// same causal and padding semantics), dropout, then probs v; otherwise the fused op. Under
+// tensor parallelism the probabilities' dropout is told its heads' slice start, so each rank
+// draws its block of the single-device mask.
 #pragma once
 
 #include <optional>
 
+#include "models/layers/dropout.h"
 #include "models/layers/linear.h"
 
 namespace libai::models {
@@ -23,10 +31,11 @@ namespace libai::models {
 struct AttentionConfig {
   int64_t hidden = 0;
   int64_t heads = 0;
-  int64_t head_dim = 0;  // 0: hidden / heads
-  bool bias = true;      // projection biases
-  bool cross = false;    // keys and values come from a memory (encoder output)
+  int64_t head_dim = 0;         // 0: hidden / heads
+  bool bias = true;             // projection biases
+  bool cross = false;           // keys and values come from a memory (encoder output)
   std::optional<double> scale;  // default 1 / sqrt(head_dim); T5 uses 1
+  double dropout = 0.0;         // on the attention probabilities, while training
 };
 
 // The keys and values of one attention layer seen so far: [batch, heads, length, head_dim]
@@ -64,8 +73,13 @@ class Attention : public Module {
   int64_t local_heads() const { return local_heads_; }  // heads on this tensor-parallel rank
 
  private:
+  // [batch, heads, q_len, d] x [batch, heads, kv_len, d or dv] -> [batch, heads, q_len, dv]
+  Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionInputs& in) const;
+
   AttentionConfig config_;
   int64_t local_heads_ = 0;
+  int64_t first_head_ = 0;  // this rank's first head of the whole
+  Dropout* probs_dropout_ = nullptr;
   Linear* qkv_ = nullptr;  // self: [heads * 3 * head_dim, hidden]
   Linear* q_ = nullptr;    // cross: [heads * head_dim, hidden]
   Linear* kv_ = nullptr;   // cross: [heads * 2 * head_dim, hidden]

@@ -12,11 +12,13 @@ Mlp::Mlp(const LayerContext& ctx, const MlpConfig& config) : config_(config) {
   const auto col = Parallel::column, row = Parallel::row;
   if (config.gated)
     gate_ = &add_module("gate", std::make_unique<Linear>(ctx, config.hidden, config.intermediate,
-                                                          config.bias, col));
-  up_ = &add_module("up",
-                    std::make_unique<Linear>(ctx, config.hidden, config.intermediate, config.bias, col));
-  down_ = &add_module("down", std::make_unique<Linear>(ctx, config.intermediate, config.hidden,
-                                                       config.bias, row));
+                                                         config.bias, col));
+  up_ = &add_module(
+      "up", std::make_unique<Linear>(ctx, config.hidden, config.intermediate, config.bias, col));
+  down_ = &add_module(
+      "down", std::make_unique<Linear>(ctx, config.intermediate, config.hidden, config.bias, row));
+  dropout_ = &add_module("dropout", std::make_unique<Dropout>(config.dropout));
+  first_feature_ = ctx.tp_rank() * (config.intermediate / ctx.tp_size());
 }
 
 Tensor Mlp::forward(const Tensor& x) const {
@@ -25,6 +27,9 @@ Tensor Mlp::forward(const Tensor& x) const {
     h = ops::mul(apply_activation(config_.activation, gate_->forward(x)), up_->forward(x));
   else
     h = apply_activation(config_.activation, up_->forward(x));
+  if (dropout_->active())  // the intermediate is split by columns under tensor parallelism
+    h = dropout_->forward(
+        h, {.dim = h.dim() - 1, .start = first_feature_, .logical_size = config_.intermediate});
   return down_->forward(h);
 }
 

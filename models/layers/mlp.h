@@ -5,6 +5,7 @@
 //   Tensor y = mlp.forward(x);   // [..., 768] -> [..., 768]
 #pragma once
 
+#include "models/layers/dropout.h"
 #include "models/layers/linear.h"
 
 namespace libai::models {
@@ -15,6 +16,7 @@ struct MlpConfig {
   Activation activation = Activation::gelu;
   bool gated = false;
   bool bias = true;
+  double dropout = 0.0;  // on the intermediate activation, before down (T5), while training
 };
 
 class Mlp : public Module {
@@ -27,6 +29,8 @@ class Mlp : public Module {
   Linear* gate_ = nullptr;  // gated only: [intermediate, hidden], activated
   Linear* up_ = nullptr;    // [intermediate, hidden]
   Linear* down_ = nullptr;  // [hidden, intermediate]
+  Dropout* dropout_ = nullptr;
+  int64_t first_feature_ = 0;  // this rank's first intermediate feature of the whole
 };
 
 }  // namespace libai::models

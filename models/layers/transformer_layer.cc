@@ -1,6 +1,8 @@
 #include "models/layers/transformer_layer.h"
 
+#include "models/training_mode.h"
 #include "ops/ops.h"
+#include "runtime/autograd.h"
 
 namespace libai::models {
 
@@ -10,34 +12,63 @@ TransformerLayer::TransformerLayer(const LayerContext& ctx, const TransformerLay
   auto norm = [&] {
     return std::make_unique<Norm>(ctx, config.norm, h, config.norm_eps, config.norm_bias);
   };
+  auto dropout = [&] { return std::make_unique<Dropout>(config.dropout); };
   AttentionConfig self = config.attention;
   self.cross = false;
   attention_ = &add_module("attention", std::make_unique<Attention>(ctx, self));
   attention_norm_ = &add_module("attention_norm", norm());
+  attention_dropout_ = &add_module("attention_dropout", dropout());
   if (config.cross_attention) {
     AttentionConfig cross = config.attention;
     cross.cross = true;
     cross_attention_ = &add_module("cross_attention", std::make_unique<Attention>(ctx, cross));
     cross_attention_norm_ = &add_module("cross_attention_norm", norm());
+    cross_attention_dropout_ = &add_module("cross_attention_dropout", dropout());
   }
   mlp_ = &add_module("mlp", std::make_unique<Mlp>(ctx, config.mlp));
   mlp_norm_ = &add_module("mlp_norm", norm());
+  mlp_dropout_ = &add_module("mlp_dropout", dropout());
 }
 
 Tensor TransformerLayer::forward(const Tensor& x, const LayerInputs& in, LayerCache* cache) const {
+  const TrainingMode& mode = training_mode();
+  if (!mode.activation_checkpoint || !autograd::grad_enabled() || cache)
+    return compute(x, in, cache);
+  // Tensors with history enter as checkpoint inputs (T5's relative bias comes from a table,
+  // cross-attention's memory from the encoder); the masks are constants, captured. The
+  // recomputation runs under this forward's mode, without nesting another checkpoint.
+  TrainingMode recompute_mode = mode;
+  recompute_mode.activation_checkpoint = false;
+  LayerInputs masks = in;
+  auto fn = [this, masks, recompute_mode](const std::vector<Tensor>& t) {
+    TrainingModeGuard guard(recompute_mode);
+    LayerInputs layer_in = masks;
+    layer_in.self.bias = t[1];
+    layer_in.cross.memory = t[2];
+    layer_in.cross.bias = t[3];
+    return compute(t[0], layer_in, nullptr);
+  };
+  return autograd::checkpoint(fn, {x, in.self.bias, in.cross.memory, in.cross.bias});
+}
+
+Tensor TransformerLayer::compute(const Tensor& x, const LayerInputs& in, LayerCache* cache) const {
   KVCache* self_cache = cache ? &cache->self : nullptr;
   KVCache* cross_cache = cache ? &cache->cross : nullptr;
   Tensor h = x;  // [batch, seq, hidden]
   if (config_.pre_norm) {
-    h = h + attention_->forward(attention_norm_->forward(h), in.self, self_cache);
+    h = h + attention_dropout_->forward(
+                attention_->forward(attention_norm_->forward(h), in.self, self_cache));
     if (cross_attention_)
-      h = h + cross_attention_->forward(cross_attention_norm_->forward(h), in.cross, cross_cache);
-    return h + mlp_->forward(mlp_norm_->forward(h));
+      h = h + cross_attention_dropout_->forward(cross_attention_->forward(
+                  cross_attention_norm_->forward(h), in.cross, cross_cache));
+    return h + mlp_dropout_->forward(mlp_->forward(mlp_norm_->forward(h)));
   }
-  h = attention_norm_->forward(h + attention_->forward(h, in.self, self_cache));
+  h = attention_norm_->forward(
+      h + attention_dropout_->forward(attention_->forward(h, in.self, self_cache)));
   if (cross_attention_)
-    h = cross_attention_norm_->forward(h + cross_attention_->forward(h, in.cross, cross_cache));
-  return mlp_norm_->forward(h + mlp_->forward(h));
+    h = cross_attention_norm_->forward(
+        h + cross_attention_dropout_->forward(cross_attention_->forward(h, in.cross, cross_cache)));
+  return mlp_norm_->forward(h + mlp_dropout_->forward(mlp_->forward(h)));
 }
 
 }  // namespace libai::models

@@ -2,6 +2,10 @@
 // and the MLP, each with a residual connection, normalised before (pre-LN: GPT-2, T5, ViT)
 // or after (post-LN: BERT, RoBERTa).
 //
+// While training with TrainingMode::activation_checkpoint (and recording, and no cache), the
+// layer keeps only its input: autograd::checkpoint re-runs it in backward under the
+// TrainingMode of the forward, so dropout draws the same masks (Note [Checkpoint contract]).
+//
 //   TransformerLayerConfig cfg;
 //   cfg.attention = {.hidden = 768, .heads = 12};
 //   cfg.mlp = {.hidden = 768, .intermediate = 3072, .activation = Activation::gelu_tanh};
@@ -23,6 +27,7 @@ struct TransformerLayerConfig {
   ops::NormKind norm = ops::NormKind::layer;
   double norm_eps = 1e-5;
   bool norm_bias = true;
+  double dropout = 0.0;  // on each sub-layer's output before its residual add, while training
 };
 
 struct LayerInputs {
@@ -46,6 +51,8 @@ class TransformerLayer : public Module {
   Tensor forward(const Tensor& x, const LayerInputs& in, LayerCache* cache = nullptr) const;
 
  private:
+  Tensor compute(const Tensor& x, const LayerInputs& in, LayerCache* cache) const;
+
   TransformerLayerConfig config_;
   Norm* attention_norm_ = nullptr;
   Attention* attention_ = nullptr;
@@ -53,6 +60,9 @@ class TransformerLayer : public Module {
   Attention* cross_attention_ = nullptr;
   Norm* mlp_norm_ = nullptr;
   Mlp* mlp_ = nullptr;
+  Dropout* attention_dropout_ = nullptr;
+  Dropout* cross_attention_dropout_ = nullptr;
+  Dropout* mlp_dropout_ = nullptr;
 };
 
 }  // namespace libai::models

@@ -37,6 +37,7 @@ T5Config::T5Config(const HfConfig& c, bool mt5) : name(mt5 ? "mt5" : "t5") {
                    ": \"relative_attention_max_distance\" (", max_distance,
                    ") should exceed relative_attention_num_buckets / 2 (", num_buckets / 2, ")");
   parse_feed_forward(c, mt5);
+  dropout = c.get_double("dropout_rate", 0.1);
   tied = c.get_bool("tie_word_embeddings", true);
   scale_output = !mt5 && c.get_bool("scale_decoder_outputs", tied);
   pad = c.get_int("pad_token_id", 0);
@@ -79,13 +80,20 @@ void T5Config::parse_feed_forward(const HfConfig& c, bool mt5) {
 
 T5StackConfig T5Config::stack(bool decoder) const {
   T5StackConfig stack;
-  stack.layer.attention = {
-      .hidden = d_model, .heads = heads, .head_dim = d_kv, .bias = false, .scale = 1.0};
+  stack.layer.attention = {.hidden = d_model,
+                           .heads = heads,
+                           .head_dim = d_kv,
+                           .bias = false,
+                           .scale = 1.0,
+                           .dropout = dropout};
   stack.layer.mlp = {.hidden = d_model,
                      .intermediate = d_ff,
                      .activation = activation,
                      .gated = gated,
-                     .bias = false};
+                     .bias = false,
+                     .dropout = dropout};
+  stack.layer.dropout = dropout;
+  stack.dropout = dropout;
   stack.layer.pre_norm = true;
   stack.layer.norm = ops::NormKind::rms;
   stack.layer.norm_eps = eps;
@@ -151,8 +159,8 @@ class T5 : public Model, public generation::GenerativeModel {
  public:
   T5(const HfConfig& hf, const LayerContext& ctx, bool mt5)
       : Model(hf), c_(hf, mt5), map_(t5_weight_map(c_)) {
-    shared_ = &add_module("shared", std::make_unique<Embedding>(ctx, c_.vocab, c_.d_model,
-                                                                EmbeddingParallel::vocab));
+    shared_ = &add_module(
+        "shared", std::make_unique<Embedding>(ctx, c_.vocab, c_.d_model, EmbeddingParallel::vocab));
     encoder_ = &add_module("encoder", std::make_unique<T5Stack>(ctx, c_.stack(false)));
     decoder_ = &add_module("decoder", std::make_unique<T5Stack>(ctx, c_.stack(true)));
     if (!c_.tied)

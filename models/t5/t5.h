@@ -47,6 +47,7 @@ struct T5Config {
   bool tied = true;          // lm_head is `shared` (Note [T5 head scaling and tying])
   bool scale_output = true;  // decoder output * d_model^-0.5 before the head
   int64_t pad = 0, decoder_start = 0;
+  double dropout = 0.1;  // dropout_rate: every site of the stacks (models/t5/t5_stack.h)
 
   T5Config(const HfConfig& c, bool mt5);
   T5StackConfig stack(bool decoder) const;  // the encoder's or the decoder's shape

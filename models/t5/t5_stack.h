@@ -13,6 +13,9 @@
 //           relative_attention_bias) shared by every layer of the stack; bidirectional
 //           buckets in the encoder, causal buckets in the decoder. Cross-attention has none.
 //   output: final_norm(h)
+//   dropout (training): on the embedded input, on each sub-layer's output, on attention
+//           probabilities, inside the MLP after the activation, and on final_norm's output,
+//           where Hugging Face has it.
 #pragma once
 
 #include <vector>
@@ -27,6 +30,7 @@ struct T5StackConfig {
   bool decoder = false;
   int64_t num_buckets = 32;
   int64_t max_distance = 128;
+  double dropout = 0.0;  // on the embedded input and the output (the layers' are in `layer`)
 };
 
 struct T5StackInputs {
@@ -52,6 +56,8 @@ class T5Stack : public Module {
   Embedding* relative_bias_ = nullptr;  // [num_buckets, heads]
   std::vector<TransformerLayer*> layers_;
   Norm* final_norm_ = nullptr;
+  Dropout* embed_dropout_ = nullptr;
+  Dropout* output_dropout_ = nullptr;
 };
 
 // HF's T5Attention._relative_position_bucket for one relative position (key - query), with its

@@ -32,6 +32,9 @@ struct VitConfig {
   int64_t image_height = 0, image_width = 0, patch_height = 0, patch_width = 0, pooler_size = 0;
   Activation activation = Activation::gelu, pooler_activation = Activation::tanh;
   double eps = 1e-12;
+  // Hugging Face's dropout sites (active only while training): hidden after the embeddings
+  // and on each sub-layer's output, attention on the probabilities.
+  double hidden_dropout = 0.0, attention_dropout = 0.0;
 
   explicit VitConfig(const HfConfig& c) {
     hidden = c.get_int("hidden_size", 768);
@@ -46,6 +49,8 @@ struct VitConfig {
     pooler_activation =
         parse_activation(c.get_string("pooler_act", "tanh"), c.path() + ": pooler_act");
     eps = c.get_double("layer_norm_eps", 1e-12);
+    hidden_dropout = c.get_double("hidden_dropout_prob", 0.0);
+    attention_dropout = c.get_double("attention_probs_dropout_prob", 0.0);
     labels = int64_t(c.labels().size());
     if (labels == 0) labels = c.get_int("num_labels", 2);
     LIBAI_CHECK_KIND(Unsupported, c.get_bool("qkv_bias", true), c.path(),
@@ -92,6 +97,9 @@ class Vit : public Model {
     layer.mlp = {.hidden = c_.hidden, .intermediate = c_.intermediate, .activation = c_.activation};
     layer.pre_norm = true;
     layer.norm_eps = c_.eps;
+    layer.attention.dropout = c_.attention_dropout;
+    layer.dropout = c_.hidden_dropout;
+    embed_dropout_ = &add_module("embed_dropout", std::make_unique<Dropout>(c_.hidden_dropout));
     for (int64_t i = 0; i < c_.layers; ++i)
       layers_.push_back(&add_module("layers." + std::to_string(i),
                                     std::make_unique<TransformerLayer>(ctx, layer)));
@@ -112,6 +120,7 @@ class Vit : public Model {
     Tensor cls = ops::expand(*cls_, {batch, 1, c_.hidden});
     // [batch, 1 + patches, hidden]
     Tensor h = ops::cat({cls, patches_->forward(pixels)}, 1) + *positions_;
+    h = embed_dropout_->forward(h);
     TensorMap out{{"hidden_states.0", h}};
     LayerInputs in;
     for (size_t i = 0; i < layers_.size(); ++i) {
@@ -183,6 +192,7 @@ class Vit : public Model {
   Tensor* cls_ = nullptr;        // [1, 1, hidden]
   Tensor* positions_ = nullptr;  // [1, 1 + patches, hidden]
   PatchEmbedding* patches_ = nullptr;
+  Dropout* embed_dropout_ = nullptr;
   std::vector<TransformerLayer*> layers_;
   Norm* final_norm_ = nullptr;
   Linear* pooler_ = nullptr;

@@ -1,5 +1,6 @@
 #include "ops/dropout.h"
 
+#include "ops/view.h"
 #include "runtime/threads.h"
 #include "tests/ops/gradcheck.h"
 
@@ -82,6 +83,55 @@ TEST(Dropout, LowPrecisionKeepsTheSameMask) {
                                               : 2e-3,
                           dtype_name(dt));
   }
+}
+
+// Note [Dropout of a slice]: element (i, j, k) of a block at `starts` of a logical [*, J, K]
+// tensor draws counter ((i + s0) * J + j + s1) * K + k + s2, checked against uniform() here.
+TEST(Dropout, SliceDrawsTheLogicalTensorsCounters) {
+  Tensor x = random({3, 4, 5}, 54, DType::f32, 0.5, 1.5);
+  RngKey key{11, stream_id("layers.0.attention.probs_dropout")};
+  const int64_t s0 = 7, s1 = 2, s2 = 1, J = 9, K = 8;
+  Tensor y = ops::dropout(x, 0.3, key, true, {.starts = {s0, s1, s2}, .logical_shape = {0, J, K}});
+  auto xv = x.to_vector<float>(), yv = y.to_vector<float>();
+  int64_t dropped = 0;
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      for (int64_t k = 0; k < 5; ++k) {
+        const uint64_t counter = uint64_t(((i + s0) * J + j + s1) * K + k + s2);
+        const int64_t e = (i * 4 + j) * 5 + k;
+        const bool keep = uniform(key, counter) >= 0.3f;
+        dropped += !keep;
+        ASSERT_EQ(yv[size_t(e)], keep ? float(xv[size_t(e)] * float(1.0 / 0.7)) : 0.0f) << e;
+      }
+  EXPECT_GT(dropped, 0);
+  // No slice: the same mask as the plain overload, also for a non-contiguous input.
+  Tensor t = ops::transpose(x, 0, 2);
+  EXPECT_EQ(ops::dropout(t, 0.3, key, true, {}).to_vector<float>(),
+            ops::dropout(t, 0.3, key).to_vector<float>());
+  // Two halves of the logical tensor make the whole, bitwise.
+  Tensor whole = ops::dropout(x, 0.3, key, true, {});
+  Tensor left = ops::dropout(ops::slice(x, 1, 0, 2), 0.3, key, true, {.logical_shape = {0, 4, 0}});
+  Tensor right = ops::dropout(ops::slice(x, 1, 2, 4), 0.3, key, true,
+                              {.starts = {0, 2, 0}, .logical_shape = {0, 4, 0}});
+  EXPECT_EQ(ops::cat({left, right}, 1).to_vector<float>(), whole.to_vector<float>());
+  EXPECT_THROW(ops::dropout(x, 0.3, key, true, {.starts = {0, 3, 0}, .logical_shape = {0, 4, 0}}),
+               InvalidArgument);
+  EXPECT_THROW(ops::dropout(x, 0.3, key, true, {.starts = {0, 0}}), InvalidArgument);
+}
+
+TEST(Dropout, SliceBackwardRegeneratesTheMask) {
+  Tensor x = random({4, 6}, 55).set_requires_grad(true);
+  RngKey key{3, 4};
+  ops::DropoutSlice slice{.starts = {2, 6}, .logical_shape = {0, 12}};
+  testing::gradcheck(
+      [key, slice](const std::vector<Tensor>& in) {
+        return ops::dropout(in[0], 0.4, key, true, slice);
+      },
+      {x});
+  Tensor y = ops::dropout(x, 0.4, key, true, slice);
+  Tensor g = autograd::grad(y, {x}, Tensor::ones(y.shape(), DType::f64))[0];
+  auto yv = y.to_vector<double>(), gv = g.to_vector<double>();
+  for (size_t i = 0; i < yv.size(); ++i) EXPECT_EQ(yv[i] == 0.0, gv[i] == 0.0) << i;
 }
 
 }  // namespace
