@@ -1,5 +1,6 @@
 // compute_loss against transformers (tools/make_loss_fixtures.py): the loss of every task's head
-// and the gradients of a few named parameters (tensor parallelism: loss_tensor_parallel_test.cc); and BertForPreTraining's forward against its reference outputs.
+// and the gradients of a few named parameters (tensor parallelism: loss_tensor_parallel_test.cc);
+// and BertForPreTraining's forward against its reference outputs.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -95,14 +95,14 @@ std::string layout_name(const ::testing::TestParamInfo<Layout>& info) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, VocabParallelCrossEntropy,
-    ::testing::Values(Layout{2, 36, DType::f64, Reduction::mean, 0.0},  // even split
-                      Layout{2, 37, DType::f64, Reduction::mean, 0.0},  // uneven: one padding column
-                      Layout{4, 37, DType::f64, Reduction::mean, 0.1},  // 10 columns each, 3 padding
-                      Layout{4, 9, DType::f64, Reduction::sum,
-                            0.0},  // 3 columns: rank 3 all padding
-                      Layout{4, 37, DType::f64, Reduction::none, 0.2},
-                      Layout{2, 37, DType::f32, Reduction::mean, 0.1},
-                      Layout{4, 37, DType::f32, Reduction::none, 0.0}),
+    ::testing::Values(
+        Layout{2, 36, DType::f64, Reduction::mean, 0.0},  // even split
+        Layout{2, 37, DType::f64, Reduction::mean, 0.0},  // uneven: one padding column
+        Layout{4, 37, DType::f64, Reduction::mean, 0.1},  // 10 columns each, 3 padding
+        Layout{4, 9, DType::f64, Reduction::sum, 0.0},    // 3 columns: rank 3 all padding
+        Layout{4, 37, DType::f64, Reduction::none, 0.2},
+        Layout{2, 37, DType::f32, Reduction::mean, 0.1},
+        Layout{4, 37, DType::f32, Reduction::none, 0.0}),
     layout_name);
 
 TEST(VocabParallelCrossEntropyErrors, ShardThatDoesNotMatchTheVocabularyIsRejected) {
