@@ -124,7 +124,7 @@ def main():
     bert_in = reference_inputs("bert", ["input_ids", "attention_mask", "token_type_ids"])
     bert_grads = {"bert.embeddings.word_embeddings.weight": "embed.word.weight",
                   "bert.encoder.layer.0.attention.output.dense.weight": "layers.0.attention.out.weight",
-                  "cls.predictions.bias": "mlm_bias",
+                  "cls.predictions.bias": "mlm.output.bias",
                   "cls.predictions.transform.dense.weight": "mlm.dense.weight"}
 
     gpt2 = reference_inputs("gpt2", ["input_ids", "attention_mask"])
@@ -151,7 +151,7 @@ def main():
     rob["labels"] = masked_labels(rob["input_ids"], rob["attention_mask"], 6, 503)
     write_case("roberta_mlm", "roberta", AutoModelForMaskedLM, rob,
                {"roberta.embeddings.word_embeddings.weight": "embed.word.weight",
-                "lm_head.bias": "mlm_bias",
+                "lm_head.bias": "mlm.output.bias",
                 "roberta.encoder.layer.1.output.dense.weight": "layers.1.mlp.down.weight"},
                "reference inputs of roberta; labels random ids at ~30% of real positions, else -100")
 

@@ -174,6 +174,8 @@ def warmup_cosine_lr(base, i, s):
 
 # ----------------------------------------------------------------------------------------------
 
+CRAFTED_OVERFLOWS = {"vit_scaler": [4, 5, 13, 21]}
+
 RUNS = {
     # name: (model builder, batch builder, seed, settings over BASE)
     "gpt2_adamw": (gpt2, gpt2_batch, 11, {}),
@@ -182,10 +184,10 @@ RUNS = {
     "vit_adamw": (vit, vit_batch, 14, {}),
     "gpt2_sgd": (gpt2, gpt2_batch, 15, {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "dampening": 0.0,
                                         "nesterov": True}),
-    # f32 compute, GradScaler from a scale so high that the first steps overflow, growing every
-    # 3 clean steps so that it overflows again: the skipped steps are the crafted overflows.
-    "gpt2_scaler": (gpt2, gpt2_batch, 16, {"loss_scale": {"init_scale": 2.0 ** 124, "growth_factor": 2.0,
-                                                          "backoff_factor": 0.5, "growth_interval": 3}}),
+    # GradScaler (growing every 3 clean steps) over crafted overflows: an inf pixel in one
+    # micro-batch of the steps in CRAFTED_OVERFLOWS makes every gradient of that step non-finite.
+    "vit_scaler": (vit, vit_batch, 16, {"loss_scale": {"init_scale": 65536.0, "growth_factor": 2.0,
+                                                       "backoff_factor": 0.5, "growth_interval": 3}}),
 }
 
 
@@ -201,6 +203,8 @@ def run(name, build, make_batch, seed, overrides):
 
     gen = torch.Generator().manual_seed(seed + 1000)
     batches = [[make_batch(gen) for _ in range(ACCUMULATION)] for _ in range(STEPS)]
+    for step in CRAFTED_OVERFLOWS.get(name, []):
+        batches[step][2]["pixel_values"][1, 0, 3, 3] = float("inf")
     flat = {}
     for step, micro_batches in enumerate(batches):
         for k, batch in enumerate(micro_batches):
@@ -246,7 +250,8 @@ def run(name, build, make_batch, seed, overrides):
         else:
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        steps.append({"loss": sum(losses) / len(losses), "micro_losses": losses, "grad_norm": float(norm),
+        mean_loss = sum(losses) / len(losses)
+        steps.append({"loss": mean_loss if math.isfinite(mean_loss) else None, "micro_losses": [x if math.isfinite(x) else None for x in losses], "grad_norm": float(norm) if math.isfinite(norm) else None,
                       "lr": lr, "skipped": skipped, "loss_scale": scaler.get_scale() if scaler else 1.0})
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -111,6 +111,15 @@ WeightMap bert_base_weight_map(const BertConfig& c) {
 
 namespace {
 
+// The masked-LM head's output bias, split over the vocabulary like the word embeddings
+// (padded when the vocabulary does not divide).
+class VocabBias : public Module {
+ public:
+  VocabBias(const LayerContext& ctx, int64_t vocab)
+      : bias(&add_parameter("bias", {vocab}, ctx, 0, /*pad_uneven=*/true)) {}
+  Tensor* bias;
+};
+
 // pretraining: BertForPreTraining, the masked LM and the next-sentence head over the pooler.
 enum class Head { encoder, masked_lm, classifier, pretraining };
 
@@ -123,16 +132,18 @@ class Bert : public Model {
       layers_.push_back(&add_module("layers." + std::to_string(i),
                                     std::make_unique<TransformerLayer>(ctx, c_.layer())));
     // Hugging Face builds the masked-LM model and RoBERTa's classifier without a pooler.
-    const bool pooler =
-        head == Head::encoder || head == Head::pretraining || (head == Head::classifier && !roberta);
-    if (pooler) pooler_ = &add_module("pooler", std::make_unique<Linear>(ctx, c_.hidden, c_.hidden));
+    const bool pooler = head == Head::encoder || head == Head::pretraining ||
+                        (head == Head::classifier && !roberta);
+    if (pooler)
+      pooler_ = &add_module("pooler", std::make_unique<Linear>(ctx, c_.hidden, c_.hidden));
     if (has_mlm()) {
       mlm_dense_ = &add_module("mlm.dense", std::make_unique<Linear>(ctx, c_.hidden, c_.hidden));
       mlm_norm_ = &add_module("mlm.norm", norm(ctx));
-      mlm_bias_ =
-          &add_parameter("mlm_bias", {c_.vocab}, ctx, 0, /*pad_uneven=*/true);  // like word_
+      // A module of its own so the parameter is named "bias" (LiBai's weight_decay_bias).
+      mlm_bias_ = add_module("mlm.output", std::make_unique<VocabBias>(ctx, c_.vocab)).bias;
     }
-    if (head == Head::pretraining) nsp_ = &add_module("nsp", std::make_unique<Linear>(ctx, c_.hidden, 2));
+    if (head == Head::pretraining)
+      nsp_ = &add_module("nsp", std::make_unique<Linear>(ctx, c_.hidden, 2));
     if (head == Head::classifier) {
       if (roberta)
         cls_dense_ =
@@ -210,13 +221,13 @@ class Bert : public Model {
       if (c_.roberta) {
         both("mlm.dense", "lm_head.dense");
         both("mlm.norm", "lm_head.layer_norm");
-        map_.add("mlm_bias", "lm_head.bias");
+        map_.add("mlm.output.bias", "lm_head.bias");
         map_.ignore("lm_head.decoder.weight");
         map_.ignore("lm_head.decoder.bias");
       } else {
         both("mlm.dense", "cls.predictions.transform.dense");
         both("mlm.norm", "cls.predictions.transform.LayerNorm");
-        map_.add("mlm_bias", "cls.predictions.bias");
+        map_.add("mlm.output.bias", "cls.predictions.bias");
         map_.ignore("cls.predictions.decoder.weight");
         map_.ignore("cls.predictions.decoder.bias");
       }

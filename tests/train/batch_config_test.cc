@@ -1,6 +1,7 @@
 // LiBai's batch-size rules (global = micro x accumulation x data parallel).
 #include <gtest/gtest.h>
 
+#include "runtime/error.h"
 #include "train/batch_config.h"
 
 namespace libai::train {

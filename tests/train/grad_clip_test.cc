@@ -28,7 +28,7 @@ class Toy : public models::Module {
 std::vector<float> random_values(int64_t n, unsigned seed, float scale = 1.0f) {
   std::mt19937 gen(seed);
   std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(size_t(n));
+  std::vector<float> v(static_cast<size_t>(n));
   for (auto& x : v) x = dist(gen);
   return v;
 }
