@@ -29,11 +29,15 @@ void set_onednn_bf16_enabled(bool enabled) { onednn_enabled.store(enabled); }
 namespace {
 
 // Note [oneDNN threads]
-// Debian's oneDNN runs on OpenMP: a primitive uses omp_get_max_threads() threads of the
-// calling thread. That count is a per-thread setting, so each call sets it to the calling
-// thread's device budget (runtime/threads.h) and devices on other threads keep theirs.
-// OpenMP's workers are a pool of their own beside parallel_for's and OpenBLAS's; only one of
-// the three runs a kernel at a time on a given device thread, so the budget is respected.
+// Debian's oneDNN runs on OpenMP. A primitive plans its blocking for omp_get_max_threads()
+// of the thread that creates it and then runs exactly that many (num_threads on its parallel
+// regions), so the count must be right at creation: each call sets the calling thread's
+// OpenMP count to its device budget (runtime/threads.h) first, and the budget is part of the
+// primitive cache's key. The count is a per-thread setting, so devices on other threads keep
+// theirs. OpenMP's workers are a pool of their own beside parallel_for's and OpenBLAS's; only
+// one of the three runs a kernel at a time for a given device thread. (After a product, idle
+// OpenMP workers spin briefly before sleeping, GOMP_SPINCOUNT; OMP_WAIT_POLICY=passive stops
+// that where cores are oversubscribed.)
 
 struct Primitive {
   dnnl::matmul matmul;
@@ -44,8 +48,8 @@ struct Context {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
   // Primitives by shape: creating one costs far more than running a small one.
-  using Key =
-      std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, bool>;
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool,
+                         bool, int>;
   std::map<Key, Primitive> primitives;
 };
 
@@ -55,7 +59,7 @@ Context& context() {
 }
 
 const Primitive& primitive(Context& ctx, const Bf16GemmShape& s, bool has_bias, Bf16Output output,
-                           bool accumulate) {
+                           bool accumulate, int threads) {
   const Context::Key key{s.m,
                          s.n,
                          s.k,
@@ -65,7 +69,8 @@ const Primitive& primitive(Context& ctx, const Bf16GemmShape& s, bool has_bias, 
                          s.b_col_stride,
                          has_bias,
                          output == Bf16Output::bf16,
-                         accumulate};
+                         accumulate,
+                         threads};
   auto it = ctx.primitives.find(key);
   if (it != ctx.primitives.end()) return it->second;
   using dt = dnnl::memory::data_type;
@@ -99,7 +104,12 @@ bool onednn_bf16_available() {
 void onednn_bf16_gemm(const Bf16GemmShape& s, const bf16* a, const bf16* b, const bf16* bias,
                       void* c, Bf16Output output, bool accumulate) {
   Context& ctx = context();
-  const Primitive& prim = primitive(ctx, s, bias != nullptr, output, accumulate);
+  // Small products run on one thread: waking an OpenMP team costs more than they take, and
+  // far more when the cores are shared (256x64x256 ran 10x slower on 2 threads than on 1).
+  const int threads =
+      s.m * s.n * s.k < (int64_t(1) << 23) ? 1 : thread_budget(current_cpu_device());
+  omp_set_num_threads(threads);  // before creating the primitive: Note [oneDNN threads]
+  const Primitive& prim = primitive(ctx, s, bias != nullptr, output, accumulate, threads);
   auto wrap = [&](const dnnl::memory::desc& md, const void* data) {
     return dnnl::memory(md, ctx.engine, const_cast<void*>(data));
   };
@@ -107,7 +117,6 @@ void onednn_bf16_gemm(const Bf16GemmShape& s, const bf16* a, const bf16* b, cons
                                              {DNNL_ARG_WEIGHTS, wrap(prim.b, b)},
                                              {DNNL_ARG_DST, wrap(prim.c, c)}};
   if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, wrap(prim.bias, bias));
-  omp_set_num_threads(thread_budget(current_cpu_device()));  // Note [oneDNN threads]
   prim.matmul.execute(ctx.stream, args);
   ctx.stream.wait();
 }
