@@ -6,6 +6,7 @@
 //   Tensor y = ops::cast(ops::linear(x16, w16), DType::f32);
 #pragma once
 
+#include "ops/dispatch.h"
 #include "runtime/tensor.h"
 
 namespace libai::ops {
@@ -13,5 +14,9 @@ namespace libai::ops {
 // x itself when it already has `dtype`; otherwise a contiguous copy in `dtype`. Both dtypes
 // must be floating.
 Tensor cast(const Tensor& x, DType dtype);
+
+// dst[i] = src[i] converted (16-bit formats round to nearest even); both contiguous, floating,
+// of one element count. Devices without it convert through to_dtype.
+LIBAI_KERNEL_SLOT(cast, void(const Tensor& src, Tensor& dst));
 
 }  // namespace libai::ops
