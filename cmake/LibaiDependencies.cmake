@@ -18,6 +18,18 @@ target_link_libraries(libai_caf INTERFACE ${CAF_IO_LIBRARY} ${CAF_CORE_LIBRARY} 
 find_path(OPENBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas openblas-pthread REQUIRED)
 find_library(OPENBLAS_LIBRARY NAMES openblas REQUIRED)
 
+# oneDNN (Debian's libdnnl-dev, OpenMP runtime) runs bf16 matrix products on the CPU's native
+# bf16 units (AVX512-BF16, AMX): Note [16-bit GEMM] in ops/cpu/matmul.cc. Linked by libai_ops
+# only; without it bf16 products convert to f32 and use sgemm.
+find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp)
+find_library(DNNL_LIBRARY NAMES dnnl)
+find_package(OpenMP COMPONENTS CXX)
+if(DNNL_INCLUDE_DIR AND DNNL_LIBRARY AND OpenMP_CXX_FOUND)
+  set(LIBAI_HAVE_ONEDNN ON)
+else()
+  message(STATUS "oneDNN not found: bf16 matmul converts to f32 (install libdnnl-dev)")
+endif()
+
 # CLI11 is header-only; Debian 12 ships headers and a CMake config.
 find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
 

@@ -48,6 +48,12 @@ endif()
 
 libai_layer_library(libai_ops ops)
 target_link_libraries(libai_ops PUBLIC libai_runtime PRIVATE ${OPENBLAS_LIBRARY})
+if(LIBAI_HAVE_ONEDNN)
+  # OpenMP's runtime library only (omp_set_num_threads for oneDNN's thread count), no -fopenmp.
+  target_link_libraries(libai_ops PRIVATE ${DNNL_LIBRARY} ${OpenMP_CXX_LIBRARIES})
+  target_include_directories(libai_ops SYSTEM PRIVATE ${DNNL_INCLUDE_DIR})
+  target_compile_definitions(libai_ops PRIVATE LIBAI_HAVE_ONEDNN=1)
+endif()
 
 libai_layer_library(libai_models models)
 # libsentencepiece for models/tokenizers/sentencepiece.cc (SentencePiece .model tokenizers).

@@ -14,6 +14,7 @@
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/broadcast.h"
+#include "ops/cast.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"

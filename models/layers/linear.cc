@@ -1,32 +1,56 @@
 #include "models/layers/linear.h"
 
+#include "models/training_mode.h"
 #include "ops/collective.h"
 #include "ops/ops.h"
 
 namespace libai::models {
+
+// Note [Autocast]
+// Under TrainingMode::autocast = bf16 or f16, a product whose parameters are f32 casts its
+// input, weight and bias to the 16-bit dtype (ops::cast: the backward converts gradients
+// back, so f32 parameters get f32 gradients), multiplies in 16 bits with an f32 accumulator,
+// rounds the result to 16 bits as torch.autocast does, and casts it back to f32. Everything
+// else (residual stream, norms, activations, softmax, losses) stays f32: numerically what
+// torch's type promotion of the 16-bit product with an f32 residual gives. (torch.autocast
+// runs activations such as GELU in 16 bits too; here they run in f32 on the rounded product.)
+Tensor autocast_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const DType compute = training_mode().autocast;
+  const bool cast = (compute == DType::bf16 || compute == DType::f16) &&
+                    weight.dtype() == DType::f32 && x.dtype() == DType::f32;
+  if (!cast) return ops::linear(x, weight, bias);
+  Tensor y = ops::linear(ops::cast(x, compute), ops::cast(weight, compute),
+                         bias.defined() ? ops::cast(bias, compute) : Tensor());
+  return ops::cast(y, DType::f32);
+}
 
 Linear::Linear(const LayerContext& ctx, int64_t in_features, int64_t out_features, bool bias,
                Parallel parallel)
     : parallel_(parallel),
       tp_(ctx.tp_size() > 1 ? ctx.tp : nullptr),
       weight_(add_parameter("weight", {out_features, in_features}, ctx,
-                            parallel == Parallel::column ? 0 : parallel == Parallel::row ? 1 : -1)) {
-  if (bias) bias_ = &add_parameter("bias", {out_features}, ctx, parallel == Parallel::column ? 0 : -1);
+                            parallel == Parallel::column ? 0
+                            : parallel == Parallel::row  ? 1
+                                                         : -1)) {
+  if (bias)
+    bias_ = &add_parameter("bias", {out_features}, ctx, parallel == Parallel::column ? 0 : -1);
 }
 
 Tensor Linear::forward(const Tensor& x) const {
   switch (parallel_) {
     case Parallel::column:
-      return ops::linear(ops::copy_to_group(x, tp_), weight_, bias_ ? *bias_ : Tensor());
+      return autocast_linear(ops::copy_to_group(x, tp_), weight_, bias_ ? *bias_ : Tensor());
     case Parallel::row: {
-      Tensor y = ops::reduce_from_group(ops::linear(x, weight_), tp_);
+      // The partial products round to 16 bits under autocast, then sum in f32.
+      Tensor y = ops::reduce_from_group(autocast_linear(x, weight_, Tensor()), tp_);
       return bias_ ? y + *bias_ : y;
     }
-    default: return ops::linear(x, weight_, bias_ ? *bias_ : Tensor());
+    default: return autocast_linear(x, weight_, bias_ ? *bias_ : Tensor());
   }
 }
 
-Embedding::Embedding(const LayerContext& ctx, int64_t count, int64_t dim, EmbeddingParallel parallel)
+Embedding::Embedding(const LayerContext& ctx, int64_t count, int64_t dim,
+                     EmbeddingParallel parallel)
     : parallel_(parallel),
       tp_(ctx.tp_size() > 1 ? ctx.tp : nullptr),
       count_(count),
@@ -102,7 +126,7 @@ namespace libai::models {
 
 Tensor vocab_parallel_logits_shard(const Tensor& h, const Embedding& table, const Tensor& bias_shard) {
   auto& weight = const_cast<Embedding&>(table).weight();
-  return ops::linear(ops::copy_to_group(h, table.group()), weight, bias_shard);  // [..., rows]
+  return autocast_linear(ops::copy_to_group(h, table.group()), weight, bias_shard);  // [..., rows]
 }
 
 Tensor gather_vocab_logits(const Tensor& shard, const Embedding& table) {

@@ -1,8 +1,8 @@
 // The basic parameterised layers: Linear, Embedding, LayerNorm, RMSNorm, and the activation
 // functions that configs name ("gelu", "gelu_new", "relu", "silu", ...).
 //
-//   Linear proj(ctx, /*in=*/768, /*out=*/3072);          // weight [out, in] (torch layout), bias [out]
-//   Tensor y = proj.forward(x);                          // [..., 768] -> [..., 3072]
+//   Linear proj(ctx, /*in=*/768, /*out=*/3072);          // weight [out, in] (torch layout), bias
+//   [out] Tensor y = proj.forward(x);                          // [..., 768] -> [..., 3072]
 //   Embedding wte(ctx, vocab, 768);  Tensor h = wte.forward(ids);   // ids [b, s] -> [b, s, 768]
 //   Norm ln(ctx, NormKind::layer, 768, 1e-5);  Tensor n = ln.forward(h);
 //   Tensor a = apply_activation(Activation::gelu_tanh, h);
@@ -21,6 +21,11 @@ namespace libai::models {
 //   row:    the input features are split (the input is a column-parallel layer's output); the
 //           partial products are all-reduced, then the (whole) bias is added.
 enum class Parallel { none, column, row };
+
+// ops::linear under the thread's TrainingMode::autocast (Note [Autocast] in linear.cc): with
+// autocast bf16 / f16 and f32 operands, the product runs in 16 bits and returns f32; otherwise
+// it is ops::linear. Every Linear and vocab_parallel_logits go through it.
+Tensor autocast_linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 class Linear : public Module {
  public:

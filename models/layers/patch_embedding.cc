@@ -1,5 +1,7 @@
 #include "models/layers/patch_embedding.h"
 
+#include "models/layers/linear.h"
+
 #include "ops/ops.h"
 
 namespace libai::models {
@@ -37,7 +39,8 @@ Tensor PatchEmbedding::forward(const Tensor& pixels) const {
               shape_str(pixels.shape()));
   Tensor patches = unfold_patches(pixels, c.patch_height, c.patch_width);
   Tensor weight = ops::view(weight_, {c.hidden, c.channels * c.patch_height * c.patch_width});
-  return ops::linear(patches, weight, bias_ ? *bias_ : Tensor());  // [batch, patches, hidden]
+  // A convolution in torch, which autocast casts like a Linear.
+  return autocast_linear(patches, weight, bias_ ? *bias_ : Tensor());  // [batch, patches, hidden]
 }
 
 }  // namespace libai::models

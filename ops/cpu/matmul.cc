@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu/onednn_gemm.h"
 #include "ops/matmul.h"
 #include "runtime/threads.h"
 
@@ -39,9 +40,11 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int
   if (m == 1 && k > 0) {
     const blasint incx = ta == CblasNoTrans ? 1 : blasint(lda);
     if (tb == CblasNoTrans)
-      cblas_sgemv(CblasRowMajor, CblasTrans, blasint(k), blasint(n), 1.0f, b, blasint(ldb), a, incx, beta, c, 1);
+      cblas_sgemv(CblasRowMajor, CblasTrans, blasint(k), blasint(n), 1.0f, b, blasint(ldb), a, incx,
+                  beta, c, 1);
     else
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, blasint(n), blasint(k), 1.0f, b, blasint(ldb), a, incx, beta, c, 1);
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, blasint(n), blasint(k), 1.0f, b, blasint(ldb), a,
+                  incx, beta, c, 1);
     return;
   }
   cblas_sgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), 1.0f, a, blasint(lda), b,
@@ -54,13 +57,18 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int
 }
 
 // Note [16-bit GEMM]
-// bf16 and f16 operands are stored in 16 bits but multiplied in f32: OpenBLAS's
-// cblas_sbgemm (bf16 in, f32 out) when the library exports it and its core has native bf16
-// dot products (Cooper Lake, Sapphire Rapids); otherwise each operand matrix is converted to
-// f32 (O(mk + kn) work against O(mnk) for the product, reused across broadcast batches)
-// and multiplied by sgemm. Results accumulate in an f32 buffer, so sums over batch dims
-// round once. Debian's OpenBLAS 0.3.21 declares cblas_sbgemm in cblas.h but is built
-// without BUILD_BFLOAT16 and does not export it, hence the run-time lookup.
+// bf16 and f16 operands are stored in 16 bits and multiplied with an f32 accumulator.
+// bf16 runs on the CPU's native bf16 units through oneDNN's matmul (ops/cpu/onednn_gemm.h)
+// when oneDNN is linked and the CPU has AVX512-BF16 or AMX: operands are read in place
+// (row-major or transposed views, like BLAS), the f32 sum rounds once to bf16 in the
+// output. On an AMX core this runs at about 4x f32 sgemm (bench/bf16_gemm.cc,
+// bench/RESULTS.md). Products summed over broadcast batch dims accumulate in an f32
+// buffer first, so the sum also rounds once. Without oneDNN: OpenBLAS's cblas_sbgemm (bf16
+// in, f32 out) when the library exports it and its core has native bf16 dot products;
+// otherwise (and always for f16) each operand matrix is converted to f32 (O(mk + kn) work
+// against O(mnk) for the product, reused across broadcast batches) and multiplied by sgemm.
+// Debian's OpenBLAS 0.3.21 declares cblas_sbgemm in cblas.h but is built without
+// BUILD_BFLOAT16 and does not export it, hence the run-time lookup.
 using SbgemmFn = void (*)(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, blasint, blasint, blasint,
                           float, const bfloat16*, blasint, const bfloat16*, blasint, float, float*,
                           blasint);
@@ -154,6 +162,42 @@ void for_each_batch(const Tensor& a, const Tensor& b, const Tensor& out, Fn&& fn
   }
 }
 
+// bf16 through oneDNN (Note [16-bit GEMM]); false when it cannot run here.
+bool gemm_bf16_onednn(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
+  const int r = a.dim();
+  const int64_t m = a.shape()[r - 2], k = a.shape()[r - 1], n = b.shape()[r - 1];
+  if (m == 0 || n == 0 || k == 0 || !onednn_bf16_available()) return false;
+  const int64_t batches = shape_numel(Shape(a.shape().begin(), a.shape().end() - 2));
+  const bool summed = out.numel() != batches * m * n;  // some batch dims sum into one output
+  std::vector<float> buffer(summed ? size_t(out.numel()) : 0);
+  const bf16* abase = static_cast<const bf16*>(a.storage()->data);
+  const bf16* bbase = static_cast<const bf16*>(b.storage()->data);
+  const bf16* bias_data = bias.defined() ? bias.data<bf16>() : nullptr;
+  bf16* obase = out.data<bf16>();
+  auto strides = [](const Form& f) {
+    return f.trans == CblasNoTrans ? std::pair<int64_t, int64_t>{f.ld, 1}
+                                   : std::pair<int64_t, int64_t>{1, f.ld};
+  };
+  Operand<bf16, bf16> pa, pb;
+  for_each_batch(a, b, out, [&](int64_t ao, int64_t bo, int64_t oo, bool first) {
+    pa.prepare(abase, ao, m, k, a.strides()[r - 2], a.strides()[r - 1]);
+    pb.prepare(bbase, bo, k, n, b.strides()[r - 2], b.strides()[r - 1]);
+    auto [ars, acs] = strides(pa.form);
+    auto [brs, bcs] = strides(pb.form);
+    const Bf16GemmShape shape{m, n, k, ars, acs, brs, bcs};
+    if (summed)
+      onednn_bf16_gemm(shape, pa.ptr, pb.ptr, first ? bias_data : nullptr, buffer.data() + oo,
+                       Bf16Output::f32, !first);
+    else
+      onednn_bf16_gemm(shape, pa.ptr, pb.ptr, bias_data, obase + oo, Bf16Output::bf16, false);
+  });
+  if (summed)
+    parallel_for(0, out.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) obase[i] = bf16(buffer[size_t(i)]);
+    });
+  return true;
+}
+
 template <typename T>
 void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out) {
   using C = compute_t<T>;
@@ -220,6 +264,7 @@ void gemm_cpu(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out)
                 "matmul: dimension ", d, " of ", shape_str(a.shape()), " x ", shape_str(b.shape()),
                 " exceeds the 32-bit BLAS index range");
   sync_blas_threads();
+  if (out.dtype() == DType::bf16 && gemm_bf16_onednn(a, b, bias, out)) return;
   dispatch_floating(out.dtype(), "matmul", [&]<typename T>() { gemm_typed<T>(a, b, bias, out); });
 }
 

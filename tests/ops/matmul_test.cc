@@ -1,6 +1,10 @@
 #include "ops/matmul.h"
 
+#include <cmath>
+
+#include "ops/cpu/onednn_gemm.h"
 #include "ops/reduce.h"
+#include "ops/view.h"
 #include "tests/ops/gradcheck.h"
 
 namespace libai {
@@ -158,6 +162,55 @@ TEST(Matmul, LowPrecisionGradientsSumInF32) {
         for (int j = 0; j < 4; ++j)
           expect.data<double>()[p * 4 + j] += av[(t * 8 + i) * 16 + p] * gv[(t * 8 + i) * 4 + j];
   expect_close(grads[0], expect, 8e-3, "bf16 dB");
+}
+
+// bf16 products on both CPU paths (oneDNN on native bf16 units where available, and the
+// f32-conversion path) against f64 loops over the same bf16 inputs: the f32 sum rounds once
+// to bf16, so each element is within half a bf16 ulp (2^-8 relative) of the exact product,
+// plus the f32 accumulation error (k * 2^-24 * sum |a||b|).
+TEST(Matmul, Bf16RoundsOnceOnEveryPath) {
+  auto check = [](const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& bias,
+                  const std::string& what) {
+    // a [m, k] and b [k, n] are bf16 (any strides); bias bf16 [n] or undefined.
+    const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+    auto av = a.to_vector<double>(), bv = b.to_vector<double>(), ov = out.to_vector<double>();
+    std::vector<double> biasv = bias.defined() ? bias.to_vector<double>() : std::vector<double>();
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double exact = biasv.empty() ? 0 : biasv[size_t(j)], magnitude = std::abs(exact);
+        for (int64_t p = 0; p < k; ++p) {
+          exact += av[size_t(i * k + p)] * bv[size_t(p * n + j)];
+          magnitude += std::abs(av[size_t(i * k + p)] * bv[size_t(p * n + j)]);
+        }
+        const double tol = std::ldexp(std::abs(exact), -8) * 1.001 + double(k) * 6e-8 * magnitude;
+        ASSERT_LE(std::abs(ov[size_t(i * n + j)] - exact), tol)
+            << what << " at (" << i << ", " << j << ")";
+      }
+  };
+  Tensor a = to_dtype(random({70, 96}, 21), DType::bf16);
+  Tensor b = to_dtype(random({96, 50}, 22), DType::bf16);
+  Tensor bt = transposed(to_dtype(transposed(b).clone_raw(), DType::bf16));  // b, column-major
+  Tensor bias = to_dtype(random({50}, 23), DType::bf16);
+  // Every other column of a wider matrix: neither stride is 1, so it is gathered first.
+  Tensor wide = to_dtype(random({70, 192}, 24), DType::bf16);
+  Tensor a_gapped = wide.as_strided({70, 96}, {192, 2}, 0);
+  Tensor a3 = to_dtype(random({3, 70, 32}, 25), DType::bf16);
+  Tensor b3 = to_dtype(random({3, 32, 50}, 26), DType::bf16);
+  for (bool onednn : {true, false}) {
+    ops::cpu::set_onednn_bf16_enabled(onednn);
+    const std::string path = onednn ? "oneDNN (where available): " : "f32 conversion: ";
+    check(ops::matmul(a, b), a, b, Tensor(), path + "row-major");
+    check(ops::matmul(transposed(transposed(a).clone_raw()), bt), a, b, Tensor(),
+          path + "transposed views");
+    check(ops::matmul(a_gapped, b), a_gapped, b, Tensor(), path + "gathered operand");
+    check(ops::linear(a, transposed(b).clone_raw(), bias), a, b, bias, path + "linear + bias");
+    // Summed over a batch of 3 = one product with k = 3 x 32 (the weight gradient's shape).
+    Tensor summed = ops::gemm_raw(a3, b3, {70, 50});
+    Tensor a_cat = ops::contiguous(ops::permute(a3, {1, 0, 2})).as_strided({70, 96}, {96, 1}, 0);
+    Tensor b_cat = b3.as_strided({96, 50}, {50, 1}, 0);
+    check(summed, a_cat, b_cat, Tensor(), path + "summed over a batch");
+  }
+  ops::cpu::set_onednn_bf16_enabled(true);
 }
 
 TEST(Matmul, ErrorsNameShapes) {
