@@ -100,6 +100,21 @@ LossOutput causal_lm(Model& model, const TensorMap& batch, const LossOptions& op
   const Tensor& ids = require_key(batch, "input_ids", model);
   LIBAI_CHECK(ids.dim() == 2, "compute_loss: input_ids should be [batch, seq], got ",
               shape_str(ids.shape()));
+  const int64_t rows = ids.size(0), seq = ids.size(1);
+  auto pre_shifted = batch.find("shifted_labels");
+  if (pre_shifted != batch.end() && pre_shifted->second.defined()) {
+    // Targets already aligned with the positions (packed samples: Megatron's labels).
+    LIBAI_CHECK(!batch.count("labels"),
+                "compute_loss: give either \"labels\" or "
+                "\"shifted_labels\" to a causal_lm model, not both");
+    check_shape(pre_shifted->second, ids.shape(), "shifted_labels", model);
+    const auto targets = host_ids(pre_shifted->second);
+    TensorMap out = run_model(model, without(batch, {"shifted_labels"}));
+    LossOutput result;
+    result.loss = as_f32(lm_cross_entropy(model, out, "logits", ids_like(targets, ids), options));
+    result.targets = count_targets(targets);
+    return result;
+  }
   std::vector<int64_t> labels;
   auto given = batch.find("labels");
   if (given != batch.end() && given->second.defined()) {
@@ -116,7 +131,6 @@ LossOutput causal_lm(Model& model, const TensorMap& batch, const LossOptions& op
     }
   }
   // Position j predicts token j + 1: the targets are the labels moved left, -100 last.
-  const int64_t rows = ids.size(0), seq = ids.size(1);
   std::vector<int64_t> shifted(labels.size(), kIgnore);
   for (int64_t b = 0; b < rows; ++b)
     for (int64_t j = 0; j + 1 < seq; ++j) shifted[b * seq + j] = labels[b * seq + j + 1];

@@ -8,7 +8,10 @@
 // Per task (the batch's keys; a missing one raises an error naming it and the task):
 //   causal_lm (GPT-2)        input_ids, optional labels (default: input_ids, with positions whose
 //                            attention_mask is 0 set to -100, as Hugging Face's LM collator does);
-//                            position j predicts labels[j + 1]; -100 is ignored
+//                            position j predicts labels[j + 1]; -100 is ignored. Or
+//                            shifted_labels instead of labels: position j predicts
+//                            shifted_labels[j] (packed samples of seq + 1 tokens, whose last
+//                            position has a target: Megatron's; train/data/gpt_dataset.h)
 //   masked_lm (BERT, RoBERTa) labels, -100 ignored
 //   pretraining (BERT)       labels + next_sentence_label: loss = mlm_loss + nsp_loss
 //   sequence_classification  labels: config.problem_type, else num_labels == 1 -> MSE on
