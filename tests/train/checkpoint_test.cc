@@ -79,6 +79,9 @@ struct TrainingRun {
   std::unique_ptr<LrScheduler> schedule;
   std::unique_ptr<TrainStep> step;
 
+  int dp = 1, dp_rank = 0;
+
+  // groups.dp: this rank trains its share of each global batch (Note [Micro-batch order]).
   TrainingRun(const TrainingFixture& f, const fs::path& model_folder, ParallelGroups groups = {}) {
     models::LoadOptions load;
     load.tp = groups.tp;
@@ -87,11 +90,19 @@ struct TrainingRun {
     optimizer =
         make_optimizer(default_param_groups(*model, f.group_options()), f.optimizer_options());
     schedule = std::make_unique<LrScheduler>(f.schedule_options());
-    step =
-        std::make_unique<TrainStep>(*model, *optimizer, schedule.get(), f.step_options(), groups);
+    TrainStepOptions options = f.step_options();
+    if (groups.dp) {
+      dp = groups.dp->size();
+      dp_rank = groups.dp->rank();
+      options.num_accumulation_steps = f.accumulation / dp;
+    }
+    step = std::make_unique<TrainStep>(*model, *optimizer, schedule.get(), options, groups);
   }
   StepResult train(const TrainingFixture& f) {
-    return step->run(f.micro_batches(step->steps_done()));
+    std::vector<models::TensorMap> mine;
+    for (int64_t k = 0; k < f.accumulation / dp; ++k)
+      mine.push_back(f.micro_batch(step->steps_done(), k * dp + dp_rank));
+    return step->run(mine);
   }
   TrainingProgress progress(const TrainingFixture& f) const {
     TrainingProgress p;
@@ -246,6 +257,8 @@ TEST(Checkpoint, AKillAtAnyPointOfASaveNeverLeavesAnIncompleteCheckpoint) {
   ASSERT_NE(renamed, phases.end());
   ASSERT_GT(phases.size(), 10u) << "model.safetensors alone is two 64 KiB chunks";
   const int renamed_at = int(renamed - phases.begin());
+  std::printf("%zu crash points, the folder in place from the %dth\n", phases.size(),
+              renamed_at + 1);
 
   const fs::path out = scratch.path() / "out";
   for (int k = 0; k < int(phases.size()); ++k) {
@@ -407,19 +420,20 @@ TEST(Checkpoint, ExportToHuggingFaceKeepsTheLogits) {
   EXPECT_FALSE(bytes_of(logits(*initial)) == bytes_of(trained));
 }
 
-// Note [Checkpoints under tensor parallelism]: a TP=2 run saves whole tensors (the vocabulary
-// of 97 is split unevenly, 49 + 48 + a padding row); a TP=2 run resumed from them continues
-// bitwise, and one device reads the same checkpoint.
+// Note [Checkpoints under tensor parallelism]: a DP=2 x TP=2 run saves whole tensors (the
+// vocabulary of 97 is split unevenly, 49 + 48 + a padding row) from one of its four ranks; a
+// run of that layout resumed from them continues bitwise, and one device reads the same
+// checkpoint.
 TEST(Checkpoint, TensorParallelSaveGathersAndLoadSlices) {
   const TrainingFixture f("gpt2_adamw");
   ScratchDir scratch;
   const fs::path out = scratch.path() / "out";
   std::vector<double> losses(6), resumed_losses(6);
   auto in_tp2 = [&](const std::function<void(TrainingRun&, ParallelGroups, int)>& body) {
-    const comm::DeviceMesh mesh{.dp = 1, .pp = 1, .tp = 2};
-    comm::run_spmd_threads(2, [&](comm::Communicator& world) {
+    const comm::DeviceMesh mesh{.dp = 2, .pp = 1, .tp = 2};
+    comm::run_spmd_threads(mesh.size(), [&](comm::Communicator& world) {
       auto groups = comm::make_mesh_groups(world, mesh);
-      ParallelGroups parallel{.tp = groups.tp};
+      ParallelGroups parallel{.tp = groups.tp, .dp = groups.dp};
       TrainingRun run(f, f.folder, parallel);
       body(run, parallel, world.rank());
     });
