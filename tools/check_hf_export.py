@@ -3,10 +3,10 @@
 gives the logits our runtime computes from the checkpoint itself.
 
     # a training checkpoint (train/checkpoint.h): OUT/model_NNNNNNN/, or OUT with last_checkpoint
-    libai-actor convert --from OUT --to /tmp/export --format hf
+    libai-actor convert --from OUT --to EXPORT --format hf
     libai-actor forward --model OUT/model_NNNNNNN --input-ids 1,2,3,4 --input-ids 5,6,7,8 \\
-        --save /tmp/ours.safetensors
-    .venv/bin/python tools/check_hf_export.py --export /tmp/export --ours /tmp/ours.safetensors \\
+        --save ours.safetensors
+    .venv/bin/python tools/check_hf_export.py --export EXPORT --ours ours.safetensors \\
         --input-ids 1,2,3,4 --input-ids 5,6,7,8
 
 The export is loaded with AutoModelFor<task> (from config.json's architectures[0]) in float32 on the
