@@ -9,7 +9,7 @@ gives the logits our runtime computes from the checkpoint itself.
     .venv/bin/python tools/check_hf_export.py --export EXPORT --ours ours.safetensors \\
         --input-ids 1,2,3,4 --input-ids 5,6,7,8
 
-The export is loaded with AutoModelFor<task> (from config.json's architectures[0]) in float32 on the
+The export is loaded with the transformers class config.json's architectures[0] names, in float32 on the
 CPU, run on the same rows (equal lengths: no padding), and its logits are compared with the
 "logits" tensor of --ours. Prints the max absolute difference and exits 1 above --tolerance
 (default 1e-5). Deterministic: no randomness is involved.
