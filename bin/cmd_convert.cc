@@ -1,6 +1,8 @@
 // `libai-actor convert --from DIR --to DIR [--format libai|hf]`: rewrites a checkpoint in this
 // project's layout (libai: fused q/k/v, this project's parameter names) or back in the model
 // family's Hugging Face layout (models/convert.h), with config.json and the tokenizer files.
+// --from may also be a training run's output folder: its last complete checkpoint is read
+// (train/checkpoint.h), so `convert --from OUT --to HF --format hf` exports a trained model.
 // Prints one line: what was written, how many tensors and bytes, and how long it took.
 #include <chrono>
 #include <cstdio>
@@ -12,6 +14,7 @@
 #include "bin/model_args.h"
 #include "models/convert.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "train/checkpoint.h"
 
 namespace libai::cli {
 namespace {
@@ -22,7 +25,15 @@ struct ConvertOptions {
   std::string format = "libai";
 };
 
-int convert(const ConvertOptions& options) {
+int convert(ConvertOptions options) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(options.from) && !fs::exists(fs::path(options.from) / "config.json") &&
+      fs::exists(fs::path(options.from) / "last_checkpoint")) {
+    auto found = train::last_checkpoint(options.from);
+    LIBAI_CHECK_KIND(NotFound, found.has_value(), "--from ", options.from,
+                     ": has last_checkpoint but no complete checkpoint folder");
+    options.from = found->string();
+  }
   check_model_folder(options.from, "--from");
   const auto layout =
       options.format == "hf" ? models::CheckpointLayout::hf : models::CheckpointLayout::libai;
@@ -45,7 +56,10 @@ int convert(const ConvertOptions& options) {
 
 CommandAction setup_convert(CLI::App& command) {
   auto options = std::make_shared<ConvertOptions>();
-  command.add_option("--from", options->from, "model folder to read (either layout)")->required();
+  command
+      .add_option("--from", options->from,
+                  "model folder to read (either layout), or a training output folder")
+      ->required();
   command.add_option("--to", options->to, "folder to write (created)")->required();
   command.add_option("--format", options->format, "layout to write: libai or hf")
       ->check(CLI::IsMember({"libai", "hf"}));

@@ -10,6 +10,7 @@
 
 #include "tests/bin/cli_fixture.h"
 #include "tests/models/random_models.h"
+#include "train/checkpoint.h"
 
 namespace libai::testing {
 namespace {
@@ -142,6 +143,26 @@ TEST_F(ModelCommands, ConvertRoundTripKeepsLogits) {
         << folder;
   }
   EXPECT_EQ(run("convert --from " + kModels + "gpt2 --to " + hf + " --format onnx").exit_code, 2);
+}
+
+// A training run's output folder: convert reads the checkpoint last_checkpoint names.
+TEST_F(ModelCommands, ConvertExportsTheLastTrainingCheckpoint) {
+  const std::string out = scratch_.file("run"), hf = scratch_.file("run-hf");
+  auto model = models::load_model(kModels + "gpt2");
+  model->set_requires_grad(true);
+  auto optimizer = train::make_optimizer(train::default_param_groups(*model, {}), {});
+  train::save_checkpoint(out, "model_0000007", *model, *optimizer, nullptr, {.iteration = 7}, 0);
+  const Result to_hf = run("convert --from " + out + " --to " + hf + " --format hf");
+  ASSERT_EQ(to_hf.exit_code, 0) << to_hf.err;
+  EXPECT_NE(to_hf.out.find("model_0000007"), std::string::npos) << to_hf.out;
+  const auto reference = checkpoint::SafetensorsFile::open(kModels + "gpt2/reference.safetensors");
+  const auto saved = forward_saved(
+      "--model " + hf + " --input-ids " + id_list(unpadded_row(reference, 0)), "ckpt.safetensors");
+  EXPECT_LE(relative_error(saved.tensor("logits").to_vector<float>(),
+                           row_of(reference.tensor("logits"), 0)),
+            1e-4);
+  std::filesystem::remove_all(out + "/model_0000007");
+  expect_error("convert --from " + out + " --to " + hf, {"no complete checkpoint"});
 }
 
 TEST_F(ModelCommands, FillMaskAgreesWithForward) {
@@ -310,8 +331,9 @@ TEST_F(ModelCommands, TensorParallelFlagGivesTheOneDeviceOutputs) {
   for (int index : {0, 4}) {  // gpt2, t5 in random_models.h
     const auto family = families()[index];
     const auto dir = save_random_model(family, "cli_" + std::to_string(::getpid())).string();
-    const std::string args = "--model " + dir + " --input-ids 3,4,5,6 --input-ids 7,8" +
-                             (family.name == "t5" ? " --decoder-input-ids 0,9,10 --decoder-input-ids 0,11" : "");
+    const std::string args =
+        "--model " + dir + " --input-ids 3,4,5,6 --input-ids 7,8" +
+        (family.name == "t5" ? " --decoder-input-ids 0,9,10 --decoder-input-ids 0,11" : "");
     const auto one = forward_saved(args, family.name + "_tp1.safetensors");
     for (int tp : {2, 4}) {
       const auto split = forward_saved(args + " --tensor-parallel-size " + std::to_string(tp),
