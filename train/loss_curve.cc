@@ -41,8 +41,13 @@ double tick_step(const Range& r, int count) {
 std::vector<double> ticks(const Range& r, int count) {
   const double step = tick_step(r, count);
   std::vector<double> out;
-  for (double k = std::ceil(r.low / step); k * step <= r.high + step * 1e-9; k += 1)
-    out.push_back(k * step == 0 ? 0.0 : k * step);  // no "-0"
+  const double first = std::ceil(r.low / step);
+  // Bounded: at values far above the step (1e17 with steps of 1) k + 1 == k in doubles.
+  for (int i = 0; i < 20; ++i) {
+    const double value = (first + i) * step;
+    if (!(value <= r.high + step * 1e-9)) break;
+    out.push_back(value == 0 ? 0.0 : value);  // no "-0"
+  }
   return out;
 }
 
@@ -128,8 +133,8 @@ std::string loss_curve_svg(const std::vector<std::pair<int64_t, double>>& train,
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
       "viewBox=\"0 0 {0} {1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text x=\"{2}\" y=\"26\" text-anchor=\"middle\" font-size=\"16\">{3}</text>\n",
-      kWidth, kHeight, kWidth / 2, escape_xml(title));
+      "<text x=\"{2}\" y=\"28\" font-size=\"16\">{3}</text>\n",
+      kWidth, kHeight, kLeft, escape_xml(title));
   draw_axes(svg, plot);
 
   std::string path;
@@ -149,8 +154,8 @@ std::string loss_curve_svg(const std::vector<std::pair<int64_t, double>>& train,
         plot.px(double(iteration)), plot.py(loss));
   }
 
-  // Legend, top right inside the plot.
-  const double lx = kWidth - kRight - 110, ly = kTop + 18;
+  // Legend in the top margin, right-aligned with the plot, so it never hides the curve.
+  const double lx = kWidth - kRight - (eval.empty() ? 90 : 190), ly = 22;
   svg += fmt::format(
       "<line x1=\"{:.2f}\" y1=\"{:.2f}\" x2=\"{:.2f}\" y2=\"{:.2f}\" "
       "stroke=\"#1f77b4\" stroke-width=\"1.5\"/>\n"
@@ -160,7 +165,7 @@ std::string loss_curve_svg(const std::vector<std::pair<int64_t, double>>& train,
     svg += fmt::format(
         "<circle cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"3.5\" fill=\"#d62728\"/>\n"
         "<text x=\"{:.2f}\" y=\"{:.2f}\">eval loss</text>\n",
-        lx + 10, ly + 18, lx + 26, ly + 22);
+        lx + 110, ly, lx + 120, ly + 4);
   svg += "</svg>\n";
   return svg;
 }

@@ -17,6 +17,9 @@
 // samples_per_s, tokens_per_s, gflops (achieved GFLOP/s, see train/flops.h), data_wait_ms,
 // step_ms, skipped (1 for a step the loss scaler skipped), and evaluation results under
 // "eval/": eval/loss, eval/accuracy, eval/perplexity.
+//
+// The figures are already reduced over ranks (train_step.h); one rank (rank 0) writes. Writers
+// are not thread-safe: one thread writes.
 #pragma once
 
 #include <cstdint>
@@ -60,8 +63,9 @@ std::unique_ptr<MetricsWriter> make_console_writer(int64_t total_iterations, Clo
 
 // metrics.json: one JSON object a line, {"iteration": 120, "loss": 3.21, "lr": 0.00012, ...},
 // keys in the order iteration, loss, then the scalars by name. The file is appended to (a
-// resumed run continues it) and flushed after each line. Non-finite values are written as
-// null (JSON has no NaN).
+// resumed run continues it, so iterations between the checkpoint and a crash appear twice:
+// a reader keeps the last record of each iteration) and flushed after each line. Non-finite
+// values are written as null (JSON has no NaN).
 std::unique_ptr<MetricsWriter> make_json_writer(const std::filesystem::path& file);
 
 // TensorBoard event files: `log_dir`/events.out.tfevents.<unix seconds>.<host>, read by

@@ -343,6 +343,7 @@ TEST(LossCurveSvg, WellFormedWithOnePointPerLoss) {
   for (int64_t i = 1; i <= 50; ++i) train.emplace_back(i * 10, 5.0 / std::sqrt(double(i)));
   for (int64_t i = 1; i <= 5; ++i) eval.emplace_back(i * 100, 5.2 / std::sqrt(double(i * 10)));
   const std::string svg = loss_curve_svg(train, eval, "GPT-2 <small> & friends");
+  std::ofstream(output_dir("svg_example") / "loss_curve.svg") << svg;  // to look at
 
   const auto names = check_tags_balance(svg);
   EXPECT_EQ(names.front(), "svg");
@@ -371,6 +372,7 @@ TEST(LossCurveSvg, WellFormedWithOnePointPerLoss) {
 TEST(LossCurveSvg, EdgeCasesStayWellFormed) {
   check_tags_balance(loss_curve_svg({}, {}));
   check_tags_balance(loss_curve_svg({{7, 2.0}}, {}));  // one point, a zero range
+  check_tags_balance(loss_curve_svg({{1, 1e17}, {2, 1e17 + 64}}, {{1, -1e300}}));  // extremes
   const std::string svg = loss_curve_svg({{1, 3.0}, {2, NAN}, {3, INFINITY}, {4, 2.0}}, {});
   check_tags_balance(svg);
   EXPECT_EQ(path_points(attribute_of(svg, "class=\"train\"", "d")).size(), 2u);
