@@ -12,6 +12,8 @@ const std::vector<Command>& commands() {
       {"generate", "generate text from a model", setup_generate},
       {"plan", "print the pipeline plan of a job config (split, timeline, step time)", setup_plan},
       {"convert", "convert a checkpoint between Hugging Face and libai layouts", setup_convert},
+      {"preprocess", "tokenize text into Megatron indexed datasets (.bin + .idx)",
+       setup_preprocess},
       {"bench", "measure ops, layers and devices", setup_not_implemented},
       {"embed", "mean-pooled, L2-normalised sentence embeddings", setup_embed},
       {"fill-mask", "predict the [MASK] tokens of a text", setup_fill_mask},

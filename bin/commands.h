@@ -50,6 +50,7 @@ CommandAction setup_fill_mask(CLI::App& command);
 CommandAction setup_classify(CLI::App& command);
 CommandAction setup_forward(CLI::App& command);
 CommandAction setup_convert(CLI::App& command);
+CommandAction setup_preprocess(CLI::App& command);
 // Accepts any arguments, prints "libai-actor <name>: not implemented yet in this build".
 CommandAction setup_not_implemented(CLI::App& command);
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the fuzz targets (checkpoint loaders, tokenizer loader) with libFuzzer + ASan + UBSan
+# Builds the fuzz targets (checkpoint loaders, tokenizer loader, indexed dataset reader) with libFuzzer + ASan + UBSan
 # and runs each for a bounded time, seeded with the committed fixtures. Not part of the CMake
 # build (it needs clang).
 #
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 CXX=${CXX:-clang++}
 OUT=${FUZZ_OUT:-build-fuzz}
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-20}
-TARGETS=${FUZZ_TARGETS:-fuzz_safetensors fuzz_torch_zip fuzz_tokenizer}
+TARGETS=${FUZZ_TARGETS:-fuzz_safetensors fuzz_torch_zip fuzz_tokenizer fuzz_indexed_dataset}
 mkdir -p "$OUT"
 
 # The loaders' sources and the parts of the runtime they use (tensor, dtype, errors).
@@ -26,6 +26,8 @@ CHECKPOINT_SOURCES=(runtime/checkpoint/*.cc runtime/error.cc runtime/tensor.cc r
 # .model files) and PCRE2 (harmless while no tokenizer pattern uses it).
 TOKENIZER_SOURCES=(models/tokenizers/*.cc runtime/error.cc)
 TOKENIZER_LIBS=(-lsentencepiece -lpcre2-8)
+# The indexed dataset reader needs only the error types.
+INDEXED_SOURCES=(train/data/indexed_dataset.cc runtime/error.cc)
 SANITIZE=address,undefined
 FLAGS=(-std=c++20 -O1 -g -fno-sanitize-recover=undefined -I. -Wall -Wextra)
 
@@ -54,12 +56,25 @@ seed() {  # seed <folder> <find arguments...>
 seed seeds tests/data/checkpoint -type f
 seed seeds_tokenizer tests/data/tokenizers tests/data/models \
   \( -name tokenizer.json -size -64k \) -o -name '*.model'
+# Indexed dataset seeds: each fixture pair as the target reads it (u32 .idx size, .idx, .bin).
+rm -rf "$OUT/seeds_indexed" && mkdir -p "$OUT/seeds_indexed"
+le32() {  # the 4 little-endian bytes of $1
+  local n=$1
+  printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $((n & 255)) $(((n >> 8) & 255)) \
+    $(((n >> 16) & 255)) $(((n >> 24) & 255)))"
+}
+for idx in tests/data/indexed/*.idx; do
+  { le32 "$(stat -c %s "$idx")"; cat "$idx" "${idx%.idx}.bin"; } >"$OUT/seeds_indexed/$(basename "${idx%.idx}")"
+done
 
 status=0
 for target in $TARGETS; do
   if [[ $target == fuzz_tokenizer ]]; then
     compile "${TOKENIZER_SOURCES[@]}"
     libs=("${TOKENIZER_LIBS[@]}") corpus="$OUT/seeds_tokenizer" max_len=65536
+  elif [[ $target == fuzz_indexed_dataset ]]; then
+    compile "${INDEXED_SOURCES[@]}"
+    libs=() corpus="$OUT/seeds_indexed" max_len=4096
   else
     compile "${CHECKPOINT_SOURCES[@]}"
     libs=() corpus="$OUT/seeds" max_len=16384
