@@ -9,6 +9,7 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"run", "run a job config on this node (run it on every node with the same config)",
        setup_run},
+      {"train", "train or fine-tune a model from a config (--resume continues a run)", setup_train},
       {"generate", "generate text from a model", setup_generate},
       {"plan", "print the pipeline plan of a job config (split, timeline, step time)", setup_plan},
       {"convert", "convert a checkpoint between Hugging Face and libai layouts", setup_convert},

@@ -44,6 +44,7 @@ int run_cli(int argc, char** argv);
 CommandAction setup_config(CLI::App& command);
 CommandAction setup_plan(CLI::App& command);
 CommandAction setup_run(CLI::App& command);
+CommandAction setup_train(CLI::App& command);
 CommandAction setup_generate(CLI::App& command);
 CommandAction setup_embed(CLI::App& command);
 CommandAction setup_fill_mask(CLI::App& command);

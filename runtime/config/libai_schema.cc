@@ -124,6 +124,13 @@ Schema train_schema() {
                "micro-batches per optimizer step; null: global batch / (micro batch x data "
                "parallel size)"))
       .key("train_iter", count_at_least(0))
+      .key("train_epoch", Schema::floating().min(0).doc(
+                              "epochs of the training split (> 0: train_iter is computed from it)"))
+      .key("evaluation", Schema::map()
+                             .key("enabled", Schema::boolean())
+                             .key("eval_period", count_at_least(1).doc("steps between evaluations"))
+                             .key("eval_iter", count_at_least(1).doc(
+                                                   "validation micro-batches per rank per evaluation")))
       .key("warmup_ratio",
            Schema::floating().min(0).max(1).doc("warm-up iterations = warmup_ratio x train_iter"))
       .key("scheduler", scheduler_schema())
@@ -186,12 +193,35 @@ Schema optim_schema() {
                                  .doc("shorthand for params.clip_grad_max_norm"));
 }
 
+// The datasets of a training run (train/data_config.h).
+Schema data_schema() {
+  return Schema::map()
+      .key("_target_", Schema::one_of({"gpt", "bert", "t5", "image_folder"}).required())
+      .key("prefix", Schema::string().doc("an indexed dataset (gpt, bert, t5): made by libai-actor preprocess"))
+      .key("seq_length", count_at_least(1))
+      .key("splits", Schema::list_of(Schema::floating().min(0)).min_items(1).max_items(3).doc(
+                         "train / validation / test weights over the documents"))
+      .key("seed", count_at_least(0).doc("the data seed (shuffles); default train.seed"))
+      .key("cls_id", count_at_least(0).doc("bert"))
+      .key("sep_id", count_at_least(0).doc("bert"))
+      .key("mask_id", count_at_least(0).doc("bert"))
+      .key("pad_id", count_at_least(0).doc("bert, t5"))
+      .key("masked_lm_prob", Schema::floating().greater_than(0).less_than(1).doc("bert"))
+      .key("sentinel_start", count_at_least(0).doc("t5: the id of <extra_id_0>"))
+      .key("eos_id", count_at_least(0).doc("t5"))
+      .key("noise_density", Schema::floating().greater_than(0).less_than(1).doc("t5"))
+      .key("mean_noise_span_length", Schema::floating().greater_than(0).doc("t5"))
+      .key("path", Schema::string().doc("image_folder: root/<class>/<images>"))
+      .key("validation_path", Schema::string().doc("image_folder: the validation images"));
+}
+
 Schema builtin_schema() {
   return Schema::map()
       .key("train", train_schema())
       .key("optim", optim_schema())
       .key("graph", Schema::map().key("enabled", Schema::boolean()))
       .key("model", Schema::map().open().doc("owned by models/; open until it registers"))
+      .key("data", data_schema())
       .key("job", Schema::map().open().key("_target_", Schema::string().required()));
 }
 
