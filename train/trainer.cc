@@ -17,6 +17,7 @@
 #include "train/data/prefetcher.h"
 #include "train/data/sampler.h"
 #include "train/data_config.h"
+#include "train/flops.h"
 #include "train/metrics.h"
 #include "train/train_config.h"
 
@@ -41,8 +42,7 @@ RunSettings read_settings(const config::Config& cfg, const TrainerFlags& flags) 
   s.output_dir = cfg.get_or<std::string>("train.output_dir", "./output");
   s.train_iter = cfg.get_or<int64_t>("train.train_iter", 0);
   s.train_epoch = cfg.get_or<double>("train.train_epoch", 0.0);
-  LIBAI_CHECK(s.train_iter > 0 || s.train_epoch > 0 || flags.eval_only,
-              "set train.train_iter or train.train_epoch (both are 0)");
+  // train_iter 0 (and no epochs) trains nothing and writes the initial model as model_final.
   s.log_period = cfg.get_or<int64_t>("train.log_period", 20);
   s.checkpoint_period = cfg.get_or<int64_t>("train.checkpointer.period", 1000);
   s.max_to_keep = cfg.get_or<int64_t>("train.checkpointer.max_to_keep", 100);
@@ -133,9 +133,14 @@ std::map<std::string, double> evaluate(models::Model& model, const data::Dataset
   return out;
 }
 
-int64_t tokens_per_sample(const models::TensorMap& batch) {
-  auto it = batch.find("input_ids");
-  return it == batch.end() || it->second.dim() < 2 ? 1 : it->second.size(1);
+// Tokens a sample puts through the model: its sequence length, or for images the patches and
+// the class token.
+int64_t tokens_per_sample(const models::TensorMap& batch, const models::HfConfig& config) {
+  if (auto it = batch.find("input_ids"); it != batch.end() && it->second.dim() >= 2)
+    return it->second.size(1);
+  const int64_t patches =
+      config.get_int("image_size", 224) / std::max<int64_t>(1, config.get_int("patch_size", 16));
+  return patches * patches + 1;
 }
 
 struct Writers {
@@ -238,8 +243,8 @@ void run_rank(const config::Config& cfg, const TrainerFlags& flags, const RunSet
     data::SampleCursor cursor(sampler, dp_rank, progress.consumed_samples);
     data::Prefetcher prefetcher(data::micro_batch_producer(*data.train, cursor),
                                 size_t(2 * t.batch.accumulation));
-    const double flops_per_sample_token =
-        6.0 * double(model->parameter_count()) * double(settings.dp * settings.tp);
+    std::optional<double> flops_per_token;  // train/flops.h, once the sequence length is known
+    int64_t steps = 0;                      // in this logging period
     auto period_start = Clock::now();
     double period_wait = prefetcher.wait_seconds();
     for (int64_t iteration = first; iteration < train_iter; ++iteration) {
@@ -254,28 +259,28 @@ void run_rank(const config::Config& cfg, const TrainerFlags& flags, const RunSet
       progress.iteration = step.steps_done();
       progress.consumed_samples += global;
       result.losses.push_back(r.loss);
+      ++steps;
       const bool last = iteration + 1 == train_iter;
       if ((iteration + 1) % settings.log_period == 0 || last) {
         const double seconds = std::chrono::duration<double>(Clock::now() - period_start).count();
-        const int64_t steps = (iteration + 1 - first) % settings.log_period == 0 || !last
-                                  ? settings.log_period
-                                  : (iteration + 1 - first) % settings.log_period;
         const double samples = double(steps * global);
-        const double tokens = samples * double(tokens_per_sample(micro_batches[0]));
+        const int64_t sequence = tokens_per_sample(micro_batches[0], model->config());
+        const double tokens = samples * double(sequence);
+        if (!flops_per_token) flops_per_token = training_flops_per_token(model->config(), sequence);
         StepMetrics m{.iteration = iteration + 1, .loss = r.loss};
         m.scalars = {
             {"lr", r.lr},
             {"grad_norm", r.grad_norm},
             {"samples_per_s", samples / seconds},
             {"tokens_per_s", tokens / seconds},
-            {"gflops",
-             flops_per_sample_token / double(settings.dp * settings.tp) * tokens / seconds / 1e9},
+            {"gflops", *flops_per_token * tokens / seconds / 1e9},
             {"step_ms", 1e3 * seconds / double(steps)},
             {"data_wait_ms", 1e3 * (prefetcher.wait_seconds() - period_wait) / double(steps)}};
         if (t.step.loss_scale) m.scalars["loss_scale"] = r.loss_scale;
         for (const auto& [name, value] : r.parts) m.scalars[name] = value;
         if (writer) writers.write(m);
         period_start = Clock::now();
+        steps = 0;
         period_wait = prefetcher.wait_seconds();
       }
       if (settings.eval_enabled && ((iteration + 1) % settings.eval_period == 0 || last))

@@ -197,22 +197,25 @@ Schema optim_schema() {
 Schema data_schema() {
   return Schema::map()
       .key("_target_", Schema::one_of({"gpt", "bert", "t5", "image_folder"}).required())
-      .key("prefix", Schema::string().doc("an indexed dataset (gpt, bert, t5): made by libai-actor preprocess"))
+      .key("prefix", Schema::string().nullable().doc(
+                         "an indexed dataset (gpt, bert, t5): made by libai-actor preprocess"))
       .key("seq_length", count_at_least(1))
       .key("splits", Schema::list_of(Schema::floating().min(0)).min_items(1).max_items(3).doc(
                          "train / validation / test weights over the documents"))
-      .key("seed", count_at_least(0).doc("the data seed (shuffles); default train.seed"))
+      .key("seed", count_at_least(0).nullable().doc("the data seed (shuffles); null: train.seed"))
       .key("cls_id", count_at_least(0).doc("bert"))
       .key("sep_id", count_at_least(0).doc("bert"))
       .key("mask_id", count_at_least(0).doc("bert"))
       .key("pad_id", count_at_least(0).doc("bert, t5"))
       .key("masked_lm_prob", Schema::floating().greater_than(0).less_than(1).doc("bert"))
-      .key("sentinel_start", count_at_least(0).doc("t5: the id of <extra_id_0>"))
+      .key("sentinel_start", count_at_least(0).nullable().doc(
+                                 "t5: the id of <extra_id_0>; null: vocab_size - 1"))
       .key("eos_id", count_at_least(0).doc("t5"))
       .key("noise_density", Schema::floating().greater_than(0).less_than(1).doc("t5"))
       .key("mean_noise_span_length", Schema::floating().greater_than(0).doc("t5"))
-      .key("path", Schema::string().doc("image_folder: root/<class>/<images>"))
-      .key("validation_path", Schema::string().doc("image_folder: the validation images"));
+      .key("path", Schema::string().nullable().doc("image_folder: root/<class>/<images>"))
+      .key("validation_path",
+           Schema::string().nullable().doc("image_folder: the validation images"));
 }
 
 Schema builtin_schema() {
