@@ -36,7 +36,7 @@ PY
 fi
 results="$work/train-results-t$threads-$(date -u +%Y%m%dT%H%M%S).jsonl"
 echo "# $(date -u +%F) nproc $(nproc), $(lscpu | sed -n 's/^Model name: *//p'), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}" | tee -a "$results"
-common="--model $gpt2 --batch 4 --seq 256 --reps $reps --threads $threads"
+common="--model $gpt2 --batch 4 --seq 256 --reps $reps --warmup ${WARMUP:-2} --threads $threads"
 for row in ${rows//,/ }; do
   case $row in
     f32) flags="" ;;

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
       for (int64_t s = 0; s < seq; ++s) ids[size_t(b * seq + s)] = input_id(b, s, vocab);
     models::TensorMap inputs{{"input_ids", Tensor::from_vector(ids, {batch, seq})}};
 
+    model->set_requires_grad(true);
     auto optimizer = train::make_optimizer(train::default_param_groups(*model, {.lr = 1e-4, .weight_decay = 0.01}), {});
     train::TrainStepOptions options;
     options.clip_grad_max_norm = 1.0;
@@ -81,8 +82,15 @@ int main(int argc, char** argv) {
     double loss = 0;
     for (int64_t i = 0; i < reps; ++i) {
       const auto start = Clock::now();
+      const auto before = cpu_allocator().stats();
       loss = step.run({inputs}).loss;
       seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      const auto after = cpu_allocator().stats();
+      std::fprintf(stderr, "step %lld: %.0f ms, pool misses %llu (hits %llu), cached %.0f MiB, peak %.0f MiB\n",
+                   (long long)i, seconds.back() * 1e3,
+                   (unsigned long long)(after.pool_misses - before.pool_misses),
+                   (unsigned long long)(after.pool_hits - before.pool_hits), double(after.cached_bytes) / 1048576.0,
+                   double(after.peak_allocated_bytes) / 1048576.0);
       progress.advance(batch * seq);
     }
     std::vector<double> sorted = seconds;

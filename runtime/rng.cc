@@ -90,6 +90,11 @@ RngKey derive(RngKey key, uint64_t coordinate) {
   return {key.seed, mix64(key.stream ^ mix64(coordinate + 0x632be59bd9b4e019ull))};
 }
 
+PhiloxKey philox_key(RngKey key) {
+  const uint64_t k = mix64(key.seed) ^ key.stream;
+  return {uint32_t(k), uint32_t(k >> 32)};
+}
+
 std::array<uint32_t, 4> philox4x32(RngKey key, uint64_t counter) {
   uint64_t k = mix64(key.seed) ^ key.stream;
   uint32_t k0 = uint32_t(k), k1 = uint32_t(k >> 32);

@@ -28,6 +28,30 @@ uint64_t stream_id(std::string_view name);  // FNV-1a 64
 RngKey derive(RngKey key, uint64_t coordinate);
 
 std::array<uint32_t, 4> philox4x32(RngKey key, uint64_t counter);
+
+// Philox's two key words for `key` (philox4x32 derives them on every call), and the first
+// output word at a counter, inline: a loop drawing many counters of one key (dropout masks)
+// derives the key once and lets the compiler vectorise the rounds. The same bits as
+// philox4x32(key, counter)[0].
+struct PhiloxKey {
+  uint32_t k0 = 0, k1 = 0;
+};
+PhiloxKey philox_key(RngKey key);
+inline uint32_t philox_first_word(PhiloxKey key, uint64_t counter) {
+  uint32_t k0 = key.k0, k1 = key.k1;
+  uint32_t c0 = uint32_t(counter), c1 = uint32_t(counter >> 32), c2 = 0, c3 = 0;
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = uint64_t(0xD2511F53u) * c0, p1 = uint64_t(0xCD9E8D57u) * c2;
+    const uint32_t n0 = uint32_t(p1 >> 32) ^ c1 ^ k0, n1 = uint32_t(p1);
+    const uint32_t n2 = uint32_t(p0 >> 32) ^ c3 ^ k1, n3 = uint32_t(p0);
+    c0 = n0, c1 = n1, c2 = n2, c3 = n3;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return c0;
+}
+// uniform(key, index) from philox_first_word(philox_key(key), index).
+inline float uniform_from_word(uint32_t word) { return float(word >> 8) * (1.0f / 16777216.0f); }
 float uniform(RngKey key, uint64_t index);  // [0, 1), 24 random bits
 float normal(RngKey key, uint64_t index);   // Box-Muller over the counter's own 4 words
 

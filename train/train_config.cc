@@ -121,7 +121,7 @@ TrainConfig train_config_from(const config::Config& cfg) {
            cfg.get_or<std::optional<int64_t>>("train.num_accumulation_steps", std::nullopt)},
       dp);
   t.train_iter = cfg.get_or<int64_t>("train.train_iter", 1);
-  LIBAI_CHECK(t.train_iter >= 1, where(cfg, "train.train_iter"), ": expected >= 1");
+  LIBAI_CHECK(t.train_iter >= 0, where(cfg, "train.train_iter"), ": expected >= 0");
   read_optimizer(cfg, t);
   read_schedule(cfg, t);
   read_precision(cfg, t);

@@ -1,5 +1,8 @@
 // CPU kernels of ops/dropout.h.
 #include "ops/dropout.h"
+
+#include <algorithm>
+
 #include "runtime/threads.h"
 
 namespace libai::ops::cpu {
@@ -10,12 +13,18 @@ void dropout_apply_cpu(const Tensor& x, double p, RngKey key, Tensor& out) {
     using C = compute_t<T>;
     const C scale = p < 1.0 ? C(1.0 / (1.0 - p)) : C(0);
     const float threshold = float(p);
+    const PhiloxKey philox = philox_key(key);
     const T* in = x.data<T>();
     T* o = out.data<T>();
     parallel_for(0, x.numel(), 1 << 13, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const bool keep = uniform(key, uint64_t(i)) >= threshold;
-        o[i] = keep ? store<T>(load(in[i]) * scale) : store<T>(C(0));
+      constexpr int64_t kBlock = 64;  // the Philox rounds of a block vectorise
+      float u[kBlock];
+      for (int64_t i0 = begin; i0 < end; i0 += kBlock) {
+        const int64_t m = std::min(kBlock, end - i0);
+        for (int64_t j = 0; j < kBlock; ++j)
+          u[j] = uniform_from_word(philox_first_word(philox, uint64_t(i0 + j)));
+        for (int64_t j = 0; j < m; ++j)
+          o[i0 + j] = u[j] >= threshold ? store<T>(load(in[i0 + j]) * scale) : store<T>(C(0));
       }
     });
   });
@@ -29,6 +38,7 @@ void dropout_apply_counter_cpu(const Tensor& x, double p, RngKey key, const Drop
     using C = compute_t<T>;
     const C scale = p < 1.0 ? C(1.0 / (1.0 - p)) : C(0);
     const float threshold = float(p);
+    const PhiloxKey philox = philox_key(key);
     const T* in = x.data<T>();
     T* o = out.data<T>();
     const int64_t n = x.dim();
@@ -45,9 +55,16 @@ void dropout_apply_counter_cpu(const Tensor& x, double p, RngKey key, const Drop
                      }
                      const T* row_in = in + r * cols;
                      T* row_out = o + r * cols;
-                     for (int64_t j = 0; j < cols; ++j) {
-                       const bool keep = uniform(key, base + uint64_t(j)) >= threshold;
-                       row_out[j] = keep ? store<T>(load(row_in[j]) * scale) : store<T>(C(0));
+                     // Masks in blocks: the Philox rounds of a block vectorise.
+                     constexpr int64_t kBlock = 64;
+                     float u[kBlock];
+                     for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
+                       const int64_t m = std::min(kBlock, cols - j0);
+                       for (int64_t j = 0; j < kBlock; ++j)
+                         u[j] = uniform_from_word(philox_first_word(philox, base + uint64_t(j0 + j)));
+                       for (int64_t j = 0; j < m; ++j)
+                         row_out[j0 + j] = u[j] >= threshold ? store<T>(load(row_in[j0 + j]) * scale)
+                                                             : store<T>(C(0));
                      }
                    }
                  });
