@@ -18,6 +18,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
+#include <exception>
+#include <functional>
 #include <thread>
 
 namespace libai::testing {
@@ -75,5 +78,25 @@ class ChildProcess {
  private:
   pid_t pid_;
 };
+
+// Runs fn in a forked child and returns its exit code (0: fn returned; 1: it threw, with the
+// message on stderr). Tests that fork SPMD ranks call it first, so the test process itself
+// starts no compute threads before forking.
+inline int run_in_child(const std::function<void()>& fn) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int code = 0;
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child failed: %s\n", e.what());
+      code = 1;
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
 
 }  // namespace libai::testing

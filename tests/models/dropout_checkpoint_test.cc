@@ -17,6 +17,7 @@
 #include "random_models.h"
 #include "runtime/autograd.h"
 #include "runtime/comm/spmd.h"
+#include "tests/common/shards.h"
 
 namespace libai::models {
 namespace {
@@ -129,19 +130,7 @@ TEST_P(DropoutFamilies, CheckpointingGivesBitwiseTheSameGradients) {
   EXPECT_GT(testing::relative_error(plain.logits, eval), 1e-3);
 }
 
-// The single-device gradient's block that `info` describes (padding rows are zero).
-Tensor expected_shard(const Tensor& full, const ParameterInfo& info) {
-  if (info.split_dim < 0 || info.tp_size == 1) return full;
-  const int d = info.split_dim;
-  const int64_t part = (info.logical_shape[d] + info.tp_size - 1) / info.tp_size;
-  const int64_t start = info.tp_rank * part;
-  const int64_t length = std::clamp<int64_t>(info.logical_shape[d] - start, 0, part);
-  Shape shape = full.shape();
-  shape[d] = part;
-  Tensor out = Tensor::zeros(shape);
-  if (length > 0) ops::narrow(out, d, 0, length).copy_from(ops::narrow(full, d, start, length));
-  return out;
-}
+using testing::expected_shard;
 
 TEST_P(DropoutFamilies, TensorParallelRanksDrawTheSingleDeviceMasks) {
   const Family f = with_dropout(GetParam());

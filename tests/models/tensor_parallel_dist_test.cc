@@ -11,6 +11,7 @@
 #include "random_models.h"
 #include "runtime/autograd.h"
 #include "runtime/comm/spmd.h"
+#include "tests/common/child_process.h"
 
 namespace libai::models {
 namespace {
@@ -18,24 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::families;
 
-// Runs fn in a forked child (so this process starts no compute threads before the SPMD
-// children are forked) and expects it to succeed.
-void in_child(const std::function<void()>& fn) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    int code = 0;
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child failed: %s\n", e.what());
-      code = 1;
-    }
-    ::_exit(code);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}
+void in_child(const std::function<void()>& fn) { ASSERT_EQ(testing::run_in_child(fn), 0); }
 
 TensorMap inputs_for(const testing::Family& f) {
   if (f.name == "vit") return {{"pixel_values", testing::normal_tensor({2, 3, 16, 16}, 99)}};
@@ -53,7 +37,8 @@ checkpoint::NamedTensors run_and_collect(Model& model, const TensorMap& inputs) 
   Tensor logits = model.forward(inputs).at("logits");
   autograd::backward(ops::sum_all(logits * testing::normal_tensor(logits.shape(), 7)));
   checkpoint::NamedTensors out{{"logits", logits.detach().clone_raw()}};
-  for (auto& info : model.parameter_infos()) out.emplace_back("grad." + info.name, info.tensor->grad());
+  for (auto& info : model.parameter_infos())
+    out.emplace_back("grad." + info.name, info.tensor->grad());
   return out;
 }
 
@@ -72,13 +57,15 @@ TEST_P(TensorParallelProcesses, OutputsAndGradientsMatchOneDevice) {
   comm::run_spmd_processes(tp, [&](comm::Communicator& c) {
     std::shared_ptr<comm::Communicator> group(&c, [](comm::Communicator*) {});
     auto model = load_model(dir, {.tp = group});
-    checkpoint::save_safetensors((out / ("rank" + std::to_string(c.rank()) + ".safetensors")).string(),
-                                 run_and_collect(*model, inputs));
+    checkpoint::save_safetensors(
+        (out / ("rank" + std::to_string(c.rank()) + ".safetensors")).string(),
+        run_and_collect(*model, inputs));
   });
   auto single = load_model(dir);
   auto expected = run_and_collect(*single, inputs);
   for (int rank = 0; rank < tp; ++rank) {
-    auto got = checkpoint::SafetensorsFile::open((out / ("rank" + std::to_string(rank) + ".safetensors")).string());
+    auto got = checkpoint::SafetensorsFile::open(
+        (out / ("rank" + std::to_string(rank) + ".safetensors")).string());
     for (const auto& [name, want] : expected) {
       ASSERT_TRUE(got.contains(name)) << name;
       Tensor g = got.tensor(name);
@@ -92,7 +79,8 @@ TEST_P(TensorParallelProcesses, OutputsAndGradientsMatchOneDevice) {
         ops::narrow(block, d, 0, length).copy_from(ops::narrow(w, d, start, length));
         w = block;
       }
-      EXPECT_LE(testing::relative_error(g, w), 1e-5) << family.name << " " << name << " rank " << rank;
+      EXPECT_LE(testing::relative_error(g, w), 1e-5)
+          << family.name << " " << name << " rank " << rank;
     }
   }
   fs::remove_all(out);
@@ -101,9 +89,11 @@ TEST_P(TensorParallelProcesses, OutputsAndGradientsMatchOneDevice) {
 
 // Every family at 2 ranks; GPT-2 and T5 (the two decoders) also at 4.
 INSTANTIATE_TEST_SUITE_P(Families, TensorParallelProcesses,
-                         ::testing::Values(std::make_tuple(0, 2), std::make_tuple(0, 4), std::make_tuple(1, 2),
-                                           std::make_tuple(2, 2), std::make_tuple(3, 2), std::make_tuple(4, 2),
-                                           std::make_tuple(4, 4), std::make_tuple(5, 2), std::make_tuple(6, 2)),
+                         ::testing::Values(std::make_tuple(0, 2), std::make_tuple(0, 4),
+                                           std::make_tuple(1, 2), std::make_tuple(2, 2),
+                                           std::make_tuple(3, 2), std::make_tuple(4, 2),
+                                           std::make_tuple(4, 4), std::make_tuple(5, 2),
+                                           std::make_tuple(6, 2)),
                          [](const auto& info) {
                            return families()[std::get<0>(info.param)].name + "_tp" +
                                   std::to_string(std::get<1>(info.param));

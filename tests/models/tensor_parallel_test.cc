@@ -16,13 +16,14 @@
 #include "random_models.h"
 #include "runtime/autograd.h"
 #include "runtime/comm/spmd.h"
+#include "tests/common/shards.h"
 
 namespace libai::models {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::Family;
 using testing::families;
+using testing::Family;
 using testing::ids_tensor;
 using testing::normal_tensor;
 using testing::save_random_model;
@@ -58,19 +59,7 @@ Result run(Model& model, const TensorMap& inputs) {
   return r;
 }
 
-// The single-device gradient's block that `info` describes (padding rows are zero).
-Tensor expected_shard(const Tensor& full, const ParameterInfo& info) {
-  if (info.split_dim < 0 || info.tp_size == 1) return full;
-  const int d = info.split_dim;
-  const int64_t part = (info.logical_shape[d] + info.tp_size - 1) / info.tp_size;
-  const int64_t start = info.tp_rank * part;
-  const int64_t length = std::clamp<int64_t>(info.logical_shape[d] - start, 0, part);
-  Shape shape = full.shape();
-  shape[d] = part;
-  Tensor out = Tensor::zeros(shape);
-  if (length > 0) ops::narrow(out, d, 0, length).copy_from(ops::narrow(full, d, start, length));
-  return out;
-}
+using testing::expected_shard;
 
 class TensorParallel : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
@@ -96,7 +85,8 @@ TEST_P(TensorParallel, OutputsAndGradientsMatchOneDevice) {
       ASSERT_TRUE(r.grads.count(name)) << name;
       ASSERT_TRUE(r.grads.at(name).defined()) << name << " has no gradient on rank " << rank;
       Tensor want = expected_shard(grad, r.infos.at(name));
-      EXPECT_LE(testing::relative_error(r.grads.at(name), want), 1e-5) << name << " on rank " << rank;
+      EXPECT_LE(testing::relative_error(r.grads.at(name), want), 1e-5)
+          << name << " on rank " << rank;
     }
   }
 }
@@ -106,7 +96,8 @@ std::string tp_case_name(const ::testing::TestParamInfo<std::tuple<int, int>>& i
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TensorParallel,
-                         ::testing::Combine(::testing::Range(0, 7), ::testing::Values(2, 4)), tp_case_name);
+                         ::testing::Combine(::testing::Range(0, 7), ::testing::Values(2, 4)),
+                         tp_case_name);
 
 TEST(TensorParallelErrors, SizeThatDoesNotDivideHeadsNamesTheDimension) {
   const Family f = families()[0];
@@ -119,7 +110,8 @@ TEST(TensorParallelErrors, SizeThatDoesNotDivideHeadsNamesTheDimension) {
             load_model(dir, {.tp = group});
           });
         } catch (const Error& e) {
-          EXPECT_NE(std::string(e.what()).find("tensor_parallel_size 3 does not divide the number of heads 4"),
+          EXPECT_NE(std::string(e.what()).find(
+                        "tensor_parallel_size 3 does not divide the number of heads 4"),
                     std::string::npos)
               << e.what();
           throw;

@@ -11,6 +11,7 @@
 #include "ops/ops.h"
 #include "runtime/autograd.h"
 #include "runtime/comm/spmd.h"
+#include "tests/common/shards.h"
 #include "train/loss.h"
 
 namespace libai::train {
@@ -87,18 +88,7 @@ Result run(const fs::path& dir, const TensorMap& batch,
   return r;
 }
 
-Tensor expected_shard(const Tensor& full, const models::ParameterInfo& info) {
-  if (info.split_dim < 0 || info.tp_size == 1) return full;
-  const int d = info.split_dim;
-  const int64_t part = (info.logical_shape[d] + info.tp_size - 1) / info.tp_size;
-  const int64_t start = info.tp_rank * part;
-  const int64_t length = std::clamp<int64_t>(info.logical_shape[d] - start, 0, part);
-  Shape shape = full.shape();
-  shape[d] = part;
-  Tensor out = Tensor::zeros(shape);
-  if (length > 0) ops::narrow(out, d, 0, length).copy_from(ops::narrow(full, d, start, length));
-  return out;
-}
+using testing::expected_shard;
 
 class LossTensorParallel : public ::testing::TestWithParam<std::tuple<int, int>> {};
 

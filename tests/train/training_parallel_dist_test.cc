@@ -13,6 +13,7 @@
 
 #include "runtime/comm/mesh.h"
 #include "runtime/comm/spmd.h"
+#include "tests/common/child_process.h"
 #include "training_fixtures.h"
 
 namespace libai::train {
@@ -21,24 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::TrainingFixture;
 
-// Runs fn in a forked child, so this process starts no compute threads before the SPMD
-// children are forked, and expects it to succeed.
-void in_child(const std::function<void()>& fn) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    int code = 0;
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child failed: %s\n", e.what());
-      code = 1;
-    }
-    ::_exit(code);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}
+void in_child(const std::function<void()>& fn) { ASSERT_EQ(testing::run_in_child(fn), 0); }
 
 class TrainingProcesses : public ::testing::TestWithParam<std::tuple<std::string, int, int>> {};
 

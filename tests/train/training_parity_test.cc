@@ -109,13 +109,14 @@ namespace {
 // Note [bf16 against the f32 curve]: under bf16 autocast every matrix product rounds its
 // operands and result to 8 significant bits, so the loss curve follows torch's f32 curve
 // only approximately. The bound below is what this project promises: every step's loss
-// within 1% of the f32 reference for these 30 steps (measured: see the printout).
-TEST(TrainingBf16, LossCurveStaysWithinOnePercentOfF32) {
+// within 0.1% of the f32 reference for these 30 steps (measured 2.9e-5 to 2.9e-4).
+TEST(TrainingBf16, LossCurveStaysWithinATenthOfAPercentOfF32) {
   for (const std::string name : {"gpt2_adamw", "bert_pretraining_adamw", "vit_adamw"}) {
     const testing::TrainingFixture f(name);
     auto model = models::load_model(f.folder);
     model->set_requires_grad(true);
-    auto optimizer = make_optimizer(default_param_groups(*model, f.group_options()), f.optimizer_options());
+    auto optimizer =
+        make_optimizer(default_param_groups(*model, f.group_options()), f.optimizer_options());
     LrScheduler schedule(f.schedule_options());
     TrainStepOptions options = f.step_options();
     options.autocast = DType::bf16;
@@ -126,8 +127,9 @@ TEST(TrainingBf16, LossCurveStaysWithinOnePercentOfF32) {
       const double expected = f.step(s)["loss"];
       worst = std::max(worst, std::abs(loss - expected) / expected);
     }
-    std::printf("%s under bf16 autocast: worst loss deviation from the f32 curve %.2e\n", name.c_str(), worst);
-    EXPECT_LT(worst, 1e-2) << name;
+    std::printf("%s under bf16 autocast: worst loss deviation from the f32 curve %.2e\n",
+                name.c_str(), worst);
+    EXPECT_LT(worst, 1e-3) << name;
     EXPECT_GT(worst, 0.0) << name << ": bf16 autocast changed nothing";
   }
 }
