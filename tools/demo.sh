@@ -31,9 +31,14 @@ paths=("data.prefix=${demo}/shakespeare_text_document" "train.output_dir=${out}"
 rm -rf "${demo}"
 mkdir -p "${demo}"
 sample() {
-  "${cli}" generate --model "$1" --prompt "HAMLET." --max-new-tokens 240 --do-sample \
-    --temperature 0.8 --top-k 20 --seed 7 --json |
-    python3 -c 'import json, sys; print(json.load(sys.stdin)["sequences"][0]["text"])' | sed 's/^/   | /'
+  if command -v python3 > /dev/null; then
+    "${cli}" generate --model "$1" --prompt "HAMLET." --max-new-tokens 240 --do-sample \
+      --temperature 0.8 --top-k 20 --seed 7 --json |
+      python3 -c 'import json, sys; print(json.load(sys.stdin)["sequences"][0]["text"])' | sed 's/^/   | /'
+  else  # the text with its newlines escaped
+    "${cli}" generate --model "$1" --prompt "HAMLET." --max-new-tokens 240 --do-sample \
+      --temperature 0.8 --top-k 20 --seed 7 | sed -n 's/^  -> /   | /p'
+  fi
 }
 echo "== Training a character-level GPT on five plays of Shakespeare (public domain)"
 echo "   libai-actor preprocess --input data/shakespeare/plays.txt --tokenizer configs/demo/char_gpt \\"
