@@ -4,23 +4,10 @@
 #include <cstdio>
 
 #include "runtime/error.h"
+#include "runtime/xml.h"
 
 namespace libai::schedule {
 namespace {
-
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 std::string number(double v, int decimals = 2) {
   char out[64];
@@ -62,7 +49,7 @@ std::string render_timeline_svg(const Timeline& timeline, int num_stages,
                  height, "\" viewBox=\"0 0 ", width, " ", height,
                  "\" font-family=\"sans-serif\" font-size=\"11\">\n");
   if (!options.title.empty())
-    svg += str_cat("<text x=\"", left, "\" y=\"20\" font-size=\"14\">", escape(options.title),
+    svg += str_cat("<text x=\"", left, "\" y=\"20\" font-size=\"14\">", xml_escape(options.title),
                    "</text>\n");
   for (int s = 0; s < num_stages; ++s) {
     const int y = top + s * options.row_height + options.row_height / 2 + 4;
@@ -83,10 +70,11 @@ std::string render_timeline_svg(const Timeline& timeline, int num_stages,
                        : decoding                            ? "#76b7b2"
                                                              : "#4e79a7";
     const std::string name = to_string(e.action);
-    svg += str_cat("<rect x=\"", number(x), "\" y=\"", number(y), "\" width=\"", number(w),
-                   "\" height=\"", number(h), "\" fill=\"", fill, "\"><title>stage ", e.stage, " ",
-                   name, ": ", number(e.start * options.time_scale, 3), "-",
-                   number(e.end * options.time_scale, 3), " ", escape(unit), "</title></rect>\n");
+    svg +=
+        str_cat("<rect x=\"", number(x), "\" y=\"", number(y), "\" width=\"", number(w),
+                "\" height=\"", number(h), "\" fill=\"", fill, "\"><title>stage ", e.stage, " ",
+                name, ": ", number(e.start * options.time_scale, 3), "-",
+                number(e.end * options.time_scale, 3), " ", xml_escape(unit), "</title></rect>\n");
     // The label without its kind letter: the colour says the kind.
     const std::string label = name.substr(1);
     if (w >= 7.0 * double(label.size()) + 2)
@@ -110,7 +98,7 @@ std::string render_timeline_svg(const Timeline& timeline, int num_stages,
   }
   svg += "</g>\n";
   svg += str_cat("<text x=\"", left, "\" y=\"", axis_y + 36, "\">step time ", number(span, 3), " ",
-                 escape(unit), " (", escape(unit),
+                 xml_escape(unit), " (", xml_escape(unit),
                  " on the axis; blue: forward, teal: decoding step, green: backward)</text>\n");
   svg += "</svg>\n";
   return svg;

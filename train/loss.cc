@@ -210,6 +210,7 @@ LossOutput classification(Model& model, const TensorMap& batch, const LossOption
   result.loss = as_f32(
       ops::cross_entropy(logits, ops::reshape(to_dtype(labels, DType::i64), {logits.size(0)}), ce));
   result.targets = count_targets(host_ids(labels));
+  result.logits = logits.detach();
   return result;
 }
 

@@ -43,6 +43,8 @@ struct LossOutput {
   std::map<std::string, Tensor>
       parts;            // detached scalars, e.g. "mlm_loss", "nsp_loss" (BERT pretraining)
   int64_t targets = 0;  // targets that counted (labels != -100)
+  Tensor logits;        // classification tasks: the logits, detached (accuracy without a
+                        // second forward); undefined for the others
 };
 
 LossOutput compute_loss(models::Model& model, const models::TensorMap& batch,

@@ -7,6 +7,7 @@
 #include <spdlog/fmt/fmt.h>
 
 #include "runtime/error.h"
+#include "runtime/xml.h"
 #include "train/metrics.h"
 
 namespace libai::train {
@@ -47,20 +48,6 @@ std::vector<double> ticks(const Range& r, int count) {
     const double value = (first + i) * step;
     if (!(value <= r.high + step * 1e-9)) break;
     out.push_back(value == 0 ? 0.0 : value);  // no "-0"
-  }
-  return out;
-}
-
-std::string escape_xml(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
   }
   return out;
 }
@@ -134,7 +121,7 @@ std::string loss_curve_svg(const std::vector<std::pair<int64_t, double>>& train,
       "viewBox=\"0 0 {0} {1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{2}\" y=\"28\" font-size=\"16\">{3}</text>\n",
-      kWidth, kHeight, kLeft, escape_xml(title));
+      kWidth, kHeight, kLeft, xml_escape(title));
   draw_axes(svg, plot);
 
   std::string path;

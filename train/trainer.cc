@@ -83,13 +83,6 @@ bool is_classification(models::Task task) {
          task == models::Task::image_classification;
 }
 
-// The batch without its labels, for the model's forward (accuracy).
-models::TensorMap inputs_of(const models::TensorMap& batch) {
-  models::TensorMap in = batch;
-  for (const char* key : {"labels", "shifted_labels", "next_sentence_label"}) in.erase(key);
-  return in;
-}
-
 double mean_over(double value, const std::shared_ptr<comm::Communicator>& group) {
   if (!group || group->size() == 1) return value;
   Tensor t = Tensor::full({1}, value, DType::f64);
@@ -114,10 +107,11 @@ std::map<std::string, double> evaluate(models::Model& model, const data::Dataset
     std::vector<int64_t> indices = cursor.next();
     if (indices.empty()) break;
     models::TensorMap batch = data::make_batch(dataset, indices);
-    loss += compute_loss(model, batch).loss.item<double>();
-    if (is_classification(model.task())) {
-      Tensor predicted = ops::argmax(model.forward(inputs_of(batch)).at("logits"), -1);
-      auto p = predicted.to_vector<int64_t>(), l = batch.at("labels").to_vector<int64_t>();
+    const LossOutput out = compute_loss(model, batch);
+    loss += out.loss.item<double>();
+    if (is_classification(model.task()) && out.logits.defined()) {
+      auto p = ops::argmax(out.logits, -1).to_vector<int64_t>();
+      auto l = batch.at("labels").to_vector<int64_t>();
       for (size_t i = 0; i < p.size(); ++i) correct += p[i] == l[i];
       seen += double(p.size());
     }
@@ -126,9 +120,9 @@ std::map<std::string, double> evaluate(models::Model& model, const data::Dataset
               " samples per rank");
   std::map<std::string, double> out;
   out["eval/loss"] = mean_over(loss / double(batches), groups.dp);
-  if (is_classification(model.task()))
-    out["eval/accuracy"] = mean_over(correct / std::max(seen, 1.0), groups.dp);
-  else
+  if (seen > 0)
+    out["eval/accuracy"] = mean_over(correct / seen, groups.dp);
+  else if (!is_classification(model.task()))  // a regression head has neither
     out["eval/perplexity"] = std::exp(out["eval/loss"]);
   return out;
 }

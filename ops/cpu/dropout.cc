@@ -8,24 +8,31 @@
 namespace libai::ops::cpu {
 namespace {
 
+// out[j] = in[j] * scale where uniform(key, first + j) >= threshold, else 0, for j < count:
+// one run of consecutive counters, drawn in blocks so that the Philox rounds vectorise.
+template <typename T, typename C>
+void apply_run(PhiloxKey philox, uint64_t first, const T* in, T* out, int64_t count,
+               float threshold, C scale) {
+  constexpr int64_t kBlock = 64;
+  float u[kBlock];
+  for (int64_t j0 = 0; j0 < count; j0 += kBlock) {
+    const int64_t m = std::min(kBlock, count - j0);
+    for (int64_t j = 0; j < kBlock; ++j)
+      u[j] = uniform_from_word(philox_first_word(philox, first + uint64_t(j0 + j)));
+    for (int64_t j = 0; j < m; ++j)
+      out[j0 + j] = u[j] >= threshold ? store<T>(load(in[j0 + j]) * scale) : store<T>(C(0));
+  }
+}
+
 void dropout_apply_cpu(const Tensor& x, double p, RngKey key, Tensor& out) {
   dispatch_floating(x.dtype(), "dropout", [&]<typename T>() {
     using C = compute_t<T>;
     const C scale = p < 1.0 ? C(1.0 / (1.0 - p)) : C(0);
-    const float threshold = float(p);
     const PhiloxKey philox = philox_key(key);
     const T* in = x.data<T>();
     T* o = out.data<T>();
     parallel_for(0, x.numel(), 1 << 13, [&](int64_t begin, int64_t end) {
-      constexpr int64_t kBlock = 64;  // the Philox rounds of a block vectorise
-      float u[kBlock];
-      for (int64_t i0 = begin; i0 < end; i0 += kBlock) {
-        const int64_t m = std::min(kBlock, end - i0);
-        for (int64_t j = 0; j < kBlock; ++j)
-          u[j] = uniform_from_word(philox_first_word(philox, uint64_t(i0 + j)));
-        for (int64_t j = 0; j < m; ++j)
-          o[i0 + j] = u[j] >= threshold ? store<T>(load(in[i0 + j]) * scale) : store<T>(C(0));
-      }
+      apply_run(philox, uint64_t(begin), in + begin, o + begin, end - begin, float(p), scale);
     });
   });
 }
@@ -37,7 +44,6 @@ void dropout_apply_counter_cpu(const Tensor& x, double p, RngKey key, const Drop
   dispatch_floating(x.dtype(), "dropout", [&]<typename T>() {
     using C = compute_t<T>;
     const C scale = p < 1.0 ? C(1.0 / (1.0 - p)) : C(0);
-    const float threshold = float(p);
     const PhiloxKey philox = philox_key(key);
     const T* in = x.data<T>();
     T* o = out.data<T>();
@@ -53,19 +59,7 @@ void dropout_apply_counter_cpu(const Tensor& x, double p, RngKey key, const Drop
                        base += uint64_t(rest % x.size(d)) * counter.strides[size_t(d)];
                        rest /= x.size(d);
                      }
-                     const T* row_in = in + r * cols;
-                     T* row_out = o + r * cols;
-                     // Masks in blocks: the Philox rounds of a block vectorise.
-                     constexpr int64_t kBlock = 64;
-                     float u[kBlock];
-                     for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
-                       const int64_t m = std::min(kBlock, cols - j0);
-                       for (int64_t j = 0; j < kBlock; ++j)
-                         u[j] = uniform_from_word(philox_first_word(philox, base + uint64_t(j0 + j)));
-                       for (int64_t j = 0; j < m; ++j)
-                         row_out[j0 + j] = u[j] >= threshold ? store<T>(load(row_in[j0 + j]) * scale)
-                                                             : store<T>(C(0));
-                     }
+                     apply_run(philox, base, in + r * cols, o + r * cols, cols, float(p), scale);
                    }
                  });
   });

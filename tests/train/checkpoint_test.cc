@@ -31,6 +31,7 @@
 #include "models/convert.h"
 #include "runtime/comm/mesh.h"
 #include "runtime/comm/spmd.h"
+#include "tests/runtime/checkpoint_fixtures.h"
 #include "train/checkpoint.h"
 #include "training_fixtures.h"
 
@@ -40,24 +41,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing::TrainingFixture;
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            (std::string("libai_ckpt_") + info->name() + "_" + std::to_string(::getpid()));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using checkpoint::testing::ScratchDir;
 
 // The fixture's model folder with dropout switched on (GPT-2's three probabilities), so a
 // resumed run only matches when the dropout masks follow the step and sample position.
@@ -199,7 +183,9 @@ TEST(Checkpoint, LossScalerStateResumesAcrossSkippedSteps) {
     StepResult r = resumed.train(f);
     EXPECT_EQ(r.skipped, results[size_t(s)].skipped) << "step " << s;
     EXPECT_EQ(r.loss_scale, results[size_t(s)].loss_scale) << "step " << s;
-    if (!r.skipped) EXPECT_EQ(r.loss, results[size_t(s)].loss) << "step " << s;
+    if (!r.skipped) {
+      EXPECT_EQ(r.loss, results[size_t(s)].loss) << "step " << s;
+    }
   }
   expect_same_weights(*resumed.model, *uninterrupted.model);
 }
