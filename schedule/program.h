@@ -55,6 +55,9 @@ struct Action {
   ActionKind kind;
   int micro_batch;  // or the group of sequences, in decoding programs
   int step = 0;     // decoding step (0: the prefill); 0 in training and one-shot inference
+  // Interleaved schedules: which of the device's virtual stages (model chunks) the action
+  // runs; 0 otherwise. Virtual stage c of device d is pipeline stage c * devices + d.
+  int chunk = 0;
   bool operator==(const Action&) const = default;
 };
 
