@@ -42,14 +42,28 @@ void Model::put_lm_logits(TensorMap& out, const std::string& name, const Tensor&
   }
 }
 
-std::unique_ptr<Model> create_model(const HfConfig& config, const LayerContext& ctx) {
+std::string to_string(const StageSpec& spec) {
+  return str_cat("layers [", spec.first_layer, ", ", spec.last_layer, ") of ", spec.num_layers);
+}
+
+void check_part(const HfConfig& config, const StageSpec& part, int num_layers) {
+  LIBAI_CHECK(part.num_layers == num_layers && 0 <= part.first_layer &&
+                  part.first_layer < part.last_layer && part.last_layer <= part.num_layers,
+              config.path(), ": part ", to_string(part), " is out of range for a ",
+              config.model_type(), " model of ", num_layers,
+              " layers (expected 0 <= first_layer < last_layer <= num_layers = ", num_layers, ")");
+}
+
+namespace {
+
+const ModelEntry& find_entry(const HfConfig& config) {
   const std::string type = config.model_type(), arch = config.architecture();
   LIBAI_CHECK_KIND(CorruptInput, !type.empty(), config.path(), ": \"model_type\" is missing");
   const ModelEntry* fallback = nullptr;
   std::string known;
   for (const auto& e : model_registry()) {
     if (e.model_type != type) continue;
-    if (!arch.empty() && e.architecture == arch) return e.make(config, ctx);
+    if (!arch.empty() && e.architecture == arch) return e;
     if (e.architecture.empty()) fallback = &e;
     known += (known.empty() ? "" : ", ") + (e.architecture.empty() ? "(base)" : e.architecture);
   }
@@ -60,18 +74,32 @@ std::unique_ptr<Model> create_model(const HfConfig& config, const LayerContext& 
   if (!arch.empty())
     logger("models")->warn("{}: architecture {} is not known; loading the {} base model",
                            config.path(), arch, type);
-  return fallback->make(config, ctx);
+  return *fallback;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> create_model(const HfConfig& config, const LayerContext& ctx,
+                                    const std::optional<StageSpec>& part) {
+  const ModelEntry& entry = find_entry(config);
+  if (!part) return entry.make(config, ctx);
+  LIBAI_CHECK_KIND(Unsupported, entry.make_part != nullptr, config.path(), ": a ",
+                   config.model_type(),
+                   entry.architecture.empty() ? std::string() : " " + entry.architecture,
+                   " model cannot be cut into parts yet (", to_string(*part), ")");
+  return entry.make_part(config, ctx, *part);
 }
 
 std::unique_ptr<Model> load_model(const std::filesystem::path& folder, const LoadOptions& options) {
   HfConfig config = HfConfig::load(folder);
   LayerContext ctx{.device = options.device, .dtype = options.dtype, .tp = options.tp};
-  auto model = create_model(config, ctx);
+  auto model = create_model(config, ctx, options.part);
   auto source = WeightSource::open(options.weights.empty() ? folder : options.weights, options.format);
-  if (is_libai_layout(source))
-    load_parameters(*model, source, identity_map(*model));
-  else
-    load_parameters(*model, source, model->weight_map());
+  WeightMap map = is_libai_layout(source) ? identity_map(*model) : model->weight_map();
+  // A part reads only the tensors its own parameters map to: the rest of the checkpoint
+  // belongs to the other parts, not "unexpected".
+  if (options.part) map.ignore("");
+  load_parameters(*model, source, map);
   return model;
 }
 

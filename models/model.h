@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "models/generation/session.h"
@@ -39,6 +40,38 @@ const char* task_name(Task task);
 
 class Embedding;
 
+// Which part of a model an object holds: layers [first_layer, last_layer) of num_layers; the
+// first part also holds the embeddings, the last the final norm and the head (Note [Model
+// parts]). A pipeline stage holds one part.
+struct StageSpec {
+  int first_layer = 0, last_layer = 0, num_layers = 0;
+  bool is_first() const { return first_layer == 0; }
+  bool is_last() const { return last_layer == num_layers; }
+  bool is_whole() const { return is_first() && is_last(); }
+  int size() const { return last_layer - first_layer; }
+  bool operator==(const StageSpec&) const = default;
+};
+std::string to_string(const StageSpec& spec);  // "layers [2, 4) of 6"
+// InvalidArgument naming the config unless 0 <= first_layer < last_layer <= num_layers ==
+// the model's `num_layers`.
+void check_part(const HfConfig& config, const StageSpec& part, int num_layers);
+
+// Note [Model parts]
+// A model built for a part (create_model's or LoadOptions' `part`) holds only the modules of
+// its layers, plus the embeddings on the first part and the final norm and head on the last,
+// under the whole model's names: its checkpoint names, weight map, dropout masks (keyed by
+// module path, models/training_mode.h) and initialisation are the whole model's. Its forward
+// takes, on the first part, the model's inputs and, on the others, what the part before
+// returned; it returns, on the last part, the whole model's outputs (logits or
+// "logits_shard", last_hidden_state, ...) and, on the others, the tensors that cross the cut:
+// "hidden_states" (floating, with its autograd graph: the backward of the part before starts
+// from its gradient) and the side inputs the later parts need (attention_mask, ...), which
+// carry no gradient. Every position is computed, as in training (decoding through stages
+// keeps KV caches: models/pipeline/stage.h). Inputs a part does not use (input_ids on a later
+// part, labels) are ignored, so the last part can be given its micro-batch merged with what
+// it received, which is how train::compute_loss runs on it. The per-layer outputs
+// "hidden_states.{i}" are returned by a whole model only.
+
 // Note [Logits shard]: under tensor parallelism an LM head's logits are computed as one
 // shard per rank ([..., vocab / tp] each, the table's rows) and gathered into "logits". A loss
 // does not need the gather (ops/vocab_parallel_cross_entropy.h), so a model asked to
@@ -58,6 +91,9 @@ class Model : public Module {
   virtual const WeightMap& weight_map() const = 0;
   virtual generation::GenerativeModel* generative() { return nullptr; }
   const HfConfig& config() const { return config_; }
+  // The part of the model this object holds (Note [Model parts]); the whole model unless it
+  // was built for a part. Families that cannot be cut yet leave it empty (num_layers 0).
+  const StageSpec& part() const { return part_; }
   // Note [Logits shard].
   void set_logits_shard(bool on) { logits_shard_ = on; }
   bool logits_shard() const { return logits_shard_; }
@@ -76,6 +112,7 @@ class Model : public Module {
   void put_lm_logits(TensorMap& out, const std::string& name, const Tensor& h,
                      const Embedding& table, const Tensor& bias_shard = Tensor()) const;
   HfConfig config_;
+  StageSpec part_;
   bool logits_shard_ = false;
   mutable LogitsShardLayout logits_shard_layout_;
 };
@@ -92,10 +129,15 @@ struct LoadOptions {
   std::filesystem::path weights;  // a specific weights file; empty: the folder's
   // Tensor parallelism: this rank loads and computes its shard over the group (null: whole).
   std::shared_ptr<comm::Communicator> tp;
+  // Only this part of the model (Note [Model parts]); only its tensors are read. None: whole.
+  std::optional<StageSpec> part;
 };
 
-// Builds the model that config.json names (model_type, architectures[0]) without weights.
-std::unique_ptr<Model> create_model(const HfConfig& config, const LayerContext& ctx);
+// Builds the model that config.json names (model_type, architectures[0]) without weights; with
+// `part`, only that part (Note [Model parts]): InvalidArgument for a part out of range,
+// Unsupported for a family that cannot be cut.
+std::unique_ptr<Model> create_model(const HfConfig& config, const LayerContext& ctx,
+                                    const std::optional<StageSpec>& part = std::nullopt);
 // Reads `folder`/config.json, builds the model and loads its weights.
 std::unique_ptr<Model> load_model(const std::filesystem::path& folder, const LoadOptions& options = {});
 

@@ -9,8 +9,8 @@ namespace libai::models {
 
 const std::vector<ModelEntry>& model_registry() {
   static const std::vector<ModelEntry> table = {
-      {"gpt2", "", make_gpt2_lm},
-      {"gpt2", "GPT2LMHeadModel", make_gpt2_lm},
+      {"gpt2", "", make_gpt2_lm, make_gpt2_lm_part},
+      {"gpt2", "GPT2LMHeadModel", make_gpt2_lm, make_gpt2_lm_part},
       {"bert", "", make_bert_encoder},
       {"bert", "BertModel", make_bert_encoder},
       {"bert", "BertForMaskedLM", make_bert_masked_lm},

@@ -70,24 +70,40 @@ WeightMap gpt2_weight_map(const Gpt2Config& c) {
 
 namespace {
 
+// The whole model, or one part of it (Note [Model parts]):
+//   first part in:  input_ids, optional attention_mask, position_ids
+//   later parts in: hidden_states [batch, seq, hidden], optional attention_mask
+//   out:            hidden_states and attention_mask (parts before the last), or
+//                   last_hidden_state and logits (the last; hidden_states.{i} when whole)
 class Gpt2 : public Model, public generation::GenerativeModel {
  public:
-  Gpt2(const HfConfig& hf, const LayerContext& ctx) : Model(hf), c_(hf), map_(gpt2_weight_map(c_)) {
-    wte_ = &add_module(
-        "embed", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden, EmbeddingParallel::vocab));
-    wpe_ = &add_module("positions", std::make_unique<Embedding>(ctx, c_.positions, c_.hidden));
-    embed_dropout_ = &add_module("embed_dropout", std::make_unique<Dropout>(c_.embd_pdrop));
-    for (int64_t i = 0; i < c_.layers; ++i)
+  Gpt2(const HfConfig& hf, const LayerContext& ctx, const StageSpec& part)
+      : Model(hf), c_(hf), map_(gpt2_weight_map(c_)) {
+    part_ = part;
+    if (part.is_first() || part.is_last())  // the head is tied to the token embedding
+      wte_ = &add_module(
+          "embed", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden, EmbeddingParallel::vocab));
+    if (part.is_first()) {
+      wpe_ = &add_module("positions", std::make_unique<Embedding>(ctx, c_.positions, c_.hidden));
+      embed_dropout_ = &add_module("embed_dropout", std::make_unique<Dropout>(c_.embd_pdrop));
+    }
+    for (int i = part.first_layer; i < part.last_layer; ++i)
       layers_.push_back(&add_module("layers." + std::to_string(i),
                                     std::make_unique<TransformerLayer>(ctx, c_.layer())));
-    ln_f_ = &add_module("final_norm",
-                        std::make_unique<Norm>(ctx, ops::NormKind::layer, c_.hidden, c_.eps));
+    if (part.is_last())
+      ln_f_ = &add_module("final_norm",
+                          std::make_unique<Norm>(ctx, ops::NormKind::layer, c_.hidden, c_.eps));
   }
 
-  // ids, positions [batch, seq]; keep [batch, kv_len] or undefined -> [batch, seq, hidden]
-  Tensor hidden_states(const Tensor& ids, const Tensor& positions, const Tensor& keep,
-                       std::vector<LayerCache>* caches, std::vector<Tensor>* all = nullptr) {
-    Tensor h = embed_dropout_->forward(wte_->forward(ids) + wpe_->forward(positions));
+  // The embeddings: ids, positions [batch, seq] -> [batch, seq, hidden]. First part only.
+  Tensor embed(const Tensor& ids, const Tensor& positions) {
+    return embed_dropout_->forward(wte_->forward(ids) + wpe_->forward(positions));
+  }
+
+  // This part's layers (and the final norm on the last part) over h; keep [batch, kv_len] or
+  // undefined. `all` collects each layer's input and the final output.
+  Tensor run_layers(Tensor h, const Tensor& keep, std::vector<LayerCache>* caches,
+                    std::vector<Tensor>* all = nullptr) {
     LayerInputs in;
     in.self.causal = true;
     in.self.key_padding_mask = keep;
@@ -95,6 +111,7 @@ class Gpt2 : public Model, public generation::GenerativeModel {
       if (all) all->push_back(h);
       h = layers_[i]->forward(h, in, caches ? &(*caches)[i] : nullptr);
     }
+    if (!ln_f_) return h;
     h = ln_f_->forward(h);
     if (all) all->push_back(h);
     return h;
@@ -103,16 +120,30 @@ class Gpt2 : public Model, public generation::GenerativeModel {
   Tensor logits(const Tensor& h) { return vocab_parallel_logits(h, *wte_); }
 
   TensorMap forward(const TensorMap& inputs) override {
-    const Tensor& ids = require_input(inputs, "input_ids", "gpt2");
-    LIBAI_CHECK(ids.dim() == 2, "gpt2: input_ids should be [batch, seq], got ",
-                shape_str(ids.shape()));
-    Tensor positions = optional_input(inputs, "position_ids");
-    if (!positions.defined())
-      positions = ops::expand(ops::unsqueeze(Tensor::arange(ids.size(1)), 0), ids.shape());
+    Tensor h;
     Tensor mask = optional_input(inputs, "attention_mask");
+    if (part_.is_first()) {
+      const Tensor& ids = require_input(inputs, "input_ids", "gpt2");
+      LIBAI_CHECK(ids.dim() == 2, "gpt2: input_ids should be [batch, seq], got ",
+                  shape_str(ids.shape()));
+      Tensor positions = optional_input(inputs, "position_ids");
+      if (!positions.defined())
+        positions = ops::expand(ops::unsqueeze(Tensor::arange(ids.size(1)), 0), ids.shape());
+      h = embed(ids, positions);
+    } else {
+      h = require_input(inputs, "hidden_states", "gpt2");
+      LIBAI_CHECK(h.dim() == 3 && h.size(2) == c_.hidden, "gpt2 ", to_string(part_),
+                  ": hidden_states should be [batch, seq, ", c_.hidden, "], got ",
+                  shape_str(h.shape()));
+    }
     Tensor keep = mask.defined() ? ops::ne(mask, Tensor::zeros({}, mask.dtype())) : Tensor();
     std::vector<Tensor> all;
-    Tensor h = hidden_states(ids, positions, keep, nullptr, &all);
+    h = run_layers(h, keep, nullptr, part_.is_whole() ? &all : nullptr);
+    if (!part_.is_last()) {
+      TensorMap out{{"hidden_states", h}};
+      if (mask.defined()) out["attention_mask"] = mask;
+      return out;
+    }
     TensorMap out{{"last_hidden_state", h}};
     put_lm_logits(out, "logits", h, *wte_);
     for (size_t i = 0; i < all.size(); ++i) out["hidden_states." + std::to_string(i)] = all[i];
@@ -121,6 +152,8 @@ class Gpt2 : public Model, public generation::GenerativeModel {
 
   std::unique_ptr<generation::DecodeSession> start(
       const std::vector<std::vector<int64_t>>& prompts) override {
+    LIBAI_CHECK(part_.is_whole(), "gpt2: generation needs the whole model, not ",
+                to_string(part_), " (pipelines generate through models/pipeline/ stages)");
     for (const auto& p : prompts)
       for (int64_t id : p)
         LIBAI_CHECK(id >= 0 && id < c_.vocab, "gpt2: token id ", id, " outside the vocabulary of ",
@@ -129,30 +162,37 @@ class Gpt2 : public Model, public generation::GenerativeModel {
         prompts, c_.eos < 0 ? 0 : c_.eos, c_.layers, [this](const CausalStep& s) {
           LIBAI_CHECK(s.keep.size(1) <= c_.positions, "gpt2: sequence of ", s.keep.size(1),
                       " tokens exceeds n_positions ", c_.positions);
-          Tensor h = hidden_states(s.ids, s.positions, s.keep, s.caches);
+          Tensor h = run_layers(embed(s.ids, s.positions), s.keep, s.caches);
           return logits(ops::select(h, 1, -1));  // [batch, vocab]
         });
   }
   bool is_encoder_decoder() const override { return false; }
   int64_t vocab_size() const override { return c_.vocab; }
-  generation::GenerativeModel* generative() override { return this; }
+  generation::GenerativeModel* generative() override { return part_.is_whole() ? this : nullptr; }
   Task task() const override { return Task::causal_lm; }
   const WeightMap& weight_map() const override { return map_; }
 
  private:
   Gpt2Config c_;
-  Embedding* wte_ = nullptr;
-  Embedding* wpe_ = nullptr;
-  Dropout* embed_dropout_ = nullptr;
+  Embedding* wte_ = nullptr;        // first and last parts
+  Embedding* wpe_ = nullptr;        // first part
+  Dropout* embed_dropout_ = nullptr;  // first part
   std::vector<TransformerLayer*> layers_;
-  Norm* ln_f_ = nullptr;
+  Norm* ln_f_ = nullptr;  // last part
   WeightMap map_;
 };
 
 }  // namespace
 
 std::unique_ptr<Model> make_gpt2_lm(const HfConfig& config, const LayerContext& ctx) {
-  return std::make_unique<Gpt2>(config, ctx);
+  const int layers = int(Gpt2Config(config).layers);
+  return std::make_unique<Gpt2>(config, ctx, StageSpec{0, layers, layers});
+}
+
+std::unique_ptr<Model> make_gpt2_lm_part(const HfConfig& config, const LayerContext& ctx,
+                                         const StageSpec& part) {
+  check_part(config, part, int(Gpt2Config(config).layers));
+  return std::make_unique<Gpt2>(config, ctx, part);
 }
 
 }  // namespace libai::models

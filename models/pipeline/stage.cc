@@ -32,10 +32,6 @@ const StageFamily* find_family(const std::string& model_type) {
 
 }  // namespace
 
-std::string to_string(const StageSpec& spec) {
-  return str_cat("layers [", spec.first_layer, ", ", spec.last_layer, ") of ", spec.num_layers);
-}
-
 std::vector<StageSpec> contiguous_stages(const std::vector<int>& layers_per_stage) {
   LIBAI_CHECK(!layers_per_stage.empty(), "contiguous_stages: no stages");
   int total = 0;

@@ -94,16 +94,9 @@
 
 namespace libai::models::pipeline {
 
-// Which part of a model one pipeline stage holds: layers [first_layer, last_layer) of
-// num_layers; the first stage also holds the embedding, the last the final norm and head.
-struct StageSpec {
-  int first_layer = 0, last_layer = 0, num_layers = 0;
-  bool is_first() const { return first_layer == 0; }
-  bool is_last() const { return last_layer == num_layers; }
-  int size() const { return last_layer - first_layer; }
-  bool operator==(const StageSpec&) const = default;
-};
-std::string to_string(const StageSpec& spec);  // "layers [2, 4) of 6"
+// Which part of a model one pipeline stage holds (models/model.h, Note [Model parts]).
+using models::StageSpec;
+using models::to_string;
 
 // The stages of a pipeline with these numbers of layers, in order: {2, 1} -> [0, 2), [2, 3)
 // of 3. InvalidArgument for an empty list or a stage without layers.
