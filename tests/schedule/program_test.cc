@@ -215,7 +215,8 @@ TEST(Simulate, AgreesWithAnIndependentReplay) {
     for (const TimelineEvent& e : t.events)
       EXPECT_NEAR(
           e.start,
-          (expected.start.at({e.stage, int(e.action.kind), e.action.micro_batch, e.action.step})),
+          (expected.start.at({e.stage, int(e.action.kind), e.action.micro_batch, e.action.step,
+                              e.action.chunk})),
           1e-9)
           << "trial " << trial << " stage " << e.stage << " " << to_string(e.action);
   }
