@@ -80,7 +80,9 @@ int run(int p, double f, double b, double transfer) {
     }
 
   std::printf("\nSimulator time (one replay with quotas, 1F1B and interleaved v=4)\n\n");
-  std::printf("| stages | micro-batches | actions (1F1B; x4 interleaved) | 1F1B ms | interleaved v=4 ms |\n");
+  std::printf(
+      "| stages | micro-batches | actions (1F1B; x4 interleaved) | 1F1B ms | interleaved v=4 ms "
+      "|\n");
   std::printf("|---:|---:|---:|---:|---:|\n");
   for (int stages : {64, 256, 512}) {
     const int m = stages * 2;

@@ -8,9 +8,9 @@
 // What is planned follows `job._target_`: `train` runs `train.dist.pipeline_schedule` (gpipe,
 // 1f1b or interleaved over `train.dist.virtual_pipeline_size` chunks per stage) over
 // `train.num_accumulation_steps` micro-batches of `train.train_micro_batch_size` samples, and
-// shows the predicted bubble beside the ideal formula and the activations the schedule stashes; `generate` decodes `job.num_groups`
-// groups (default: one per stage) of `job.group_size` sequences (default 1) for
-// `job.max_new_tokens` steps (default 32); any other target runs one forward over
+// shows the predicted bubble beside the ideal formula and the activations the schedule stashes;
+// `generate` decodes `job.num_groups` groups (default: one per stage) of `job.group_size` sequences
+// (default 1) for `job.max_new_tokens` steps (default 32); any other target runs one forward over
 // `job.num_micro_batches` micro-batches (default: one per stage) of `job.micro_batch_size`.
 //
 // Real costs, as `libai-actor run` plans (actors/job_plan.h, the same request and compiler):
@@ -126,7 +126,7 @@ void check_schedule(const schedule::PlanRequest& r, const config::Config& cfg,
 // How many micro-batches (chunks, when interleaved) each stage keeps for its backward at once.
 void print_stash(const schedule::Plan& plan) {
   const std::vector<int> stash = schedule::peak_stashed_activations(plan.program);
-  std::printf("\npeak stashed activations (%s per stage, %s):", 
+  std::printf("\npeak stashed activations (%s per stage, %s):",
               plan.num_chunks > 1 ? "micro-batch chunks" : "micro-batches",
               schedule_title(plan).c_str());
   for (size_t s = 0; s < stash.size(); ++s) std::printf(" %d", stash[s]);
@@ -228,8 +228,8 @@ int plan(const PlanOptions& options) {
     request.num_micro_batches = std::max(1, cfg.get_or<int>("train.num_accumulation_steps", 1));
     request.items_per_micro_batch = cfg.get_or<int>("train.train_micro_batch_size", 1);
     request.activation_bytes.assign(size_t(layers), activation_gib * kGiB);
-    request.schedule = schedule::parse_schedule(
-        cfg.get_or<std::string>("train.dist.pipeline_schedule", "1f1b"));
+    request.schedule =
+        schedule::parse_schedule(cfg.get_or<std::string>("train.dist.pipeline_schedule", "1f1b"));
     request.num_chunks = cfg.get_or<int>("train.dist.virtual_pipeline_size", 1);
     check_schedule(request, cfg, file);
     unit_name = "micro-batch";
@@ -280,9 +280,9 @@ int plan(const PlanOptions& options) {
     const schedule::StagePlan& st = plan.stages[size_t(s)];
     double slowest = speed[size_t(st.devices[0])];
     for (int d : st.devices) slowest = std::min(slowest, speed[size_t(d)]);
-    const std::string name = plan.num_chunks > 1 ? "stage " + std::to_string(s % pp) + " chunk " +
-                                                       std::to_string(s / pp)
-                                                 : "stage " + std::to_string(s);
+    const std::string name =
+        plan.num_chunks > 1 ? "stage " + std::to_string(s % pp) + " chunk " + std::to_string(s / pp)
+                            : "stage " + std::to_string(s);
     std::printf(
         "  %s: layers %d-%d (%d), %s (speed %.2f), %.2f units per %s, %d input "
         "slot%s\n",
@@ -322,12 +322,12 @@ int plan(const PlanOptions& options) {
   }
 
   // The timeline.
-  const char* legend = train ? (plan.num_chunks > 1
-                                    ? "digits: forward of micro-batch k, letters: backward, any chunk"
-                                    : "digits: forward of micro-batch k, letters: backward")
-                       : plan.workload == schedule::Workload::decode
-                           ? "digits: group k, any step"
-                           : "digits: forward of micro-batch k";
+  const char* legend =
+      train
+          ? (plan.num_chunks > 1 ? "digits: forward of micro-batch k, letters: backward, any chunk"
+                                 : "digits: forward of micro-batch k, letters: backward")
+      : plan.workload == schedule::Workload::decode ? "digits: group k, any step"
+                                                    : "digits: forward of micro-batch k";
   std::printf("\npredicted timeline of one step (%s):\n%s", legend,
               schedule::render_timeline(plan.timeline, pp, options.width).c_str());
   double work_per_replica = double(layers) * m;

@@ -38,11 +38,10 @@ const char* schedule_name(PipelineSchedule schedule) {
 }
 
 PipelineSchedule parse_schedule(const std::string& name, const std::string& key) {
-  for (PipelineSchedule s : {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b,
-                             PipelineSchedule::interleaved})
+  for (PipelineSchedule s :
+       {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved})
     if (name == schedule_name(s)) return s;
-  LIBAI_THROW(InvalidArgument, key, " is '", name,
-              "'; expected one of gpipe, 1f1b, interleaved");
+  LIBAI_THROW(InvalidArgument, key, " is '", name, "'; expected one of gpipe, 1f1b, interleaved");
 }
 
 const char* balance_name(Balance balance) {
@@ -124,9 +123,11 @@ void check_request(const PlanRequest& r) {
               r.num_chunks, "; expected at least 1");
   const bool interleaved =
       r.workload == Workload::train && r.schedule == PipelineSchedule::interleaved;
-  LIBAI_CHECK(r.num_chunks == 1 || interleaved, "plan: num_chunks (train.dist.virtual_pipeline_size) is ",
-              r.num_chunks, " but only the interleaved training schedule runs several chunks per "
-              "pipeline rank (the ", r.workload == Workload::train ? "" : "workload is ",
+  LIBAI_CHECK(r.num_chunks == 1 || interleaved,
+              "plan: num_chunks (train.dist.virtual_pipeline_size) is ", r.num_chunks,
+              " but only the interleaved training schedule runs several chunks per "
+              "pipeline rank (the ",
+              r.workload == Workload::train ? "" : "workload is ",
               r.workload == Workload::train ? schedule_name(r.schedule) : workload_name(r.workload),
               r.workload == Workload::train ? " schedule runs one)" : ")");
   if (r.num_chunks > 1) {
@@ -137,12 +138,15 @@ void check_request(const PlanRequest& r) {
     LIBAI_CHECK(r.balance == Balance::uniform, "plan: balance ", balance_name(r.balance),
                 " with the interleaved schedule (", r.num_chunks,
                 " chunks per rank) is not implemented yet: interleaved plans split the layers "
-                "uniformly over the ", r.pp * r.num_chunks, " virtual stages (use balance uniform)");
+                "uniformly over the ",
+                r.pp * r.num_chunks, " virtual stages (use balance uniform)");
   }
 }
 
 // Stages in a plan: pp, or pp x chunks virtual stages when interleaved.
-int num_plan_chunks(const PlanRequest& r) { return r.workload == Workload::train ? r.num_chunks : 1; }
+int num_plan_chunks(const PlanRequest& r) {
+  return r.workload == Workload::train ? r.num_chunks : 1;
+}
 
 // One pipeline slot's costs: per layer the slowest of its devices, / tp.
 struct SlotCosts {
@@ -367,9 +371,9 @@ class Compiler {
   int V_ = 1;  // chunks per pipeline rank
   PipelineProgram program_;
   std::vector<int> quota_;
-  std::vector<double> in_flight_;  // [(virtual) stage] micro-batches whose activations it keeps
-  std::vector<double> fixed_bytes_;       // [layer] per device: weights and KV caches
-  std::vector<double> kv_bytes_;          // [layer] per device: KV caches alone
+  std::vector<double> in_flight_;    // [(virtual) stage] micro-batches whose activations it keeps
+  std::vector<double> fixed_bytes_;  // [layer] per device: weights and KV caches
+  std::vector<double> kv_bytes_;     // [layer] per device: KV caches alone
   std::vector<double> activation_bytes_;  // [layer] per device, per micro-batch in flight
   std::vector<SlotCosts> slots_;
 };
@@ -425,8 +429,8 @@ void validate(const Plan& plan) {
       LIBAI_CHECK(++users[size_t(d)] == 1, "plan: device ", d, " is used by two stages");
     }
   }
-  LIBAI_CHECK(int(plan.rank_memory.size()) == P, "plan: memory given for ",
-              plan.rank_memory.size(), " pipeline ranks, expected ", P);
+  LIBAI_CHECK(int(plan.rank_memory.size()) == P, "plan: memory given for ", plan.rank_memory.size(),
+              " pipeline ranks, expected ", P);
   for (int r = 0; r < P; ++r) {
     const RankMemory& m = plan.rank_memory[size_t(r)];
     for (int d : plan.stages[size_t(r)].devices) {

@@ -92,9 +92,9 @@ struct PlanRequest {
 
   Workload workload = Workload::train;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;  // training only
-  int num_chunks = 1;  // interleaved: virtual stages per pipeline rank (> 1 only there)
-  int num_micro_batches = 1;         // per replica: micro-batches, or groups when decoding
-  int num_steps = 1;                 // decoding: steps per group, the first being the prefill
+  int num_chunks = 1;         // interleaved: virtual stages per pipeline rank (> 1 only there)
+  int num_micro_batches = 1;  // per replica: micro-batches, or groups when decoding
+  int num_steps = 1;          // decoding: steps per group, the first being the prefill
   double items_per_micro_batch = 1;  // sequences per micro-batch or group (throughput)
   double backward_factor = 2.0;      // training: backward seconds per forward second
   double transfer_time = 0;          // seconds per activation hop between stages
@@ -131,12 +131,12 @@ struct Plan {
   Workload workload = Workload::train;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;  // training
   Balance balance = Balance::uniform;
-  std::vector<double> memory_cap;  // [device] bytes, <= 0: unlimited
-  StageAssignment stage_of;        // [layer] (virtual) stage
-  std::vector<StagePlan> stages;   // by (virtual) stage: rank k % pp, chunk k / pp
+  std::vector<double> memory_cap;       // [device] bytes, <= 0: unlimited
+  StageAssignment stage_of;             // [layer] (virtual) stage
+  std::vector<StagePlan> stages;        // by (virtual) stage: rank k % pp, chunk k / pp
   std::vector<RankMemory> rank_memory;  // [pipeline rank]
-  PipelineProgram program;  // one replica's, one program per pipeline rank
-  std::vector<int> quota;   // input slots per (virtual) stage (buffer_quota(program))
+  PipelineProgram program;              // one replica's, one program per pipeline rank
+  std::vector<int> quota;               // input slots per (virtual) stage (buffer_quota(program))
   StageCosts costs;
   Timeline timeline;          // one step of one replica (rows: pipeline ranks)
   double items_per_step = 0;  // all replicas: sequences (train, inference) or tokens

@@ -69,9 +69,10 @@ PipelineProgram interleaved_one_f_one_b(int num_devices, int num_micro_batches, 
               num_chunks);
   if (num_chunks == 1) return one_f_one_b(num_devices, num_micro_batches);
   const int p = num_devices, m = num_micro_batches, v = num_chunks;
-  LIBAI_CHECK(m % p == 0, "interleaved 1F1B runs micro-batches in groups of one per pipeline stage: ",
-              m, " micro-batches is not a multiple of the ", p,
-              " pipeline stages (use ", (m + p - 1) / p * p, ", or the 1f1b schedule)");
+  LIBAI_CHECK(m % p == 0,
+              "interleaved 1F1B runs micro-batches in groups of one per pipeline stage: ", m,
+              " micro-batches is not a multiple of the ", p, " pipeline stages (use ",
+              (m + p - 1) / p * p, ", or the 1f1b schedule)");
   const int total = m * v;
   auto action = [&](ActionKind kind, int k) {
     int chunk = (k % (p * v)) / p;
@@ -161,8 +162,9 @@ std::vector<int> peak_stashed_activations(const PipelineProgram& program) {
 std::vector<double> peak_stashed_bytes(const PipelineProgram& program,
                                        const std::vector<double>& bytes_per_virtual_stage) {
   const int S = int(program.size()), V = S * num_chunks(program);
-  LIBAI_CHECK(int(bytes_per_virtual_stage.size()) == V, "peak_stashed_bytes: ",
-              bytes_per_virtual_stage.size(), " byte counts for ", V, " virtual stages");
+  LIBAI_CHECK(int(bytes_per_virtual_stage.size()) == V,
+              "peak_stashed_bytes: ", bytes_per_virtual_stage.size(), " byte counts for ", V,
+              " virtual stages");
   std::vector<double> peak;
   for (int s = 0; s < S; ++s) {
     double live = 0, best = 0, largest = 0;
@@ -267,8 +269,8 @@ ProgramIndex index_program(const PipelineProgram& program) {
   for (int v = 0; v < V; ++v)
     for (int k = 0; k < K; ++k)
       LIBAI_CHECK(index.forward_at[size_t(v)][size_t(k)] >= 0, index.where(v),
-                  " forwards another set of micro-batches than ", index.where(0), " (it never runs ",
-                  name(index.items[size_t(k)], ActionKind::forward, v), ")");
+                  " forwards another set of micro-batches than ", index.where(0),
+                  " (it never runs ", name(index.items[size_t(k)], ActionKind::forward, v), ")");
   index.has_backward.assign(size_t(K), 0);
   for (int k = 0; k < K; ++k) {
     const bool first = index.backward_at[0][size_t(k)] >= 0;

@@ -18,10 +18,10 @@ constexpr double kNotDone = -1.0;
 // Devices are the only resource, each runs its program in order, and every input buffer (one
 // per virtual stage, Note [Virtual stages]) has exactly one writer (virtual stage k - 1, or
 // the driver for stage 0), so an action's start is the earliest time at which its device is
-// free, its inputs have arrived and (for a forward) a slot is free downstream. Events are processed in time order: a stage that cannot start
-// now is retried when what it waits for happens (an action ends, a slot frees) or at the
-// future time an input arrives. Each action costs O(log n), so a thousand stages replay
-// in milliseconds.
+// free, its inputs have arrived and (for a forward) a slot is free downstream. Events are processed
+// in time order: a stage that cannot start now is retried when what it waits for happens (an action
+// ends, a slot frees) or at the future time an input arrives. Each action costs O(log n), so a
+// thousand stages replay in milliseconds.
 class Replay {
  public:
   Replay(const PipelineProgram& program, const StageCosts& costs, std::vector<int> quota)
@@ -78,9 +78,9 @@ class Replay {
   using Event = std::tuple<double, long, int, int>;  // time, sequence, kind, device
 
   std::string stages_named() const {
-    return chunked_ ? str_cat(V_, " virtual stages (", S_, " devices x ", index_.num_chunks,
-                              " chunks)")
-                    : str_cat(S_, " stages");
+    return chunked_
+               ? str_cat(V_, " virtual stages (", S_, " devices x ", index_.num_chunks, " chunks)")
+               : str_cat(S_, " stages");
   }
 
   void check_costs() const {
@@ -118,9 +118,7 @@ class Replay {
     a.chunk = v / S_;
     return name(a);
   }
-  std::string device_label(int s) const {
-    return str_cat(chunked_ ? "device " : "stage ", s);
-  }
+  std::string device_label(int s) const { return str_cat(chunked_ ? "device " : "stage ", s); }
 
   int device(int v) const { return index_.device_of(v); }
   double duration(int v, const Action& a) const {

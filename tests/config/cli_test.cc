@@ -244,8 +244,9 @@ TEST_F(Cli, PlanScheduleErrorsNameTheKey) {
                             "train.dist.pipeline_parallel_size 4"),
             std::string::npos)
       << groups.err;
-  const Result layers = run(base + " train.num_accumulation_steps=8 train.dist.pipeline_schedule="
-                                   "interleaved train.dist.virtual_pipeline_size=4");
+  const Result layers = run(base +
+                            " train.num_accumulation_steps=8 train.dist.pipeline_schedule="
+                            "interleaved train.dist.virtual_pipeline_size=4");
   EXPECT_EQ(layers.exit_code, 1);
   EXPECT_NE(layers.err.find("16 virtual stages"), std::string::npos) << layers.err;
 }

@@ -164,8 +164,9 @@ TEST(TrainingKeys, PipelineScheduleKeys) {
                         "4}}\n"),
             "");
   const std::string bad = problems_of("train: {dist: {pipeline_schedule: 1f2b}}\n");
-  EXPECT_TRUE(contains(bad, "key 'train.dist.pipeline_schedule': expected one of gpipe, 1f1b, "
-                            "interleaved"))
+  EXPECT_TRUE(contains(bad,
+                       "key 'train.dist.pipeline_schedule': expected one of gpipe, 1f1b, "
+                       "interleaved"))
       << bad;
   const std::string zero = problems_of("train: {dist: {virtual_pipeline_size: 0}}\n");
   EXPECT_TRUE(contains(zero, "key 'train.dist.virtual_pipeline_size'")) << zero;

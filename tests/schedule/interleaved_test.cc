@@ -178,8 +178,7 @@ TEST(Interleaved, PeakStashedActivations) {
             "device 1: F0c0 F1c0 F0c1 B0c1 F1c1 B1c1 B0c0 B1c0\n");
   // Virtual stages 0 and 1 are chunk 0 of devices 0 and 1; 2 and 3 chunk 1.
   EXPECT_EQ(peak_stashed_bytes(small, {10, 20, 1, 2}), (std::vector<double>{22, 42}));
-  EXPECT_EQ(peak_stashed_bytes(one_f_one_b(4, 8), {1, 1, 1, 1}),
-            (std::vector<double>{4, 3, 2, 1}));
+  EXPECT_EQ(peak_stashed_bytes(one_f_one_b(4, 8), {1, 1, 1, 1}), (std::vector<double>{4, 3, 2, 1}));
   EXPECT_EQ(peak_stashed_bytes(inference_forward(2, 5), {3, 4}), (std::vector<double>{3, 4}));
   EXPECT_THROW(peak_stashed_bytes(small, {1, 2}), InvalidArgument);
 }

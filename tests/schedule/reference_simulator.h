@@ -37,7 +37,7 @@ inline ReferenceResult reference_simulate(const PipelineProgram& program, const 
   const int V = S * chunks;
   if (quota.empty()) quota.assign(size_t(V), 1 << 30);
   auto device = [&](int v) { return v % S; };
-  using Key = std::tuple<int, int, int>;  // kind, micro_batch, step
+  using Key = std::tuple<int, int, int>;                             // kind, micro_batch, step
   std::vector<std::map<Key, int>> position(static_cast<size_t>(V));  // on the device
   std::vector<std::vector<Key>> forwards(static_cast<size_t>(V));    // in program order
   std::vector<std::map<Key, int>> forward_rank(static_cast<size_t>(V));
@@ -65,9 +65,7 @@ inline ReferenceResult reference_simulate(const PipelineProgram& program, const 
   std::function<double(int, int)> end_of;
   std::function<double(int)> written;
   // End of the action of virtual stage v with key k.
-  auto end_at = [&](int v, const Key& k) {
-    return end_of(device(v), position[size_t(v)].at(k));
-  };
+  auto end_at = [&](int v, const Key& k) { return end_of(device(v), position[size_t(v)].at(k)); };
   // The action on virtual stage v that frees the slot of forward `k` (its backward if it
   // runs one).
   auto release_end = [&](int v, const Key& k) {
