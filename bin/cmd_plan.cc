@@ -5,10 +5,12 @@
 // plan's validation: a plan that does not fit (memory) or cannot run (deadlock) exits 1 with
 // the reason, after it has been printed.
 //
-// What is planned follows `job._target_`: `train` runs 1F1B over `train.num_accumulation_steps`
-// micro-batches of `train.train_micro_batch_size` samples; `generate` decodes `job.num_groups`
-// groups (default: one per stage) of `job.group_size` sequences (default 1) for
-// `job.max_new_tokens` steps (default 32); any other target runs one forward over
+// What is planned follows `job._target_`: `train` runs `train.dist.pipeline_schedule` (gpipe,
+// 1f1b or interleaved over `train.dist.virtual_pipeline_size` chunks per stage) over
+// `train.num_accumulation_steps` micro-batches of `train.train_micro_batch_size` samples, and
+// shows the predicted bubble beside the ideal formula and the activations the schedule stashes;
+// `generate` decodes `job.num_groups` groups (default: one per stage) of `job.group_size` sequences
+// (default 1) for `job.max_new_tokens` steps (default 32); any other target runs one forward over
 // `job.num_micro_batches` micro-batches (default: one per stage) of `job.micro_batch_size`.
 //
 // Real costs, as `libai-actor run` plans (actors/job_plan.h, the same request and compiler):
@@ -87,6 +89,63 @@ void write_svg(const PlanOptions& options, const schedule::Plan& plan,
   out << schedule::render_timeline_svg(plan.timeline, plan.pp, svg);
   LIBAI_CHECK_KIND(IoError, out.good(), "cannot write '", options.svg, "'");
   std::printf("timeline written to %s\n", options.svg.c_str());
+}
+
+// "GPipe", "1F1B", "interleaved 1F1B, 2 chunks per stage".
+std::string schedule_title(const schedule::Plan& plan) {
+  switch (plan.schedule) {
+    case schedule::PipelineSchedule::gpipe: return "GPipe";
+    case schedule::PipelineSchedule::one_f_one_b: return "1F1B";
+    case schedule::PipelineSchedule::interleaved:
+      return "interleaved 1F1B, " + std::to_string(plan.num_chunks) + " chunk" +
+             (plan.num_chunks == 1 ? "" : "s") + " per stage";
+  }
+  return "?";
+}
+
+// Cross-key rules of train.dist.pipeline_schedule, named by key before the planner sees them.
+void check_schedule(const schedule::PlanRequest& r, const config::Config& cfg,
+                    const std::string& file) {
+  const bool interleaved = r.schedule == schedule::PipelineSchedule::interleaved;
+  LIBAI_CHECK(r.num_chunks == 1 || interleaved, file, ": train.dist.virtual_pipeline_size is ",
+              r.num_chunks, " but train.dist.pipeline_schedule is ", schedule_name(r.schedule),
+              ": several model chunks per stage need the interleaved schedule");
+  if (!interleaved || r.num_chunks == 1) return;
+  LIBAI_CHECK(r.num_micro_batches % r.pp == 0, file, ": train.num_accumulation_steps is ",
+              r.num_micro_batches, ", not a multiple of train.dist.pipeline_parallel_size ", r.pp,
+              ": the interleaved schedule runs micro-batches in groups of one per stage");
+  LIBAI_CHECK(r.balance == schedule::Balance::uniform, file, ": train.dist.balance is ",
+              cfg.has("train.dist.custom_pipeline_stage_id") &&
+                      !cfg.node("train.dist.custom_pipeline_stage_id").is_null()
+                  ? std::string("custom (train.dist.custom_pipeline_stage_id)")
+                  : cfg.get_or<std::string>("train.dist.balance", "uniform"),
+              " but the interleaved schedule splits layers uniformly over its ",
+              r.pp * r.num_chunks, " virtual stages (other splits are not implemented yet)");
+}
+
+// How many micro-batches (chunks, when interleaved) each stage keeps for its backward at once.
+void print_stash(const schedule::Plan& plan) {
+  const std::vector<int> stash = schedule::peak_stashed_activations(plan.program);
+  std::printf("\npeak stashed activations (%s per stage, %s):",
+              plan.num_chunks > 1 ? "micro-batch chunks" : "micro-batches",
+              schedule_title(plan).c_str());
+  for (size_t s = 0; s < stash.size(); ++s) std::printf(" %d", stash[s]);
+  std::printf("\n");
+}
+
+// The predicted bubble beside the formula for equal stages and free transfers.
+void print_bubble(const schedule::Plan& plan, int m) {
+  const int p = plan.pp, v = plan.num_chunks;
+  const double predicted = schedule::measured_bubble_fraction(plan.timeline);
+  if (v > 1)
+    std::printf(
+        "bubble %.1f%% of the step (ideal (p-1)/(v m+p-1) = %d/%d = %.1f%%; Megatron's "
+        "(p-1)/(v m) = %.1f%% of the ideal time)\n",
+        100.0 * predicted, p - 1, v * m + p - 1, 100.0 * schedule::ideal_bubble_fraction(p, m, v),
+        100.0 * schedule::megatron_bubble_ratio(p, m, v));
+  else
+    std::printf("bubble %.1f%% of the step (ideal (p-1)/(m+p-1) = %d/%d = %.1f%%)\n",
+                100.0 * predicted, p - 1, m + p - 1, 100.0 * schedule::ideal_bubble_fraction(p, m));
 }
 
 // A job `run` runs with known costs: a model job with its weights, or synthetic stages.
@@ -169,6 +228,10 @@ int plan(const PlanOptions& options) {
     request.num_micro_batches = std::max(1, cfg.get_or<int>("train.num_accumulation_steps", 1));
     request.items_per_micro_batch = cfg.get_or<int>("train.train_micro_batch_size", 1);
     request.activation_bytes.assign(size_t(layers), activation_gib * kGiB);
+    request.schedule =
+        schedule::parse_schedule(cfg.get_or<std::string>("train.dist.pipeline_schedule", "1f1b"));
+    request.num_chunks = cfg.get_or<int>("train.dist.virtual_pipeline_size", 1);
+    check_schedule(request, cfg, file);
     unit_name = "micro-batch";
     item_name = "samples";
   } else if (target == "generate") {
@@ -201,6 +264,7 @@ int plan(const PlanOptions& options) {
   }
   const schedule::Plan plan = schedule::compile_plan(request);
   const int m = request.num_micro_batches;
+  const bool train = plan.workload == schedule::Workload::train;
 
   // The split.
   if (plan.workload == schedule::Workload::decode)
@@ -208,40 +272,48 @@ int plan(const PlanOptions& options) {
                 pp, m, request.num_steps, balance.c_str());
   else
     std::printf("plan: %d layers, %d stages, %d micro-batches (%s), balance %s\n", layers, pp, m,
-                plan.workload == schedule::Workload::train ? "1F1B" : "inference", balance.c_str());
+                train ? schedule_title(plan).c_str() : "inference", balance.c_str());
   if (dp > 1 || tp > 1)
     std::printf("  %d devices: %d data-parallel replicas x %d stages x %d tensor-parallel ranks\n",
                 devices, dp, pp, tp);
-  for (int s = 0; s < pp; ++s) {
+  for (int s = 0; s < int(plan.stages.size()); ++s) {
     const schedule::StagePlan& st = plan.stages[size_t(s)];
     double slowest = speed[size_t(st.devices[0])];
     for (int d : st.devices) slowest = std::min(slowest, speed[size_t(d)]);
+    const std::string name =
+        plan.num_chunks > 1 ? "stage " + std::to_string(s % pp) + " chunk " + std::to_string(s / pp)
+                            : "stage " + std::to_string(s);
     std::printf(
-        "  stage %d: layers %d-%d (%d), %s (speed %.2f), %.2f units per %s, %d input "
+        "  %s: layers %d-%d (%d), %s (speed %.2f), %.2f units per %s, %d input "
         "slot%s\n",
-        s, st.first_layer, st.last_layer, st.num_layers(), device_list(st.devices).c_str(), slowest,
+        name.c_str(), st.first_layer, st.last_layer, st.num_layers(),
+        device_list(st.devices).c_str(), slowest,
         plan.workload == schedule::Workload::decode ? st.decode_time : st.forward_time,
         unit_name.c_str(), st.input_slots, st.input_slots == 1 ? "" : "s");
   }
 
   // Memory.
+  if (train) print_stash(plan);
   if (layer_gib > 0 || activation_gib > 0) {
     std::printf("\nmemory per device (weights + %s):\n",
-                plan.workload == schedule::Workload::decode ? "kv cache" : "activations");
+                plan.workload == schedule::Workload::decode ? "kv cache"
+                : train ? "the activations the schedule stashes at its peak"
+                        : "activations");
     for (int s = 0; s < pp; ++s) {
       const schedule::StagePlan& st = plan.stages[size_t(s)];
+      const schedule::RankMemory& memory = plan.rank_memory[size_t(s)];
       double cap = 0;  // the tightest of its devices
       for (int d : st.devices) {
         const double c = plan.memory_cap[size_t(d)];
         if (c > 0 && (cap <= 0 || c < cap)) cap = c;
       }
       std::printf("  %s (stage %d): %s (%s + %s)%s of %s%s\n", device_list(st.devices).c_str(), s,
-                  schedule::format_bytes(st.memory()).c_str(),
-                  schedule::format_bytes(st.weight_bytes).c_str(),
-                  schedule::format_bytes(st.kv_cache_bytes + st.activation_bytes).c_str(),
+                  schedule::format_bytes(memory.total()).c_str(),
+                  schedule::format_bytes(memory.weight_bytes).c_str(),
+                  schedule::format_bytes(memory.kv_cache_bytes + memory.activation_bytes).c_str(),
                   st.devices.size() > 1 ? " each" : "",
                   cap > 0 ? schedule::format_bytes(cap).c_str() : "unlimited",
-                  cap > 0 && st.memory() > cap ? "  DOES NOT FIT" : "");
+                  cap > 0 && memory.total() > cap ? "  DOES NOT FIT" : "");
     }
   } else {
     std::printf(
@@ -250,11 +322,12 @@ int plan(const PlanOptions& options) {
   }
 
   // The timeline.
-  const char* legend = plan.workload == schedule::Workload::train
-                           ? "digits: forward of micro-batch k, letters: backward"
-                       : plan.workload == schedule::Workload::decode
-                           ? "digits: group k, any step"
-                           : "digits: forward of micro-batch k";
+  const char* legend =
+      train
+          ? (plan.num_chunks > 1 ? "digits: forward of micro-batch k, letters: backward, any chunk"
+                                 : "digits: forward of micro-batch k, letters: backward")
+      : plan.workload == schedule::Workload::decode ? "digits: group k, any step"
+                                                    : "digits: forward of micro-batch k";
   std::printf("\npredicted timeline of one step (%s):\n%s", legend,
               schedule::render_timeline(plan.timeline, pp, options.width).c_str());
   double work_per_replica = double(layers) * m;
@@ -268,6 +341,7 @@ int plan(const PlanOptions& options) {
               ideal, step > 0 ? 100.0 * ideal / step : 0.0);
   std::printf("throughput %.3f %s per unit (%g per step), mean utilisation %.0f%%\n",
               plan.throughput, item_name.c_str(), plan.items_per_step, 100.0 * plan.utilisation);
+  if (train) print_bubble(plan, m);
 
   if (!options.svg.empty())
     write_svg(options, plan,

@@ -28,6 +28,22 @@ const char* workload_name(Workload workload) {
   return "?";
 }
 
+const char* schedule_name(PipelineSchedule schedule) {
+  switch (schedule) {
+    case PipelineSchedule::gpipe: return "gpipe";
+    case PipelineSchedule::one_f_one_b: return "1f1b";
+    case PipelineSchedule::interleaved: return "interleaved";
+  }
+  return "?";
+}
+
+PipelineSchedule parse_schedule(const std::string& name, const std::string& key) {
+  for (PipelineSchedule s :
+       {PipelineSchedule::gpipe, PipelineSchedule::one_f_one_b, PipelineSchedule::interleaved})
+    if (name == schedule_name(s)) return s;
+  LIBAI_THROW(InvalidArgument, key, " is '", name, "'; expected one of gpipe, 1f1b, interleaved");
+}
+
 const char* balance_name(Balance balance) {
   switch (balance) {
     case Balance::uniform: return "uniform";
@@ -103,6 +119,33 @@ void check_request(const PlanRequest& r) {
   check_finite_non_negative({r.sample_time}, "sample_time");
   LIBAI_CHECK(r.balance == Balance::custom || r.custom_stage_ids.empty(),
               "plan: custom stage ids given but the balance policy is ", balance_name(r.balance));
+  LIBAI_CHECK(r.num_chunks >= 1, "plan: num_chunks (train.dist.virtual_pipeline_size) is ",
+              r.num_chunks, "; expected at least 1");
+  const bool interleaved =
+      r.workload == Workload::train && r.schedule == PipelineSchedule::interleaved;
+  LIBAI_CHECK(r.num_chunks == 1 || interleaved,
+              "plan: num_chunks (train.dist.virtual_pipeline_size) is ", r.num_chunks,
+              " but only the interleaved training schedule runs several chunks per "
+              "pipeline rank (the ",
+              r.workload == Workload::train ? "" : "workload is ",
+              r.workload == Workload::train ? schedule_name(r.schedule) : workload_name(r.workload),
+              r.workload == Workload::train ? " schedule runs one)" : ")");
+  if (r.num_chunks > 1) {
+    LIBAI_CHECK(r.pp * r.num_chunks <= L, "plan: interleaved 1F1B cuts the ", L,
+                " layers into pipeline_parallel_size x virtual_pipeline_size = ", r.pp, " x ",
+                r.num_chunks, " = ", r.pp * r.num_chunks,
+                " virtual stages: every virtual stage needs at least one layer");
+    LIBAI_CHECK(r.balance == Balance::uniform, "plan: balance ", balance_name(r.balance),
+                " with the interleaved schedule (", r.num_chunks,
+                " chunks per rank) is not implemented yet: interleaved plans split the layers "
+                "uniformly over the ",
+                r.pp * r.num_chunks, " virtual stages (use balance uniform)");
+  }
+}
+
+// Stages in a plan: pp, or pp x chunks virtual stages when interleaved.
+int num_plan_chunks(const PlanRequest& r) {
+  return r.workload == Workload::train ? r.num_chunks : 1;
 }
 
 // One pipeline slot's costs: per layer the slowest of its devices, / tp.
@@ -119,18 +162,38 @@ class Compiler {
   explicit Compiler(const PlanRequest& r) : r_(r) {
     check_request(r);
     L_ = int(r.weight_bytes.size());
+    V_ = num_plan_chunks(r);
     switch (r.workload) {
-      case Workload::train: program_ = one_f_one_b(r.pp, r.num_micro_batches); break;
+      case Workload::train:
+        switch (r.schedule) {
+          case PipelineSchedule::gpipe: program_ = gpipe(r.pp, r.num_micro_batches); break;
+          case PipelineSchedule::one_f_one_b:
+            program_ = one_f_one_b(r.pp, r.num_micro_batches);
+            break;
+          case PipelineSchedule::interleaved:
+            program_ = interleaved_one_f_one_b(r.pp, r.num_micro_batches, V_);
+            break;
+        }
+        break;
       case Workload::inference: program_ = inference_forward(r.pp, r.num_micro_batches); break;
       case Workload::decode:
         program_ = decode_program(r.pp, r.num_micro_batches, r.num_steps);
         break;
     }
     quota_ = buffer_quota(program_);
-    in_flight_.assign(size_t(r.pp), 0.0);
+    // What each (virtual) stage stashes at its peak, by the schedule's program: the partition
+    // weighs activation memory with it (GPipe m, 1F1B p - s).
+    in_flight_.assign(size_t(r.pp * V_), 0.0);
     if (r.workload == Workload::train) {
-      const std::vector<int> stash = peak_stashed_activations(program_);
-      for (int s = 0; s < r.pp; ++s) in_flight_[size_t(s)] = stash[size_t(s)];
+      for (int s = 0; s < r.pp; ++s) {
+        std::vector<int> live(size_t(V_), 0);
+        for (const Action& a : program_[size_t(s)]) {
+          int& now = live[size_t(a.chunk)];
+          now += a.kind == ActionKind::forward ? 1 : -1;
+          double& peak = in_flight_[size_t(a.chunk * r.pp + s)];
+          peak = std::max(peak, double(now));
+        }
+      }
     }
     const double groups = r.workload == Workload::decode ? r.num_micro_batches : 0.0;
     fixed_bytes_.assign(size_t(L_), 0.0);
@@ -151,7 +214,7 @@ class Compiler {
     std::iota(order.begin(), order.end(), 0);
     StageAssignment stage_of;
     switch (r_.balance) {
-      case Balance::uniform: stage_of = uniform_partition(L_, r_.pp); break;
+      case Balance::uniform: stage_of = uniform_partition(L_, r_.pp * V_); break;
       case Balance::custom: stage_of = custom_partition(r_.custom_stage_ids, L_, r_.pp); break;
       case Balance::memory:
         stage_of = memory_proportional_partition(cost_model_for(device_costs(), order));
@@ -180,6 +243,8 @@ class Compiler {
     c.decode.assign(size_t(L_), 0.0);
     c.objective.assign(size_t(L_), 0.0);
     const double later_steps = r_.workload == Workload::decode ? r_.num_steps - 1 : 0;
+    // Training balances forward + backward time (the backward as backward_factor forwards).
+    const double per_forward = r_.workload == Workload::train ? 1 + r_.backward_factor : 1.0;
     auto slowest = [&](double& into, const std::vector<double>& per_device, int device) {
       if (!per_device.empty()) into = std::max(into, per_device[size_t(device)] / r_.tp);
     };
@@ -204,15 +269,18 @@ class Compiler {
       }
     }
     for (int l = 0; l < L_; ++l)
-      c.objective[size_t(l)] = c.forward[size_t(l)] + later_steps * c.decode[size_t(l)];
-    c.embedding_objective = c.embedding_forward + later_steps * c.embedding_decode;
-    c.head_objective = c.head_forward + later_steps * c.head_decode;
+      c.objective[size_t(l)] =
+          per_forward * c.forward[size_t(l)] + later_steps * c.decode[size_t(l)];
+    c.embedding_objective = per_forward * c.embedding_forward + later_steps * c.embedding_decode;
+    c.head_objective = per_forward * c.head_forward + later_steps * c.head_decode;
     c.memory_cap = limited ? cap : 0.0;
     return c;
   }
 
+  // Of (virtual) stage s.
   double extra_bytes(int s) const {
-    return ((s == 0 ? r_.embedding.bytes : 0.0) + (s == r_.pp - 1 ? r_.head.bytes : 0.0)) / r_.tp;
+    const int last = r_.pp * V_ - 1;
+    return ((s == 0 ? r_.embedding.bytes : 0.0) + (s == last ? r_.head.bytes : 0.0)) / r_.tp;
   }
 
   // Slots are the devices of DeviceCosts: which slot runs which stage is to be chosen.
@@ -237,16 +305,18 @@ class Compiler {
     plan.pp = r_.pp;
     plan.tp = r_.tp;
     plan.num_layers = L_;
+    plan.num_chunks = V_;
     plan.workload = r_.workload;
+    plan.schedule = r_.schedule;
     plan.balance = r_.balance;
     plan.memory_cap = r_.memory_cap;
     plan.memory_cap.resize(r_.layer_time.size(), 0.0);
     plan.stage_of = stage_of;
-    const int S = r_.pp;
+    const int S = r_.pp * V_;
     for (int s = 0; s < S; ++s) {
-      const SlotCosts& c = slots_[size_t(order[size_t(s)])];
+      const SlotCosts& c = slots_[size_t(order[size_t(s % r_.pp)])];
       StagePlan st;
-      st.slot = order[size_t(s)];
+      st.slot = order[size_t(s % r_.pp)];
       st.devices = devices_of(st.slot);
       st.first_layer = int(std::find(stage_of.begin(), stage_of.end(), s) - stage_of.begin());
       st.last_layer = int(stage_of.rend() - std::find(stage_of.rbegin(), stage_of.rend(), s)) - 1;
@@ -271,22 +341,39 @@ class Compiler {
     plan.costs.sample = r_.sample_time;
     plan.program = program_;
     plan.quota = quota_;
+    std::vector<double> stash_bytes;  // per (virtual) stage, per micro-batch
+    for (const StagePlan& st : plan.stages) {
+      double bytes = 0;
+      for (int l = st.first_layer; l <= st.last_layer; ++l) bytes += activation_bytes_[size_t(l)];
+      stash_bytes.push_back(bytes);
+    }
+    const std::vector<double> peak = r_.workload == Workload::train
+                                         ? peak_stashed_bytes(program_, stash_bytes)
+                                         : std::vector<double>(size_t(r_.pp), 0.0);
+    plan.rank_memory.resize(size_t(r_.pp));
+    for (int s = 0; s < S; ++s) {
+      RankMemory& m = plan.rank_memory[size_t(s % r_.pp)];
+      m.weight_bytes += plan.stages[size_t(s)].weight_bytes;
+      m.kv_cache_bytes += plan.stages[size_t(s)].kv_cache_bytes;
+    }
+    for (int r = 0; r < r_.pp; ++r) plan.rank_memory[size_t(r)].activation_bytes = peak[size_t(r)];
     plan.timeline = simulate(plan.program, plan.costs, plan.quota);
     plan.items_per_step = double(r_.dp) * r_.num_micro_batches * r_.items_per_micro_batch *
                           (r_.workload == Workload::decode ? r_.num_steps : 1);
     plan.throughput =
         plan.timeline.step_time > 0 ? plan.items_per_step / plan.timeline.step_time : 0.0;
-    for (double u : plan.timeline.utilisation) plan.utilisation += u / S;
+    for (double u : plan.timeline.utilisation) plan.utilisation += u / r_.pp;
     return plan;
   }
 
   const PlanRequest& r_;
   int L_ = 0;
+  int V_ = 1;  // chunks per pipeline rank
   PipelineProgram program_;
   std::vector<int> quota_;
-  std::vector<double> in_flight_;         // [stage] micro-batches whose activations it keeps
-  std::vector<double> fixed_bytes_;       // [layer] per device: weights and KV caches
-  std::vector<double> kv_bytes_;          // [layer] per device: KV caches alone
+  std::vector<double> in_flight_;    // [(virtual) stage] micro-batches whose activations it keeps
+  std::vector<double> fixed_bytes_;  // [layer] per device: weights and KV caches
+  std::vector<double> kv_bytes_;     // [layer] per device: KV caches alone
   std::vector<double> activation_bytes_;  // [layer] per device, per micro-batch in flight
   std::vector<SlotCosts> slots_;
 };
@@ -298,12 +385,20 @@ Plan compile_plan(const PlanRequest& request) { return Compiler(request).compile
 void validate(const Plan& plan) {
   LIBAI_CHECK(plan.dp >= 1 && plan.pp >= 1 && plan.tp >= 1, "plan: parallel sizes dp ", plan.dp,
               ", pp ", plan.pp, ", tp ", plan.tp, " must all be at least 1");
-  const int D = plan.dp * plan.pp * plan.tp, S = plan.pp, L = plan.num_layers;
+  LIBAI_CHECK(plan.num_chunks >= 1, "plan: ", plan.num_chunks, " chunks per pipeline rank");
+  const int D = plan.dp * plan.pp * plan.tp, P = plan.pp, S = P * plan.num_chunks;
+  const int L = plan.num_layers;
+  const bool chunked = plan.num_chunks > 1;
   LIBAI_CHECK(int(plan.memory_cap.size()) == D, "plan: ", plan.memory_cap.size(),
               " devices given but dp x pp x tp = ", plan.dp, " x ", plan.pp, " x ", plan.tp, " = ",
               D);
-  LIBAI_CHECK(S <= L, "plan: pipeline_parallel_size ", S, " exceeds the ", L,
-              " layers: every stage needs at least one layer");
+  if (chunked)
+    LIBAI_CHECK(S <= L, "plan: pipeline_parallel_size x virtual_pipeline_size = ", P, " x ",
+                plan.num_chunks, " = ", S, " virtual stages exceed the ", L,
+                " layers: every virtual stage needs at least one layer");
+  else
+    LIBAI_CHECK(S <= L, "plan: pipeline_parallel_size ", S, " exceeds the ", L,
+                " layers: every stage needs at least one layer");
   LIBAI_CHECK(int(plan.stage_of.size()) == L, "plan: ", plan.stage_of.size(), " stage ids for ", L,
               " layers");
   for (int l = 0; l < L; ++l) {
@@ -316,34 +411,53 @@ void validate(const Plan& plan) {
   LIBAI_CHECK(L == 0 || plan.stage_of.back() == S - 1, "plan: the last layer is on stage ",
               plan.stage_of.back(), " of ", S, ": every stage needs at least one layer");
   LIBAI_CHECK(int(plan.stages.size()) == S, "plan: ", plan.stages.size(), " stages described for ",
-              S, " pipeline stages");
+              S, chunked ? " virtual stages" : " pipeline stages");
   std::vector<int> users(size_t(D), 0);
   for (int s = 0; s < S; ++s) {
     const StagePlan& st = plan.stages[size_t(s)];
     LIBAI_CHECK(int(st.devices.size()) == plan.dp * plan.tp, "plan: stage ", s, " runs on ",
                 st.devices.size(), " devices; expected dp x tp = ", plan.dp * plan.tp);
+    if (s >= P) {  // a later chunk runs on its rank's devices
+      LIBAI_CHECK(st.devices == plan.stages[size_t(s % P)].devices, "plan: virtual stage ", s,
+                  " is chunk ", s / P, " of pipeline rank ", s % P,
+                  " but runs on other devices than the rank's chunk 0");
+      continue;
+    }
     for (int d : st.devices) {
       LIBAI_CHECK(d >= 0 && d < D, "plan: stage ", s, " uses device ", d, ", out of range [0, ", D,
                   ")");
       LIBAI_CHECK(++users[size_t(d)] == 1, "plan: device ", d, " is used by two stages");
     }
   }
-  for (int s = 0; s < S; ++s) {
-    const StagePlan& st = plan.stages[size_t(s)];
-    for (int d : st.devices) {
+  LIBAI_CHECK(int(plan.rank_memory.size()) == P, "plan: memory given for ", plan.rank_memory.size(),
+              " pipeline ranks, expected ", P);
+  for (int r = 0; r < P; ++r) {
+    const RankMemory& m = plan.rank_memory[size_t(r)];
+    for (int d : plan.stages[size_t(r)].devices) {
       const double cap = plan.memory_cap[size_t(d)];
-      if (cap <= 0 || st.memory() <= cap) continue;
-      LIBAI_THROW(InvalidArgument, "plan: stage ", s, " (layers ", st.first_layer, "-",
-                  st.last_layer, ") does not fit device ", d, ": it needs ",
-                  std::llround(st.memory()), " bytes (", format_bytes(st.memory()), ": weights ",
-                  format_bytes(st.weight_bytes), ", kv cache ", format_bytes(st.kv_cache_bytes),
-                  ", activations ", format_bytes(st.activation_bytes), ") and the device has ",
+      if (cap <= 0 || m.total() <= cap) continue;
+      std::string what;
+      if (chunked) {
+        what = str_cat("pipeline rank ", r, " (layers");
+        for (int s = r; s < S; s += P)
+          what += str_cat(s == r ? " " : ", ", plan.stages[size_t(s)].first_layer, "-",
+                          plan.stages[size_t(s)].last_layer);
+        what += ")";
+      } else {
+        what = str_cat("stage ", r, " (layers ", plan.stages[size_t(r)].first_layer, "-",
+                       plan.stages[size_t(r)].last_layer, ")");
+      }
+      LIBAI_THROW(InvalidArgument, "plan: ", what, " does not fit device ", d, ": it needs ",
+                  std::llround(m.total()), " bytes (", format_bytes(m.total()), ": weights ",
+                  format_bytes(m.weight_bytes), ", kv cache ", format_bytes(m.kv_cache_bytes),
+                  ", activations ", format_bytes(m.activation_bytes), ") and the device has ",
                   std::llround(cap), " bytes (", format_bytes(cap), ")");
     }
   }
-  LIBAI_CHECK(int(plan.program.size()) == S && int(plan.quota.size()) == S,
-              "plan: the program has ", plan.program.size(), " stages and the quotas ",
-              plan.quota.size(), " for ", S, " pipeline stages");
+  LIBAI_CHECK(int(plan.program.size()) == P && int(plan.quota.size()) == S,
+              "plan: the program has ", plan.program.size(), " ranks and the quotas ",
+              plan.quota.size(), " stages for ", P, " pipeline ranks of ", plan.num_chunks,
+              " chunks");
   simulate(plan.program, plan.costs, plan.quota);  // throws, naming the stuck stages
 }
 

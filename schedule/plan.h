@@ -19,6 +19,13 @@
 // modelled) and 1/tp of the memory on each of its devices.
 // Callers convert model flops and bytes and device profiles into seconds with
 // layer_time_from_profile(), so every caller computes times the same way.
+//
+// Training runs the request's schedule (GPipe, 1F1B or interleaved 1F1B) and its stages hold
+// the activations that schedule stashes at its peak (peak_stashed_bytes of the program), so the
+// partition balances forward + backward time against the schedule's memory. Interleaved 1F1B
+// with v chunks cuts the layers into pp * v contiguous virtual stages, uniformly for now (the
+// balanced split over chunks is not implemented); chunk c of pipeline rank r is virtual stage
+// c * pp + r (Note [Virtual stages] in program.h), and `stages` then lists the virtual stages.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +42,7 @@ namespace libai::schedule {
 double layer_time_from_profile(double flops, double bytes, double gflops, double gbs);
 
 enum class Workload {
-  train,      // 1F1B over num_micro_batches, backward = backward_factor x forward
+  train,      // the schedule over num_micro_batches, backward = backward_factor x forward
   inference,  // one forward per micro-batch (encoding)
   decode,     // num_micro_batches groups of sequences, num_steps steps each (generation)
 };
@@ -46,8 +53,17 @@ enum class Balance {
   memory,    // layers in proportion to memory (the baseline), devices in the given order
 };
 
+// Training programs (program.h): all forwards then all backwards; Megatron's 1F1B; 1F1B
+// interleaved over num_chunks virtual stages per pipeline rank.
+enum class PipelineSchedule { gpipe, one_f_one_b, interleaved };
+
 const char* workload_name(Workload workload);  // "train", "inference", "decode"
 const char* balance_name(Balance balance);     // "uniform", "custom", "balanced", "memory"
+// "gpipe", "1f1b", "interleaved": the names of train.dist.pipeline_schedule.
+const char* schedule_name(PipelineSchedule schedule);
+// The schedule of a config name; InvalidArgument naming `key` and the choices otherwise.
+PipelineSchedule parse_schedule(const std::string& name,
+                                const std::string& key = "train.dist.pipeline_schedule");
 
 // A fixed part of the first or the last stage (the embedding, the head).
 struct StageExtra {
@@ -75,8 +91,10 @@ struct PlanRequest {
   StageExtra embedding, head;  // on the first and on the last stage
 
   Workload workload = Workload::train;
-  int num_micro_batches = 1;         // per replica: micro-batches, or groups when decoding
-  int num_steps = 1;                 // decoding: steps per group, the first being the prefill
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;  // training only
+  int num_chunks = 1;         // interleaved: virtual stages per pipeline rank (> 1 only there)
+  int num_micro_batches = 1;  // per replica: micro-batches, or groups when decoding
+  int num_steps = 1;          // decoding: steps per group, the first being the prefill
   double items_per_micro_batch = 1;  // sequences per micro-batch or group (throughput)
   double backward_factor = 2.0;      // training: backward seconds per forward second
   double transfer_time = 0;          // seconds per activation hop between stages
@@ -86,30 +104,41 @@ struct PlanRequest {
   std::vector<int64_t> custom_stage_ids;  // Balance::custom: the stage of each layer
 };
 
+// A pipeline stage (a virtual stage in an interleaved plan: a chunk of its rank's devices).
 struct StagePlan {
   int first_layer = 0, last_layer = 0;  // inclusive
   int slot = 0;                         // the mesh's pipeline slot whose devices run it
   std::vector<int> devices;             // dp * tp of them: replica-major, then tensor rank
   double forward_time = 0;              // seconds per micro-batch (with its extras, / tp)
   double decode_time = 0;               // seconds per decoding step after the first
-  // Bytes on each of its devices.
+  // Bytes on each of its devices (activations: what this stage alone stashes at its peak).
   double weight_bytes = 0, kv_cache_bytes = 0, activation_bytes = 0;
   double memory() const { return weight_bytes + kv_cache_bytes + activation_bytes; }
   int input_slots = 0;  // its input buffer quota
   int num_layers() const { return last_layer - first_layer + 1; }
 };
 
+// Bytes on each device of a pipeline rank: the weights of all its chunks and the activations
+// its program stashes at its peak (the chunks' peaks need not coincide).
+struct RankMemory {
+  double weight_bytes = 0, kv_cache_bytes = 0, activation_bytes = 0;
+  double total() const { return weight_bytes + kv_cache_bytes + activation_bytes; }
+};
+
 struct Plan {
   int dp = 1, pp = 1, tp = 1, num_layers = 0;
+  int num_chunks = 1;  // virtual stages per pipeline rank (interleaved); stages: pp * num_chunks
   Workload workload = Workload::train;
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;  // training
   Balance balance = Balance::uniform;
-  std::vector<double> memory_cap;  // [device] bytes, <= 0: unlimited
-  StageAssignment stage_of;        // [layer]
-  std::vector<StagePlan> stages;
-  PipelineProgram program;  // one replica's
-  std::vector<int> quota;   // input slots per stage (buffer_quota(program))
+  std::vector<double> memory_cap;       // [device] bytes, <= 0: unlimited
+  StageAssignment stage_of;             // [layer] (virtual) stage
+  std::vector<StagePlan> stages;        // by (virtual) stage: rank k % pp, chunk k / pp
+  std::vector<RankMemory> rank_memory;  // [pipeline rank]
+  PipelineProgram program;              // one replica's, one program per pipeline rank
+  std::vector<int> quota;               // input slots per (virtual) stage (buffer_quota(program))
   StageCosts costs;
-  Timeline timeline;          // one step of one replica
+  Timeline timeline;          // one step of one replica (rows: pipeline ranks)
   double items_per_step = 0;  // all replicas: sequences (train, inference) or tokens
   double throughput = 0;      // items per second
   double utilisation = 0;     // mean over stages of the busy fraction
@@ -122,8 +151,9 @@ struct Plan {
 Plan compile_plan(const PlanRequest& request);
 
 // Checks a plan before it runs: sizes consistent (dp * pp * tp devices, every device used
-// once, pp <= layers, a contiguous split), every device's memory (naming the stage, device,
-// needed and available bytes), and the program replayed with its quotas (no deadlock).
+// by one pipeline rank, pp * chunks <= layers, a contiguous split), every device's memory
+// (naming the stage or rank, device, needed and available bytes), and the program replayed
+// with its quotas (no deadlock).
 void validate(const Plan& plan);
 
 }  // namespace libai::schedule

@@ -49,6 +49,14 @@ Schema train_schema() {
                    .nullable()
                    .doc("stage of each layer, e.g. [0,0,1,1]; null: chosen by `balance`"))
           .key("balance", Schema::one_of({"uniform", "measured", "memory"}))
+          .key("pipeline_schedule",
+               Schema::one_of({"gpipe", "1f1b", "interleaved"})
+                   .doc("training's pipeline schedule: gpipe (all forwards, then all "
+                        "backwards), 1f1b (Megatron's one-forward-one-backward), interleaved "
+                        "(1F1B over virtual_pipeline_size model chunks per pipeline rank)"))
+          .key("virtual_pipeline_size",
+               count_at_least(1).doc("model chunks (virtual stages) per pipeline rank; more "
+                                     "than 1 only with pipeline_schedule interleaved"))
           .key("device_speed",
                Schema::list_of(Schema::floating().greater_than(0))
                    .nullable()

@@ -180,6 +180,77 @@ TEST_F(Cli, PlanErrorsNameTheKey) {
       << bad_split.err;
 }
 
+// Training plans name their schedule, the activations it stashes, the memory per device and the
+// bubble beside its formula. Values by hand: 8 layers of 1 GiB on 4 equal stages (2 each), 0.5
+// GiB of activations per layer and micro-batch, 8 micro-batches. 1F1B stashes p - s micro-
+// batches (device 0: 4 x 2 x 0.5 = 4 GiB) and idles (p-1)/(m+p-1) = 3/11; GPipe stashes all 8
+// (8 GiB); interleaved over 2 chunks (1 layer each) stashes on device d (p-d-1) 2 + (v-1) p + 1
+// chunks (11, 9, 7, 5; device 0: 11 x 0.5 = 5.5 GiB) and idles (p-1)/(v m+p-1) = 3/19.
+TEST_F(Cli, PlanShowsTheTrainingSchedule) {
+  const std::string base = "plan '" + kDefault +
+                           "' train.dist.pipeline_parallel_size=4 train.dist.pipeline_num_layers=8"
+                           " train.num_accumulation_steps=8 train.dist.layer_memory=1"
+                           " train.dist.activation_memory=0.5";
+  const Result one = run(base);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  for (const char* line :
+       {"plan: 8 layers, 4 stages, 8 micro-batches (1F1B), balance uniform",
+        "peak stashed activations (micro-batches per stage, 1F1B): 4 3 2 1",
+        "memory per device (weights + the activations the schedule stashes at its peak):",
+        "device 0 (stage 0): 6.00 GiB (2.00 GiB + 4.00 GiB) of unlimited",
+        "device 3 (stage 3): 3.00 GiB (2.00 GiB + 1.00 GiB) of unlimited",
+        "bubble 27.3% of the step (ideal (p-1)/(m+p-1) = 3/11 = 27.3%)"})
+    EXPECT_NE(one.out.find(line), std::string::npos) << line << "\n" << one.out;
+  const Result all = run(base + " train.dist.pipeline_schedule=gpipe");
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  for (const char* line : {"8 micro-batches (GPipe)", "(micro-batches per stage, GPipe): 8 8 8 8",
+                           "device 0 (stage 0): 10.00 GiB (2.00 GiB + 8.00 GiB) of unlimited",
+                           "bubble 27.3% of the step (ideal (p-1)/(m+p-1) = 3/11 = 27.3%)"})
+    EXPECT_NE(all.out.find(line), std::string::npos) << line << "\n" << all.out;
+  const Result interleaved =
+      run(base + " train.dist.pipeline_schedule=interleaved train.dist.virtual_pipeline_size=2");
+  ASSERT_EQ(interleaved.exit_code, 0) << interleaved.err;
+  for (const char* line :
+       {"8 micro-batches (interleaved 1F1B, 2 chunks per stage)",
+        "stage 0 chunk 1: layers 4-4 (1), device 0 (speed 1.00), 1.00 units per micro-batch",
+        "(micro-batch chunks per stage, interleaved 1F1B, 2 chunks per stage): 11 9 7 5",
+        "device 0 (stage 0): 7.50 GiB (2.00 GiB + 5.50 GiB) of unlimited",
+        "bubble 15.8% of the step (ideal (p-1)/(v m+p-1) = 3/19 = 15.8%; Megatron's (p-1)/(v m) "
+        "= 18.8% of the ideal time)",
+        "device 3 |"})
+    EXPECT_NE(interleaved.out.find(line), std::string::npos) << line << "\n" << interleaved.out;
+  // f + b = 2 layers x 3 units: 1F1B's step (m + p - 1) 6 = 66, interleaved (m v + p - 1) 6 / v.
+  EXPECT_NE(one.out.find("step time 66.00 units"), std::string::npos) << one.out;
+  EXPECT_NE(interleaved.out.find("step time 57.00 units"), std::string::npos) << interleaved.out;
+}
+
+TEST_F(Cli, PlanScheduleErrorsNameTheKey) {
+  const std::string base = "plan '" + kDefault +
+                           "' train.dist.pipeline_parallel_size=4 train.dist.pipeline_num_layers=8"
+                           " train.num_accumulation_steps=6";
+  const Result chunks = run(base + " train.dist.virtual_pipeline_size=2");
+  EXPECT_EQ(chunks.exit_code, 1);
+  EXPECT_NE(chunks.err.find("train.dist.virtual_pipeline_size is 2 but "
+                            "train.dist.pipeline_schedule is 1f1b"),
+            std::string::npos)
+      << chunks.err;
+  const Result name = run(base + " train.dist.pipeline_schedule=zero_bubble");
+  EXPECT_EQ(name.exit_code, 1);
+  EXPECT_NE(name.err.find("train.dist.pipeline_schedule"), std::string::npos) << name.err;
+  const Result groups =
+      run(base + " train.dist.pipeline_schedule=interleaved train.dist.virtual_pipeline_size=2");
+  EXPECT_EQ(groups.exit_code, 1);
+  EXPECT_NE(groups.err.find("train.num_accumulation_steps is 6, not a multiple of "
+                            "train.dist.pipeline_parallel_size 4"),
+            std::string::npos)
+      << groups.err;
+  const Result layers = run(base +
+                            " train.num_accumulation_steps=8 train.dist.pipeline_schedule="
+                            "interleaved train.dist.virtual_pipeline_size=4");
+  EXPECT_EQ(layers.exit_code, 1);
+  EXPECT_NE(layers.err.find("16 virtual stages"), std::string::npos) << layers.err;
+}
+
 // Generation plans decode groups step by step; --svg draws the same timeline. Values from
 // the decoding closed form (schedule/): 4 equal stages of 3 units, 4 groups, 8 steps:
 // (T G + p - 1) f = (32 + 3) 3 = 105 units.

@@ -152,5 +152,26 @@ TEST(TrainingKeys, ClipGradNormAndTheFullKeyDifferingIsAnError) {
       << message;
 }
 
+// Megatron's pipeline schedules under LiBai-style keys: 1F1B by default, one chunk per rank.
+TEST(TrainingKeys, PipelineScheduleKeys) {
+  const Config cfg = load_libai_config(kDefault);
+  EXPECT_EQ(cfg.get<std::string>("train.dist.pipeline_schedule"), "1f1b");
+  EXPECT_EQ(cfg.get<int>("train.dist.virtual_pipeline_size"), 1);
+  for (const char* schedule : {"gpipe", "1f1b", "interleaved"})
+    EXPECT_EQ(problems_of(std::string("train: {dist: {pipeline_schedule: ") + schedule + "}}\n"),
+              "");
+  EXPECT_EQ(problems_of("train: {dist: {pipeline_schedule: interleaved, virtual_pipeline_size: "
+                        "4}}\n"),
+            "");
+  const std::string bad = problems_of("train: {dist: {pipeline_schedule: 1f2b}}\n");
+  EXPECT_TRUE(contains(bad,
+                       "key 'train.dist.pipeline_schedule': expected one of gpipe, 1f1b, "
+                       "interleaved"))
+      << bad;
+  const std::string zero = problems_of("train: {dist: {virtual_pipeline_size: 0}}\n");
+  EXPECT_TRUE(contains(zero, "key 'train.dist.virtual_pipeline_size'")) << zero;
+  EXPECT_TRUE(contains(zero, "got 0")) << zero;
+}
+
 }  // namespace
 }  // namespace libai::config

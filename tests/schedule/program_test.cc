@@ -213,10 +213,10 @@ TEST(Simulate, AgreesWithAnIndependentReplay) {
     EXPECT_NEAR(t.step_time, expected.step_time, 1e-9) << "trial " << trial;
     ASSERT_EQ(t.events.size(), expected.start.size());
     for (const TimelineEvent& e : t.events)
-      EXPECT_NEAR(
-          e.start,
-          (expected.start.at({e.stage, int(e.action.kind), e.action.micro_batch, e.action.step})),
-          1e-9)
+      EXPECT_NEAR(e.start,
+                  (expected.start.at({e.stage, int(e.action.kind), e.action.micro_batch,
+                                      e.action.step, e.action.chunk})),
+                  1e-9)
           << "trial " << trial << " stage " << e.stage << " " << to_string(e.action);
   }
 }

@@ -22,68 +22,80 @@ namespace libai::schedule::testing {
 struct ReferenceResult {
   bool deadlock = false;
   double step_time = 0;
-  // (stage, kind, micro_batch, step) -> start
-  std::map<std::tuple<int, int, int, int>, double> start;
+  // (device, kind, micro_batch, step, chunk) -> start
+  std::map<std::tuple<int, int, int, int, int>, double> start;
 };
 
+// Programs are per device; chunk c of device d is virtual stage c * devices + d, and quotas
+// and costs are per virtual stage (Note [Virtual stages] in schedule/program.h).
 inline ReferenceResult reference_simulate(const PipelineProgram& program, const StageCosts& c,
                                           std::vector<int> quota = {}) {
   const int S = int(program.size());
-  if (quota.empty()) quota.assign(size_t(S), 1 << 30);
-  using Key = std::tuple<int, int, int>;  // kind, micro_batch, step
-  std::vector<std::map<Key, int>> position(static_cast<size_t>(S));
-  std::vector<std::vector<Key>> forwards(static_cast<size_t>(S));  // in program order
-  std::vector<std::map<Key, int>> forward_rank(static_cast<size_t>(S));
+  int chunks = 1;
+  for (const auto& stage : program)
+    for (const Action& a : stage) chunks = std::max(chunks, a.chunk + 1);
+  const int V = S * chunks;
+  if (quota.empty()) quota.assign(size_t(V), 1 << 30);
+  auto device = [&](int v) { return v % S; };
+  using Key = std::tuple<int, int, int>;                             // kind, micro_batch, step
+  std::vector<std::map<Key, int>> position(static_cast<size_t>(V));  // on the device
+  std::vector<std::vector<Key>> forwards(static_cast<size_t>(V));    // in program order
+  std::vector<std::map<Key, int>> forward_rank(static_cast<size_t>(V));
   for (int s = 0; s < S; ++s)
     for (size_t i = 0; i < program[size_t(s)].size(); ++i) {
       const Action& a = program[size_t(s)][i];
+      const int v = a.chunk * S + s;
       const Key k{int(a.kind), a.micro_batch, a.step};
-      position[size_t(s)][k] = int(i);
+      position[size_t(v)][k] = int(i);
       if (a.kind == ActionKind::forward) {
-        forward_rank[size_t(s)][k] = int(forwards[size_t(s)].size());
-        forwards[size_t(s)].push_back(k);
+        forward_rank[size_t(v)][k] = int(forwards[size_t(v)].size());
+        forwards[size_t(v)].push_back(k);
       }
     }
-  auto duration = [&](int s, const Action& a) {
-    if (a.kind == ActionKind::backward) return c.backward[size_t(s)];
-    if (a.step > 0 && !c.decode.empty()) return c.decode[size_t(s)];
-    return c.forward[size_t(s)];
+  auto duration = [&](int v, const Action& a) {
+    if (a.kind == ActionKind::backward) return c.backward[size_t(v)];
+    if (a.step > 0 && !c.decode.empty()) return c.decode[size_t(v)];
+    return c.forward[size_t(v)];
   };
-  // Node ids: actions (s, i) and the driver's writes into stage 0 (k).
+  auto hop = [&](int from, int to) { return device(from) == device(to) ? 0.0 : c.transfer; };
+  // Node ids: actions (s, i) and the driver's writes into virtual stage 0 (k).
   std::map<std::tuple<int, int, int>, double> memo;  // (type, a, b) -> value
   std::map<std::tuple<int, int, int>, int> state;    // 1: in progress, 2: done
   bool cycle = false;
   std::function<double(int, int)> end_of;
   std::function<double(int)> written;
-  // The action on stage s that frees the slot of forward `k` (its backward if it runs one).
-  auto release = [&](int s, const Key& k) {
+  // End of the action of virtual stage v with key k.
+  auto end_at = [&](int v, const Key& k) { return end_of(device(v), position[size_t(v)].at(k)); };
+  // The action on virtual stage v that frees the slot of forward `k` (its backward if it
+  // runs one).
+  auto release_end = [&](int v, const Key& k) {
     const Key backward{int(ActionKind::backward), std::get<1>(k), std::get<2>(k)};
-    auto it = position[size_t(s)].find(backward);
-    return it != position[size_t(s)].end() ? it->second : position[size_t(s)].at(k);
+    return position[size_t(v)].count(backward) ? end_at(v, backward) : end_at(v, k);
   };
   auto start_of = [&](int s, int i) -> double {
     const Action& a = program[size_t(s)][size_t(i)];
+    const int v = a.chunk * S + s;
     double t = i > 0 ? end_of(s, i - 1) : 0.0;
     const Key fk{int(ActionKind::forward), a.micro_batch, a.step};
     if (a.kind == ActionKind::forward) {
-      if (s == 0) {
+      if (v == 0) {
         t = std::max(t, written(forward_rank[0].at(fk)));
       } else {
-        t = std::max(t, end_of(s - 1, position[size_t(s) - 1].at(fk)) + c.transfer);
+        t = std::max(t, end_at(v - 1, fk) + hop(v - 1, v));
       }
-      if (s + 1 < S) {  // a credit from stage s + 1
-        const int k = forward_rank[size_t(s)].at(fk), q = quota[size_t(s) + 1];
+      if (v + 1 < V) {  // a credit from virtual stage v + 1
+        const int k = forward_rank[size_t(v)].at(fk), q = quota[size_t(v) + 1];
         if (k >= q) {
           if (q == 0) {
             cycle = true;
             return 0.0;
           }
-          t = std::max(t, end_of(s + 1, release(s + 1, forwards[size_t(s)][size_t(k - q)])));
+          t = std::max(t, release_end(v + 1, forwards[size_t(v)][size_t(k - q)]));
         }
       }
-    } else if (s + 1 < S) {
+    } else if (v + 1 < V) {
       const Key bk{int(ActionKind::backward), a.micro_batch, a.step};
-      t = std::max(t, end_of(s + 1, position[size_t(s) + 1].at(bk)) + c.transfer);
+      t = std::max(t, end_at(v + 1, bk) + hop(v + 1, v));
     }
     return t;
   };
@@ -95,7 +107,8 @@ inline ReferenceResult reference_simulate(const PipelineProgram& program, const 
       return 0.0;
     }
     state[id] = 1;
-    const double v = start_of(s, i) + duration(s, program[size_t(s)][size_t(i)]);
+    const Action& a = program[size_t(s)][size_t(i)];
+    const double v = start_of(s, i) + duration(a.chunk * S + s, a);
     state[id] = 2;
     return memo[id] = v;
   };
@@ -111,14 +124,13 @@ inline ReferenceResult reference_simulate(const PipelineProgram& program, const 
     double t = k > 0 ? written(k - 1) : 0.0;
     if (std::get<2>(fk) > 0) {
       const Key before{int(ActionKind::forward), std::get<1>(fk), std::get<2>(fk) - 1};
-      t = std::max(t, end_of(S - 1, position[size_t(S) - 1].at(before)) +
-                          (S > 1 ? c.transfer : 0.0) + c.sample);
+      t = std::max(t, end_at(V - 1, before) + hop(V - 1, 0) + c.sample);
     }
     const int q = quota[0];
     if (q == 0)
       cycle = true;
     else if (k >= q)
-      t = std::max(t, end_of(0, release(0, forwards[0][size_t(k - q)])));
+      t = std::max(t, release_end(0, forwards[0][size_t(k - q)]));
     state[id] = 2;
     return memo[id] = t;
   };
@@ -127,7 +139,8 @@ inline ReferenceResult reference_simulate(const PipelineProgram& program, const 
     for (int i = 0; i < int(program[size_t(s)].size()) && !cycle; ++i) {
       const double e = end_of(s, i);
       const Action& a = program[size_t(s)][size_t(i)];
-      out.start[{s, int(a.kind), a.micro_batch, a.step}] = e - duration(s, a);
+      out.start[{s, int(a.kind), a.micro_batch, a.step, a.chunk}] =
+          e - duration(a.chunk * S + s, a);
       out.step_time = std::max(out.step_time, e);
     }
   out.deadlock = cycle;
