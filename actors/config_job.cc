@@ -232,7 +232,9 @@ JobShape ConfigJob::shape() const {
   job.devices_per_node = per_node_;
   job.num_layers = num_layers_;
   job.num_groups = num_groups_;
-  job.steps = steps_;
+  // A training job's steps are not decoding steps: the plan covers one forward of each
+  // micro-batch (its split and devices; Note [Synthetic training jobs]).
+  job.steps = training_ ? 1 : steps_;
   job.layer_seconds = layer_seconds_;
   job.balance = balance_;
   job.custom_stage_ids = cfg_.get_or<std::optional<std::vector<int64_t>>>(
