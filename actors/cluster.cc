@@ -57,6 +57,7 @@ struct Node {
   bool have_layout = false;
   std::vector<caf::actor> stages;  // this node's (null for other nodes' slots)
   caf::actor driver;               // node 0
+  std::optional<TrainPrograms> training;  // a training job's programs
 
   Node(const ClusterSpec& s, ClusterJob& j, const ClusterOptions& o) : spec(s), job(j), options(o) {
     configure_actor_system(config);
@@ -73,7 +74,27 @@ struct Node {
   void stop_local_stages() {
     for (auto& stage : stages)
       if (stage) caf::anon_send(stage, abort_atom::value, std::string("job aborted"));
-    if (driver) caf::anon_send(driver, stop_atom::value);
+    // The train driver's stop would ask the stages to end normally: abort it instead.
+    if (driver && training) caf::anon_send(driver, abort_atom::value);
+    else if (driver) caf::anon_send(driver, stop_atom::value);
+  }
+
+  // This node's stage actors, forward or training ones.
+  std::vector<caf::actor> spawn_stages(const wire::Assignment& assignment, int rank) {
+    training = job.train_programs(assignment);
+    if (training)
+      return spawn_train_slots(*system, layout, *training, rank,
+                               job.train_compute(layout, assignment), data_plane,
+                               caf::actor{me()});
+    return spawn_slots(*system, layout, rank, job.compute(layout, assignment), data_plane,
+                       caf::actor{me()});
+  }
+
+  void connect_stages(int rank, const std::vector<caf::actor>& handles, const caf::actor& to_driver) {
+    if (training)
+      connect_train_slots(layout, *training, rank, handles, to_driver);
+    else
+      connect_slots(layout, rank, handles, to_driver);
   }
 
   void check_interrupt() {
@@ -441,12 +462,12 @@ ClusterResult run_node0(Node& node) {
   scheduler.accept_joins();
   result.assignment = scheduler.assign();  // and node.layout
   auto client = std::make_shared<PipelineClient>();
-  node.driver = spawn_driver(*node.system, DriverSetup{.node = 0, .client = client,
-                                                       .data_plane = node.data_plane});
+  auto train_client = std::make_shared<TrainClient>();
   try {
-    node.stages = spawn_slots(*node.system, node.layout, 0,
-                              node.job.compute(node.layout, result.assignment), node.data_plane,
-                              caf::actor{node.me()});
+    node.stages = node.spawn_stages(result.assignment, 0);
+    node.driver = node.training ? spawn_train_driver(*node.system, train_client)
+                                : spawn_driver(*node.system, DriverSetup{.node = 0, .client = client,
+                                                                         .data_plane = node.data_plane});
   } catch (const std::exception& e) {
     scheduler.abort_all(str_cat("node 0 could not build its stages: ", e.what()));
   }
@@ -455,7 +476,7 @@ ClusterResult run_node0(Node& node) {
   table.push_back(node.driver);
   for (size_t k = 1; k < scheduler.agents.size(); ++k)
     node.me()->send(scheduler.agents[k], routes_atom::value, table);
-  connect_slots(node.layout, 0, handles, node.driver);
+  node.connect_stages(0, handles, node.driver);
 
   // The job runs on its own thread; this one watches the cluster.
   const auto start = Clock::now();
@@ -464,7 +485,12 @@ ClusterResult run_node0(Node& node) {
   Clock::time_point outputs_in = start;
   std::thread job_thread([&] {
     try {
-      node.job.drive(*client, node.layout);
+      if (node.training) {
+        node.job.train(*train_client, node.layout);
+        train_client->finish();  // every stage reports, then the job ends
+      } else {
+        node.job.drive(*client, node.layout);
+      }
       outputs_in = Clock::now();
       job_done.set_value();
     } catch (...) {
@@ -517,6 +543,7 @@ ClusterResult run_node0(Node& node) {
   }
   if (!failure.empty()) {
     client->fail(failure);
+    train_client->fail(failure);
     job_thread.join();
     scheduler.abort_all(failure);
   }
@@ -525,7 +552,10 @@ ClusterResult run_node0(Node& node) {
   result.job_seconds = std::chrono::duration<double>(outputs_in - start).count();
   for (size_t k = 1; k < scheduler.agents.size(); ++k)
     node.me()->send(scheduler.agents[k], stop_atom::value);
-  caf::anon_send(node.driver, stop_atom::value);
+  if (node.training)
+    caf::anon_send(node.driver, abort_atom::value);
+  else
+    caf::anon_send(node.driver, stop_atom::value);
   result.layout = node.layout;
   return result;
 }
@@ -644,9 +674,7 @@ ClusterResult run_agent(Node& node) {
     });
     node.layout = node.job.layout(result.assignment);
     node.have_layout = true;
-    node.stages = spawn_slots(*node.system, node.layout, node.spec.node_rank,
-                              node.job.compute(node.layout, result.assignment), node.data_plane,
-                              caf::actor{node.me()});
+    node.stages = node.spawn_stages(result.assignment, node.spec.node_rank);
   } catch (const std::exception& e) {
     const std::string reason = str_cat(node.who(), " could not build its stages: ", e.what());
     node.me()->send(scheduler, failed_atom::value, wire::encode(wire::Abort{reason, node.spec.node_rank}));
@@ -662,7 +690,7 @@ ClusterResult run_agent(Node& node) {
           return;
         }
         std::vector<caf::actor> handles(table.begin(), table.end() - 1);
-        connect_slots(node.layout, node.spec.node_rank, handles, table.back());
+        node.connect_stages(node.spec.node_rank, handles, table.back());
       });
   // 4. Forward the stages' reports until node 0 says stop.
   // Runs until node 0 says stop (a stage failure is forwarded and ends the job here too).

@@ -15,7 +15,8 @@
 //      the measured profiles), opens the UCX data plane and sends (assign, Assignment) to all.
 //   3. every node joins the data plane, spawns its stage actors and answers (ready, handles);
 //      node 0 sends every node all handles (routes) and the stages start.
-//   4. node 0 drives the job (ClusterJob::drive, on its own thread). Each stage reports
+//   4. node 0 drives the job (ClusterJob::drive, or ClusterJob::train for a training job whose
+//      stages step when node 0's train driver tells them, on its own thread). Each stage reports
 //      (finished, StageReport) to its node's agent, which forwards it; when all stages are
 //      done node 0 sends (stop) and every node ends.
 // Failures: node 0 monitors every agent and every agent node 0. A node that dies ends the job
@@ -27,10 +28,12 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "actors/pipeline.h"
+#include "actors/train_pipeline.h"
 #include "runtime/cluster_env.h"
 
 namespace libai::actors {
@@ -48,6 +51,16 @@ class ClusterJob {
   virtual ComputeFactory compute(const PipelineLayout& layout, const wire::Assignment& assignment) = 0;
   // Node 0: runs the job through the client until it is done (throws on failure).
   virtual void drive(PipelineClient& client, const PipelineLayout& layout) = 0;
+
+  // Training jobs: their programs (on every node, from the same assignment). A job that returns
+  // some runs training stage actors (actors/train_pipeline.h) built by train_compute(), and
+  // node 0 runs train() (its steps through the client; the cluster then ends the stages)
+  // instead of compute() and drive().
+  virtual std::optional<TrainPrograms> train_programs(const wire::Assignment&) { return std::nullopt; }
+  virtual TrainComputeFactory train_compute(const PipelineLayout&, const wire::Assignment&) {
+    return {};
+  }
+  virtual void train(TrainClient&, const PipelineLayout&) {}
 };
 
 struct ClusterOptions {

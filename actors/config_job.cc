@@ -8,6 +8,8 @@
 
 #include "actors/model_jobs.h"
 #include "actors/synthetic.h"
+#include "actors/synthetic_train.h"
+#include "actors/train_programs.h"
 #include "models/hf_config.h"
 #include "models/pipelines/pipelines.h"
 #include "models/tokenizers/tokenizer.h"
@@ -29,11 +31,12 @@ void ConfigJob::read(const config::Config& cfg) {
     kind_ = JobKind::generate;
   else if (target == "encode")
     kind_ = JobKind::encode;
-  else if (target == "synthetic")
+  else if (target == "synthetic" || target == "synthetic_train")
     kind_ = JobKind::synthetic;
   else
     LIBAI_THROW(InvalidArgument, "job._target_ is '", target,
-                "': `libai-actor run` runs generate, encode or synthetic jobs");
+                "': `libai-actor run` runs generate, encode, synthetic or synthetic_train jobs");
+  training_ = target == "synthetic_train";
   // Keys this runtime accepts but a run job cannot act on (amp, ZeRO, what-if keys, ...).
   config::check_implemented(cfg, config::Purpose::inference_job);
   dp_ = cfg.get_or<int>("train.dist.data_parallel_size", 1);
@@ -56,7 +59,9 @@ void ConfigJob::read(const config::Config& cfg) {
               slowdown_.size(), " entries but the cluster has ", devices, " devices");
   check_profile_names();
 
-  if (kind_ == JobKind::synthetic) {
+  if (training_) {
+    read_synthetic_training(cfg);
+  } else if (kind_ == JobKind::synthetic) {
     auto layers = cfg.get_or<std::optional<int>>("train.dist.pipeline_num_layers", std::nullopt);
     LIBAI_CHECK(layers.has_value(), "a synthetic job needs train.dist.pipeline_num_layers");
     num_layers_ = *layers;
@@ -227,7 +232,9 @@ JobShape ConfigJob::shape() const {
   job.devices_per_node = per_node_;
   job.num_layers = num_layers_;
   job.num_groups = num_groups_;
-  job.steps = steps_;
+  // A training job's steps are not decoding steps: the plan covers one forward of each
+  // micro-batch (its split and devices; Note [Synthetic training jobs]).
+  job.steps = training_ ? 1 : steps_;
   job.layer_seconds = layer_seconds_;
   job.balance = balance_;
   job.custom_stage_ids = cfg_.get_or<std::optional<std::vector<int64_t>>>(
@@ -298,6 +305,60 @@ PipelineLayout ConfigJob::layout(const wire::Assignment& assignment) {
     slot.slowdown = slowdown_[size_t(device)];
   }
   return layout;
+}
+
+// Note [Synthetic training jobs]
+// job._target_: synthetic_train runs training programs through training stage actors over
+// synthetic stages (actors/synthetic_train.h): every stage's forward takes job.forward_seconds
+// and its backward job.backward_seconds per micro-batch and chunk (times its device's
+// slow-down). The planner sees one layer per stage (train.dist.pipeline_num_layers, if set,
+// only refines the split it prints) at the forward's cost.
+void ConfigJob::read_synthetic_training(const config::Config& cfg) {
+  num_layers_ = cfg.get_or<int>("train.dist.pipeline_num_layers", pp_);
+  LIBAI_CHECK(num_layers_ >= pp_, "train.dist.pipeline_num_layers ", num_layers_, " < ", pp_,
+              " pipeline stages");
+  forward_seconds_ = cfg.get_or<double>("job.forward_seconds", 0.002);
+  backward_seconds_ = cfg.get_or<double>("job.backward_seconds", 2 * forward_seconds_);
+  LIBAI_CHECK(forward_seconds_ >= 0 && backward_seconds_ >= 0,
+              "job.forward_seconds and job.backward_seconds must not be negative");
+  layer_seconds_ = forward_seconds_ * pp_ / num_layers_;
+  num_groups_ = cfg.get_or<int>("job.micro_batches", 4 * pp_);
+  steps_ = cfg.get_or<int>("job.steps", 1);
+  LIBAI_CHECK(steps_ >= 1, "job.steps must be at least 1, got ", steps_);
+  schedule_ = cfg.get_or<std::string>("job.schedule", "1f1b");
+  chunks_ = cfg.get_or<int>("job.chunks", schedule_ == "interleaved" ? 2 : 1);
+  elements_ = cfg.get_or<int64_t>("job.elements", 2);
+  LIBAI_CHECK(elements_ >= 2, "job.elements must be at least 2, got ", elements_);
+  try {
+    actors::train_programs(schedule_, pp_, num_groups_, chunks_);
+  } catch (const InvalidArgument& e) {
+    LIBAI_THROW(InvalidArgument, "job.schedule '", schedule_, "' (job.micro_batches ",
+                num_groups_, ", job.chunks ", chunks_, "): ", e.what());
+  }
+}
+
+std::optional<TrainPrograms> ConfigJob::train_programs(const wire::Assignment&) {
+  if (!training_) return std::nullopt;
+  return actors::train_programs(schedule_, pp_, num_groups_, chunks_);
+}
+
+TrainComputeFactory ConfigJob::train_compute(const PipelineLayout&, const wire::Assignment&) {
+  const SyntheticTrainCompute::Options base{.forward_seconds = forward_seconds_,
+                                            .backward_seconds = backward_seconds_,
+                                            .device = 0,
+                                            .devices = pp_,
+                                            .chunks = chunks_,
+                                            .elements = elements_,
+                                            .fail_forward_at = {}};
+  return [base](const SlotSpec& slot) -> std::shared_ptr<TrainStageCompute> {
+    auto options = base;
+    options.device = slot.stage;
+    return std::make_shared<SyntheticTrainCompute>(options);
+  };
+}
+
+void ConfigJob::train(TrainClient& client, const PipelineLayout&) {
+  train_results_ = run_synthetic_training(client, steps_);
 }
 
 ComputeFactory ConfigJob::compute(const PipelineLayout& layout, const wire::Assignment& assignment) {
@@ -385,7 +446,38 @@ void ConfigJob::print_plan(std::ostream& out, const wire::Assignment& assignment
   print_job_plan(out, shape_ ? *shape_ : shape(), chosen_plan(), assignment.devices);
 }
 
+namespace {
+
+void print_training_results(std::ostream& out, bool json, const std::vector<TrainStepResult>& steps) {
+  if (json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const TrainStepResult& r : steps)
+      list.push_back({{"step", r.step},
+                      {"seconds", r.seconds},
+                      {"loss_sum", r.total.loss_sum},
+                      {"loss_count", r.total.loss_count},
+                      {"grad_norm", r.total.grad_norm},
+                      {"skipped", r.total.skipped},
+                      {"extra", r.total.extra}});
+    out << nlohmann::json{{"train", {{"steps", list}}}}.dump() << "\n";
+    return;
+  }
+  for (const TrainStepResult& r : steps) {
+    char line[200];
+    std::snprintf(line, sizeof line, "step %d: %.4f s, loss sum %.6g over %lld, grad norm %.4g%s\n",
+                  r.step, r.seconds, r.total.loss_sum, static_cast<long long>(r.total.loss_count),
+                  r.total.grad_norm, r.total.skipped ? " (skipped)" : "");
+    out << line;
+  }
+}
+
+}  // namespace
+
 void ConfigJob::print_results(std::ostream& out, bool json) const {
+  if (training_) {
+    print_training_results(out, json, train_results_);
+    return;
+  }
   if (kind_ == JobKind::generate) {
     if (json) {
       nlohmann::json seqs = nlohmann::json::array();

@@ -15,6 +15,13 @@
 //   job._target_: synthetic  stages of known cost, for benchmarks of the runtime itself:
 //                            job.layer_seconds per layer and micro-batch on a device of
 //                            slow-down 1, job.num_micro_batches, job.steps (default 1)
+//   job._target_: synthetic_train  training through training stage actors over synthetic
+//                            stages (Note [Synthetic training jobs]): job.forward_seconds
+//                            (default 0.002) and job.backward_seconds (default twice that)
+//                            per stage and micro-batch, job.micro_batches (default 4 pp),
+//                            job.schedule (gpipe, 1f1b or interleaved), job.chunks (interleaved:
+//                            model chunks per stage, default 2), job.steps, job.elements (floats
+//                            per packet, default 2). Results: each step's summary.
 //
 // Layout: train.dist.{data,tensor,pipeline}_parallel_size over nodes x
 // train.cluster.devices_per_node devices, device d of the cluster being node d / per_node;
@@ -57,6 +64,11 @@ class ConfigJob : public ClusterJob {
   PipelineLayout layout(const wire::Assignment& assignment) override;
   ComputeFactory compute(const PipelineLayout& layout, const wire::Assignment& assignment) override;
   void drive(PipelineClient& client, const PipelineLayout& layout) override;
+  std::optional<TrainPrograms> train_programs(const wire::Assignment& assignment) override;
+  TrainComputeFactory train_compute(const PipelineLayout& layout, const wire::Assignment& assignment) override;
+  void train(TrainClient& client, const PipelineLayout& layout) override;
+  bool training() const { return training_; }
+  const std::vector<TrainStepResult>& train_results() const { return train_results_; }
 
   JobKind kind() const { return kind_; }
   int num_layers() const { return num_layers_; }
@@ -84,6 +96,7 @@ class ConfigJob : public ClusterJob {
 
  private:
   void read(const config::Config& cfg);
+  void read_synthetic_training(const config::Config& cfg);
   void check_profile_names() const;
   wire::DeviceProfile with_overrides(DeviceProfile profile) const;
   // `measured` (this host's device at full speed) as device d of `node`: named, its rates and
@@ -108,6 +121,13 @@ class ConfigJob : public ClusterJob {
   std::string balance_;
   std::optional<JobShape> shape_;       // node 0, after plan()
   std::optional<schedule::Plan> plan_;  // node 0, after plan()
+  // synthetic_train (Note [Synthetic training jobs]).
+  bool training_ = false;
+  double forward_seconds_ = 0, backward_seconds_ = 0;
+  std::string schedule_;
+  int chunks_ = 1;
+  int64_t elements_ = 2;
+  std::vector<TrainStepResult> train_results_;
   // Results (node 0).
   std::vector<std::vector<std::vector<int64_t>>> generated_;
   std::vector<std::vector<float>> embeddings_;

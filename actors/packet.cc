@@ -13,6 +13,8 @@ PackedPacket pack(const Packet& packet, std::uint32_t tag) {
   out.header.step = std::uint32_t(packet.step);
   out.header.done = packet.done;
   out.header.tag = tag;
+  out.header.gradient = packet.gradient;
+  out.header.chunk = std::uint32_t(packet.chunk);
   // Larger elements first: every tensor then starts at a multiple of its element size.
   std::vector<std::pair<std::string, Tensor>> ordered(packet.tensors.begin(), packet.tensors.end());
   std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
@@ -51,6 +53,8 @@ Packet unpack(const wire::PacketHeader& header, const Tensor& bytes) {
   p.group = int(header.group);
   p.step = int(header.step);
   p.done = header.done;
+  p.gradient = header.gradient;
+  p.chunk = int(header.chunk);
   // The tensors alias the received buffer (no copy): each holds a reference to its storage.
   std::shared_ptr<void> owner = bytes.storage();
   auto* base = static_cast<std::uint8_t*>(bytes.data_ptr());
@@ -67,6 +71,9 @@ Packet unpack(const wire::PacketHeader& header, const Tensor& bytes) {
 }
 
 std::string describe(const Packet& packet) {
+  if (packet.gradient || packet.chunk != 0)
+    return str_cat(packet.gradient ? "gradient" : "activation", " of micro-batch ", packet.group,
+                   " step ", packet.step, " chunk ", packet.chunk);
   return str_cat("group ", packet.group, " step ", packet.step, packet.done ? " (done)" : "");
 }
 

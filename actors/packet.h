@@ -17,11 +17,15 @@
 
 namespace libai::actors {
 
+// Training packets (actors/train_stage_actor.h) use `group` for the micro-batch and `step` for
+// the training step, and say which way they flow and which model chunk receives them.
 struct Packet {
   int group = 0;
   int step = 0;
   bool done = false;  // the group has finished: no tensors; stages drop it from later steps
   models::TensorMap tensors;
+  bool gradient = false;  // training: an input gradient flowing upstream (else an activation)
+  int chunk = 0;          // training: the receiving stage's model chunk (virtual stage)
 };
 using PacketPtr = std::shared_ptr<const Packet>;
 

@@ -64,11 +64,17 @@ struct PacketHeader {
   tensors @3 :List(NamedTensor);
   tag @4 :UInt32;
   bytes @5 :UInt64;              # sum of the tensors' bytes
+  # Training (Note [Training packets] in actors/train_stage_actor.h): a gradient flows
+  # upstream, an activation downstream; `chunk` is the receiving stage's model chunk (virtual
+  # stage), `group` the micro-batch and `step` the training step.
+  gradient @6 :Bool;
+  chunk @7 :UInt32;
 }
 
 # A consumer freed `slots` input slots: the producer may send that many more packets.
 struct Credit {
   slots @0 :UInt32;
+  chunk @1 :UInt32;              # training: the producer's model chunk whose link it frees
 }
 
 # The job ends everywhere; `reason` names the cause (a dead node and its stages, Ctrl-C, ...).
@@ -96,4 +102,19 @@ struct StageReport {
   busySeconds @2 :Float64;       # compute (and emulated slow-down) on its pinned thread
   actions @3 :UInt64;
   bytesReceived @4 :UInt64;
+}
+
+# A named figure of a training step's report.
+struct NamedValue {
+  name @0 :Text;
+  value @1 :Float64;
+}
+
+# What one training stage reports after a step (TrainStageCompute::end_step).
+struct StepSummary {
+  lossSum @0 :Float64;
+  lossCount @1 :Int64;
+  gradNorm @2 :Float64;
+  skipped @3 :Bool;
+  extra @4 :List(NamedValue);
 }

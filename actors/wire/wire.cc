@@ -215,6 +215,8 @@ Bytes encode(const PacketHeader& m) {
     }
     root.setTag(m.tag);
     root.setBytes(m.bytes);
+    root.setGradient(m.gradient);
+    root.setChunk(m.chunk);
   });
 }
 
@@ -231,6 +233,8 @@ PacketHeader decode<PacketHeader>(std::span<const std::uint8_t> bytes, const Rea
           h.tensors.push_back({t.getName().cStr(), read_tensor(t.getHeader(), bytes.size())});
         h.tag = root.getTag();
         h.bytes = root.getBytes();
+        h.gradient = root.getGradient();
+        h.chunk = root.getChunk();
         return h;
       },
       limits);
@@ -250,13 +254,18 @@ PacketHeader decode<PacketHeader>(std::span<const std::uint8_t> bytes, const Rea
 }
 
 Bytes encode(const Credit& m) {
-  return build<schema::Credit>([&](schema::Credit::Builder root) { root.setSlots(m.slots); });
+  return build<schema::Credit>([&](schema::Credit::Builder root) {
+    root.setSlots(m.slots);
+    root.setChunk(m.chunk);
+  });
 }
 
 template <>
 Credit decode<Credit>(std::span<const std::uint8_t> bytes, const ReadLimits& limits) {
   Credit m = read_message<schema::Credit>(
-      bytes, [](schema::Credit::Reader root) { return Credit{root.getSlots()}; }, limits);
+      bytes,
+      [](schema::Credit::Reader root) { return Credit{root.getSlots(), root.getChunk()}; },
+      limits);
   if (m.slots == 0) corrupt(bytes.size(), "a credit of zero slots");
   return m;
 }
@@ -326,6 +335,42 @@ StageReport decode<StageReport>(std::span<const std::uint8_t> bytes, const ReadL
       [](schema::StageReport::Reader root) {
         return StageReport{root.getName().cStr(), root.getNode(), root.getBusySeconds(),
                            root.getActions(), root.getBytesReceived()};
+      },
+      limits);
+}
+
+Bytes encode(const StepSummary& m) {
+  return build<schema::StepSummary>([&](schema::StepSummary::Builder root) {
+    root.setLossSum(m.loss_sum);
+    root.setLossCount(m.loss_count);
+    root.setGradNorm(m.grad_norm);
+    root.setSkipped(m.skipped);
+    auto extra = root.initExtra(static_cast<unsigned>(m.extra.size()));
+    unsigned i = 0;
+    for (const auto& [name, value] : m.extra) {
+      extra[i].setName(name);
+      extra[i].setValue(value);
+      ++i;
+    }
+  });
+}
+
+template <>
+StepSummary decode<StepSummary>(std::span<const std::uint8_t> bytes, const ReadLimits& limits) {
+  return read_message<schema::StepSummary>(
+      bytes,
+      [&](schema::StepSummary::Reader root) {
+        StepSummary m;
+        m.loss_sum = root.getLossSum();
+        m.loss_count = root.getLossCount();
+        m.grad_norm = root.getGradNorm();
+        m.skipped = root.getSkipped();
+        for (auto e : root.getExtra()) {
+          const std::string name = e.getName().cStr();
+          if (!m.extra.emplace(name, e.getValue()).second)
+            corrupt(bytes.size(), str_cat("step summary: '", name, "' appears twice"));
+        }
+        return m;
       },
       limits);
 }

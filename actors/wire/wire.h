@@ -14,6 +14,7 @@
 #include <kj/exception.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -78,11 +79,14 @@ struct PacketHeader {
   std::vector<NamedTensor> tensors;
   std::uint32_t tag = 0;
   std::uint64_t bytes = 0;
+  bool gradient = false;   // training: flows upstream
+  std::uint32_t chunk = 0; // training: the receiving stage's model chunk
   bool operator==(const PacketHeader&) const = default;
 };
 
 struct Credit {
   std::uint32_t slots = 1;
+  std::uint32_t chunk = 0;  // training: the producer's model chunk
   bool operator==(const Credit&) const = default;
 };
 
@@ -112,6 +116,18 @@ struct StageReport {
   bool operator==(const StageReport&) const = default;
 };
 
+// What one training stage reports after a step. Fields a stage has nothing for stay 0; the
+// driver sums losses, counts and extras over stages and takes the largest norm (every stage
+// reports the same global norm after its reduction).
+struct StepSummary {
+  double loss_sum = 0;
+  std::int64_t loss_count = 0;
+  double grad_norm = 0;
+  bool skipped = false;
+  std::map<std::string, double> extra;
+  bool operator==(const StepSummary&) const = default;
+};
+
 // Control messages are small: 1 Mi words (8 MiB) of traversal is far above any real one and
 // still stops amplification tricks (lists of empty structs) cold.
 struct ReadLimits {
@@ -128,6 +144,7 @@ Bytes encode(const Credit& message);
 Bytes encode(const Abort& message);
 Bytes encode(const Assignment& message);
 Bytes encode(const StageReport& message);
+Bytes encode(const StepSummary& message);
 
 // Defined for the value types above; throws CorruptInput on malformed bytes.
 template <typename T>

@@ -132,6 +132,13 @@ TEST(Wire, PipelineMessagesRoundTrip) {
   PacketHeader done{.group = 1, .step = 9, .done = true, .tensors = {}, .tag = 7, .bytes = 0};
   EXPECT_EQ(decode<PacketHeader>(encode(done)), done);
   EXPECT_EQ(decode<Credit>(encode(Credit{2})), Credit{2});
+  EXPECT_EQ(decode<Credit>(encode(Credit{1, 3})), (Credit{1, 3}));
+  PacketHeader gradient = sample_packet();
+  gradient.gradient = true;
+  gradient.chunk = 2;
+  EXPECT_EQ(decode<PacketHeader>(encode(gradient)), gradient);
+  const StepSummary summary{2.5, 8, 0.75, true, {{"forwards", 8}, {"tokens", 1024}}};
+  EXPECT_EQ(decode<StepSummary>(encode(summary)), summary);
   const Abort abort{"node 2 died (stage 2)", 0};
   EXPECT_EQ(decode<Abort>(encode(abort)), abort);
   Assignment a{"job: {_target_: generate}\n", {0, 0, 1, 1}, {1, 0}, 40123, {{"node0:cpu:0", 90, 15, 1ull << 33}}};

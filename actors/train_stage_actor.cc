@@ -1,0 +1,405 @@
+#include "actors/train_stage_actor.h"
+
+#include <deque>
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include "actors/pinned_thread.h"
+#include "runtime/device_profile.h"
+#include "runtime/error.h"
+
+namespace libai::actors {
+
+std::string train_action_name(const schedule::Action& action) {
+  return str_cat(action.kind == schedule::ActionKind::forward ? "F" : "B", action.micro_batch,
+                 action.chunk != 0 ? str_cat("c", action.chunk) : std::string());
+}
+
+int train_input_quota(const schedule::StageProgram& program, int chunk) {
+  int stashed = 0, peak = 0;
+  for (const schedule::Action& a : program) {
+    if (a.chunk != chunk) continue;
+    stashed += a.kind == schedule::ActionKind::forward ? 1 : -1;
+    peak = std::max(peak, stashed);
+  }
+  // The next input arriving while the stage computes, and the action queued on its thread.
+  return peak + 1 + (kStageActionsInFlight - 1);
+}
+
+namespace {
+
+using schedule::Action;
+using schedule::ActionKind;
+
+// (step, gradient, chunk, micro-batch): what an arrival feeds.
+using Key = std::tuple<int, bool, int, int>;
+
+std::string key_name(const Key& key) {
+  const auto& [step, gradient, chunk, micro_batch] = key;
+  return str_cat(train_action_name({gradient ? ActionKind::backward : ActionKind::forward,
+                                    micro_batch, 0, chunk}),
+                 " s", step);
+}
+
+struct Arrival {
+  PacketPtr packet;                          // from this process
+  std::optional<wire::PacketHeader> header;  // from another: bytes on the data plane
+  Tensor buffer;                             // received ahead (Note [Receiving ahead])
+  comm::WorkHandle receive;
+};
+
+struct ThreadSide {
+  std::map<std::uint32_t, std::uint32_t> seq_out;  // per channel
+  std::vector<comm::WorkHandle> pending_sends;
+  std::uint64_t bytes_received = 0;
+};
+
+struct TrainState {
+  TrainStageSetup setup;
+  TrainRoutesPtr routes;
+  std::vector<int> credits;  // per chunk, toward its consumer
+  int step = -1;             // the step running; -1: idle
+  int last_step = -1;        // the last step started
+  std::optional<int> pending_step;  // a step asked for before the routes came
+  size_t position = 0;       // the next action of the program
+  std::deque<Action> fired;  // fired, not yet computed (at most kStageActionsInFlight)
+  bool ending = false;       // end_step is on the thread
+  bool stopping = false;     // told to stop: its last sends drain, then it reports
+  bool finished = false;     // failed or aborted
+  std::map<Key, Arrival> arrivals;
+  double busy_seconds = 0;
+  std::uint64_t actions = 0;
+  std::shared_ptr<ThreadSide> thread_side = std::make_shared<ThreadSide>();
+  std::unique_ptr<PinnedThread> thread;
+  static inline const char* name = "libai.train_stage";
+};
+
+using Self = caf::stateful_actor<TrainState>;
+
+void trace(Self* self, const std::string& event) {
+  if (self->state.setup.trace) self->state.setup.trace(event);
+}
+
+void fail(Self* self, const std::string& what) {
+  if (self->state.finished) return;
+  self->state.finished = true;
+  self->state.thread->stop();
+  self->send(self->state.setup.parent, failed_atom::value, what);
+  self->quit(caf::exit_reason::user_shutdown);
+}
+
+std::string name_of(const Action& a, int step) { return str_cat(train_action_name(a), " s", step); }
+
+// One action on the pinned thread; (computed_atom, output) back to the actor.
+void run_action(caf::actor me, const TrainStageSetup& setup, const TrainRoutes& routes,
+                const std::shared_ptr<ThreadSide>& side, Action action, int step,
+                std::optional<Arrival> arrival) {
+  try {
+    models::TensorMap in;
+    if (arrival && arrival->packet) {
+      in = arrival->packet->tensors;  // shares the tensors
+    } else if (arrival) {
+      if (arrival->receive) arrival->receive->wait();
+      in = unpack(*arrival->header, arrival->buffer).tensors;
+      side->bytes_received += arrival->header->bytes;
+    }
+    const TrainLink& link = routes.chunks[size_t(action.chunk)];
+    const bool forward = action.kind == ActionKind::forward;
+    Packet result{.group = action.micro_batch, .step = step, .done = false, .tensors = {},
+                  .gradient = !forward,
+                  .chunk = forward ? link.downstream_chunk : link.upstream_chunk};
+    const double seconds = EmulatedSpeed(setup.slowdown).run([&] {
+      result.tensors = forward
+                           ? setup.compute->forward(step, action.chunk, action.micro_batch, in)
+                           : setup.compute->backward(step, action.chunk, action.micro_batch, in);
+    });
+    const Route& to = forward ? link.downstream : link.upstream;
+    StageOutput out = prepare_output(std::move(result), to, setup.node, setup.data_plane.get(),
+                                     side->seq_out[to.channel]++, &side->pending_sends);
+    out.seconds = seconds;
+    std::erase_if(side->pending_sends, [](const comm::WorkHandle& w) { return w->completed(); });
+    caf::anon_send(me, computed_atom::value,
+                   StageOutputPtr(std::make_shared<const StageOutput>(std::move(out))));
+  } catch (const std::exception& e) {
+    caf::anon_send(me, failed_atom::value,
+                   str_cat(setup.name, ": ", name_of(action, step), ": ", e.what()));
+  }
+}
+
+void post_receive(Self* self, const Key& key, Arrival& arrival) {
+  auto& st = self->state;
+  if (!arrival.header || arrival.receive || arrival.buffer.defined() || !st.routes) return;
+  const auto& [step, gradient, chunk, micro_batch] = key;
+  LIBAI_CHECK(chunk >= 0 && size_t(chunk) < st.routes->chunks.size(), "a packet for chunk ",
+              chunk, " but this stage holds ", st.routes->chunks.size());
+  const TrainLink& link = st.routes->chunks[size_t(chunk)];
+  const int from = gradient ? link.downstream.node : link.upstream.node;
+  arrival.buffer = buffer_for(*arrival.header);
+  if (arrival.header->bytes == 0) return;
+  LIBAI_CHECK(st.setup.data_plane != nullptr, "a packet from node ", from,
+              " but this process has no data plane");
+  arrival.receive = st.setup.data_plane->recv_async(arrival.buffer, from, arrival.header->tag);
+}
+
+void send_train_credit(Self* self, const Route& to, int chunk) {
+  if (!to.actor) return;
+  if (to.node == self->state.setup.node)
+    self->send(to.actor, credit_atom::value, std::uint32_t(1), chunk);
+  else
+    self->send(to.actor, credit_atom::value, wire::encode(wire::Credit{1, std::uint32_t(chunk)}));
+}
+
+void end_step(Self* self) {
+  auto& st = self->state;
+  st.ending = true;
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  auto compute = st.setup.compute;
+  const std::string name = st.setup.name;
+  const int step = st.step;
+  st.thread->post([me, compute, name, step] {
+    try {
+      const wire::Bytes summary = wire::encode(compute->end_step(step));
+      caf::anon_send(me, step_done_atom::value, step, summary);
+    } catch (const std::exception& e) {
+      caf::anon_send(me, failed_atom::value, str_cat(name, ": end of step ", step, ": ", e.what()));
+    }
+  });
+}
+
+// Fires the program's next actions while their inputs and credits are there (Note [Keeping the
+// pinned thread fed] in stage_actor.cc: up to kStageActionsInFlight queued on the thread).
+void try_fire(Self* self) {
+  auto& st = self->state;
+  while (!st.finished && !st.stopping && st.routes && st.step >= 0 && !st.ending) {
+    const auto& program = st.setup.program;
+    if (st.position == program.size()) {
+      if (st.fired.empty()) end_step(self);
+      return;
+    }
+    if (int(st.fired.size()) >= kStageActionsInFlight) return;
+    const Action action = program[st.position];
+    const TrainLink& link = st.routes->chunks[size_t(action.chunk)];
+    const bool forward = action.kind == ActionKind::forward;
+    const bool first = !link.upstream.actor, last = !link.downstream.actor;
+    std::optional<Arrival> arrival;
+    if (forward ? !first : !last) {
+      auto it = st.arrivals.find(Key{st.step, !forward, action.chunk, action.micro_batch});
+      if (it == st.arrivals.end()) return;
+      arrival = std::move(it->second);
+      st.arrivals.erase(it);
+    }
+    if (forward && !last) {
+      // Checked before the arrival is taken: a missing credit leaves it where it was.
+      if (st.credits[size_t(action.chunk)] == 0) {
+        if (arrival)
+          st.arrivals.emplace(Key{st.step, false, action.chunk, action.micro_batch},
+                              std::move(*arrival));
+        return;
+      }
+      --st.credits[size_t(action.chunk)];
+    }
+    ++st.position;
+    st.fired.push_back(action);
+    trace(self, "fire " + name_of(action, st.step));
+    caf::actor me = caf::actor_cast<caf::actor>(self);
+    const TrainStageSetup* setup = &st.setup;  // the state owns it and joins the thread first
+    st.thread->post([me, setup, routes = st.routes, side = st.thread_side, action,
+                     step = st.step, arrival = std::move(arrival)]() mutable {
+      run_action(me, *setup, *routes, side, action, step, std::move(arrival));
+    });
+  }
+}
+
+void accept(Self* self, const Key& key, Arrival arrival) {
+  auto& st = self->state;
+  trace(self, "arrive " + key_name(key));
+  if (st.finished) return;
+  if (std::get<0>(key) <= st.last_step && std::get<0>(key) != st.step) {
+    fail(self, str_cat(st.setup.name, ": received ", key_name(key), " after its step ended"));
+    return;
+  }
+  if (st.arrivals.count(key)) {
+    fail(self, str_cat(st.setup.name, ": received ", key_name(key), " twice"));
+    return;
+  }
+  try {
+    post_receive(self, key, arrival);
+  } catch (const std::exception& e) {
+    fail(self, str_cat(st.setup.name, ": ", e.what()));
+    return;
+  }
+  st.arrivals.emplace(key, std::move(arrival));
+  try_fire(self);
+}
+
+void start_step(Self* self, int step) {
+  auto& st = self->state;
+  if (st.step >= 0 || step <= st.last_step) {
+    fail(self, str_cat(st.setup.name, ": asked to run step ", step, " while ",
+                       st.step >= 0 ? str_cat("running step ", st.step)
+                                    : str_cat("step ", st.last_step, " already ran")));
+    return;
+  }
+  st.step = step;
+  st.last_step = step;
+  st.position = 0;
+  trace(self, str_cat("step s", step));
+  try_fire(self);
+}
+
+void finish(Self* self) {
+  auto& st = self->state;
+  st.stopping = true;
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  wire::StageReport report{st.setup.name, st.setup.node, st.busy_seconds, st.actions, 0};
+  auto side = st.thread_side;
+  const std::string name = st.setup.name;
+  st.thread->post([me, side, report, name]() mutable {
+    try {
+      for (auto& w : side->pending_sends) w->wait();
+      side->pending_sends.clear();
+      report.bytes_received = side->bytes_received;
+      caf::anon_send(me, finished_atom::value, wire::encode(report));
+    } catch (const std::exception& e) {
+      caf::anon_send(me, failed_atom::value, str_cat(name, ": ", e.what()));
+    }
+  });
+}
+
+void add_credit(Self* self, std::uint32_t slots, int chunk) {
+  auto& st = self->state;
+  if (!st.routes || chunk < 0 || size_t(chunk) >= st.credits.size()) {
+    fail(self, str_cat(st.setup.name, ": a credit for chunk ", chunk, " it does not hold"));
+    return;
+  }
+  trace(self, str_cat("credit c", chunk));
+  st.credits[size_t(chunk)] += int(slots);
+  try_fire(self);
+}
+
+caf::behavior train_stage_behavior(Self* self, TrainStageSetup setup) {
+  auto& st = self->state;
+  st.thread = std::make_unique<PinnedThread>(setup.name, setup.device);
+  st.setup = std::move(setup);
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    self->state.thread->stop();
+    self->quit(msg.reason);
+  });
+  return {
+      [=](routes_atom, const TrainRoutesPtr& routes) {
+        auto& s = self->state;
+        int chunks = 0;
+        for (const Action& a : s.setup.program) chunks = std::max(chunks, a.chunk + 1);
+        if (int(routes->chunks.size()) < chunks) {
+          fail(self, str_cat(s.setup.name, ": its program runs ", chunks, " chunks, its routes ",
+                             routes->chunks.size()));
+          return;
+        }
+        s.routes = routes;
+        s.credits.clear();
+        for (const TrainLink& link : routes->chunks) s.credits.push_back(link.downstream_slots);
+        try {
+          for (auto& [key, arrival] : s.arrivals) post_receive(self, key, arrival);
+        } catch (const std::exception& e) {
+          fail(self, str_cat(s.setup.name, ": ", e.what()));
+          return;
+        }
+        if (s.pending_step) {
+          const int step = *s.pending_step;
+          s.pending_step.reset();
+          start_step(self, step);
+        }
+      },
+      [=](step_atom, int step) {
+        if (self->state.finished) return;
+        if (!self->state.routes)
+          self->state.pending_step = step;
+        else
+          start_step(self, step);
+      },
+      [=](packet_atom, const PacketPtr& packet) {
+        accept(self, Key{packet->step, packet->gradient, packet->chunk, packet->group},
+               Arrival{packet, std::nullopt, {}, {}});
+      },
+      [=](packet_atom, const wire::Bytes& header_bytes) {
+        try {
+          auto header = wire::decode<wire::PacketHeader>(header_bytes);
+          const Key key{int(header.step), header.gradient, int(header.chunk), int(header.group)};
+          accept(self, key, Arrival{nullptr, std::move(header), {}, {}});
+        } catch (const std::exception& e) {
+          fail(self, str_cat(self->state.setup.name, ": ", e.what()));
+        }
+      },
+      [=](credit_atom, std::uint32_t slots, int chunk) { add_credit(self, slots, chunk); },
+      [=](credit_atom, const wire::Bytes& bytes) {
+        try {
+          const auto credit = wire::decode<wire::Credit>(bytes);
+          add_credit(self, credit.slots, int(credit.chunk));
+        } catch (const std::exception& e) {
+          fail(self, str_cat(self->state.setup.name, ": ", e.what()));
+        }
+      },
+      [=](computed_atom, const StageOutputPtr& out) {
+        auto& s = self->state;
+        if (s.finished) return;
+        s.busy_seconds += out->seconds;
+        ++s.actions;
+        const Action action = s.fired.front();
+        s.fired.pop_front();
+        const TrainLink& link = s.routes->chunks[size_t(action.chunk)];
+        trace(self, "computed " + name_of(action, s.step));
+        if (action.kind == ActionKind::forward) {
+          deliver(self, link.downstream, *out);
+        } else {
+          deliver(self, link.upstream, *out);
+          // The input slot held this micro-batch's stash until now (Note [Training credits]).
+          if (link.upstream.actor) {
+            send_train_credit(self, link.upstream, link.upstream_chunk);
+            trace(self, "free " + name_of({ActionKind::forward, action.micro_batch, 0, action.chunk}, s.step));
+          }
+        }
+        try_fire(self);
+      },
+      [=](step_done_atom, int step, const wire::Bytes& summary) {
+        auto& s = self->state;
+        if (s.finished) return;
+        trace(self, str_cat("step_done s", step));
+        s.step = -1;
+        s.ending = false;
+        self->send(s.routes->driver, step_done_atom::value, s.setup.slot, step, summary);
+      },
+      [=](stop_atom) {
+        auto& s = self->state;
+        if (s.finished || s.stopping) return;
+        if (s.step >= 0) {
+          fail(self, str_cat(s.setup.name, ": told to stop while running step ", s.step));
+          return;
+        }
+        finish(self);
+      },
+      [=](finished_atom, const wire::Bytes& report) {
+        self->send(self->state.setup.parent, finished_atom::value, report);
+        self->state.thread->stop();
+        self->quit();
+      },
+      [=](failed_atom, const std::string& what) { fail(self, what); },
+      [=](abort_atom, const std::string&) {
+        self->state.finished = true;
+        self->state.thread->stop();
+        self->quit(caf::exit_reason::user_shutdown);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_train_stage(caf::actor_system& system, TrainStageSetup setup) {
+  LIBAI_CHECK(setup.compute != nullptr, setup.name, ": no compute");
+  for (const schedule::Action& a : setup.program)
+    LIBAI_CHECK(a.chunk >= 0 && a.micro_batch >= 0, setup.name, ": action ",
+                train_action_name(a), " has a negative chunk or micro-batch");
+  return system.spawn(train_stage_behavior, std::move(setup));
+}
+
+}  // namespace libai::actors
