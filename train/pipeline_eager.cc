@@ -1,6 +1,8 @@
 #include "train/pipeline_eager.h"
 
 #include "ops/ops.h"
+#include "runtime/autograd.h"
+#include "train/loss.h"
 #include "runtime/error.h"
 
 namespace libai::train {
@@ -146,6 +148,46 @@ StepResult EagerPipelineRank::run(const std::vector<models::TensorMap>& micro_ba
   }
   for (auto& work : pending) work->wait();
   return step_.end_step();
+}
+
+PipelineEvalSums evaluate_pipeline(const std::vector<models::Model*>& parts, StageLayout layout,
+                                   const std::shared_ptr<comm::Communicator>& pp,
+                                   const std::vector<models::TensorMap>& batches) {
+  autograd::NoGradGuard no_grad;
+  const int stages = layout.pp, stage = layout.stage, last = stages * layout.num_chunks - 1;
+  PipelineEvalSums sums;
+  // Micro-batch by micro-batch, chunk by chunk: every message depends only on ones earlier in
+  // that order, which every rank follows, and sends never wait.
+  for (size_t mb = 0; mb < batches.size(); ++mb)
+    for (int c = 0; c < layout.num_chunks; ++c) {
+      const int k = c * stages + stage;
+      models::TensorMap in = batches[mb];
+      if (k > 0)
+        for (auto& [name, t] : recv_tensor_map(*pp, (stage + stages - 1) % stages,
+                                               tag_of(Direction::forward, k, int(mb))))
+          in[name] = t;
+      models::Model& part = *parts[size_t(c)];
+      if (k < last) {
+        std::vector<comm::WorkHandle> pending;
+        send_tensor_map(*pp, part.forward(in), (stage + 1) % stages,
+                        tag_of(Direction::forward, k + 1, int(mb)), pending);
+        for (auto& w : pending) w->wait();
+        continue;
+      }
+      const LossOutput out = compute_loss(part, in);
+      sums.loss += out.loss.item<double>();
+      ++sums.batches;
+      const models::Task task = part.task();
+      if ((task == models::Task::sequence_classification ||
+           task == models::Task::image_classification) &&
+          out.logits.defined()) {
+        auto p = ops::argmax(out.logits, -1).to_vector<int64_t>();
+        auto l = batches[mb].at("labels").to_vector<int64_t>();
+        for (size_t i = 0; i < p.size(); ++i) sums.correct += p[i] == l[i];
+        sums.seen += double(p.size());
+      }
+    }
+  return sums;
 }
 
 }  // namespace libai::train

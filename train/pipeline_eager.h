@@ -67,6 +67,18 @@ class EagerPipelineRank {
   std::shared_ptr<comm::Communicator> pp_;
 };
 
+// Validation through the pipeline, forward only (no gradients): every rank calls it with its
+// chunks' parts and the same validation micro-batches (its replica's). On the last stage's
+// ranks: the summed loss over the micro-batches and, for classification heads, correct / seen
+// predictions; zeros elsewhere.
+struct PipelineEvalSums {
+  double loss = 0, correct = 0, seen = 0;
+  int64_t batches = 0;
+};
+PipelineEvalSums evaluate_pipeline(const std::vector<models::Model*>& parts, StageLayout layout,
+                                   const std::shared_ptr<comm::Communicator>& pp,
+                                   const std::vector<models::TensorMap>& batches);
+
 // Point to point of a TensorMap (header, then the tensors in name order), for the pipeline.
 void send_tensor_map(comm::Communicator& comm, const models::TensorMap& map, int peer, uint32_t tag,
                      std::vector<comm::WorkHandle>& pending);

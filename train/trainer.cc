@@ -8,6 +8,7 @@
 #include "runtime/comm/mesh.h"
 #include "runtime/comm/spmd.h"
 #include "runtime/config/unimplemented.h"
+#include "train/pipeline_runner.h"
 #include "train/step_runner.h"
 
 namespace libai::train {
@@ -109,6 +110,20 @@ void run_rank(const config::Config& cfg, const TrainerFlags& flags, int dp, int 
                     result);
 }
 
+// One rank of the eager pipeline (pp > 1): every rank reads its replica's micro-batches.
+void run_pipeline_rank(const config::Config& cfg, const TrainerFlags& flags,
+                       const comm::DeviceMesh& mesh, comm::Communicator& world_ref,
+                       const std::shared_ptr<PipelineProcessState>& shared, TrainResult& result) {
+  std::shared_ptr<comm::Communicator> world(&world_ref, [](comm::Communicator*) {});
+  const LoopRole role{.data_parallel_size = mesh.dp,
+                      .replicas = {mesh.coordinates(world->rank()).dp},
+                      .writer = world->rank() == 0};
+  run_training_loop(
+      cfg, flags, role,
+      [&](const TrainConfig& t) { return make_pipeline_runner(cfg, t, world, mesh, shared); },
+      result);
+}
+
 }  // namespace
 
 TrainResult run_training(const config::Config& cfg, const TrainerFlags& flags) {
@@ -118,12 +133,20 @@ TrainResult run_training(const config::Config& cfg, const TrainerFlags& flags) {
   config::write_resolved(cfg, output_dir.string());
   const int dp = cfg.get_or<int>("train.dist.data_parallel_size", 1);
   const int tp = cfg.get_or<int>("train.dist.tensor_parallel_size", 1);
+  const int pp = cfg.get_or<int>("train.dist.pipeline_parallel_size", 1);
   TrainResult result;
-  const int world = dp * tp;
-  if (world == 1) {
+  const int world = dp * pp * tp;
+  std::vector<TrainResult> per_rank(static_cast<size_t>(world));
+  if (pp > 1) {
+    const comm::DeviceMesh mesh{.dp = dp, .pp = pp, .tp = tp};
+    auto shared = make_pipeline_process_state();
+    comm::run_spmd_threads(world, [&](comm::Communicator& comm) {
+      run_pipeline_rank(cfg, flags, mesh, comm, shared,
+                        comm.rank() == 0 ? result : per_rank[size_t(comm.rank())]);
+    });
+  } else if (world == 1) {
     run_rank(cfg, flags, dp, tp, nullptr, result);
   } else {
-    std::vector<TrainResult> per_rank(static_cast<size_t>(world));
     comm::run_spmd_threads(world, [&](comm::Communicator& comm) {
       run_rank(cfg, flags, dp, tp, &comm,
                comm.rank() == 0 ? result : per_rank[size_t(comm.rank())]);
