@@ -2,8 +2,8 @@
 
 #include "ops/ops.h"
 #include "runtime/autograd.h"
-#include "train/loss.h"
 #include "runtime/error.h"
+#include "train/loss.h"
 
 namespace libai::train {
 namespace {
@@ -35,16 +35,16 @@ PipelineRankSetup make_pipeline_rank(std::shared_ptr<comm::Communicator> world,
   if (mesh.pp > 1)
     for (int d = 0; d < mesh.dp; ++d)
       for (int t = 0; t < mesh.tp; ++t) {
-        auto group = world->new_group(
-            {mesh.rank_of({.dp = d, .pp = 0, .tp = t}), mesh.rank_of({.dp = d, .pp = mesh.pp - 1, .tp = t})});
+        auto group = world->new_group({mesh.rank_of({.dp = d, .pp = 0, .tp = t}),
+                                       mesh.rank_of({.dp = d, .pp = mesh.pp - 1, .tp = t})});
         if (group) setup.groups.tied = group;
       }
   return setup;
 }
 
 std::vector<models::StageSpec> virtual_stage_parts(int num_layers, int num_virtual_stages) {
-  LIBAI_CHECK(num_virtual_stages >= 1 && num_layers >= num_virtual_stages, "pipeline: ",
-              num_layers, " layers cannot be cut into ", num_virtual_stages,
+  LIBAI_CHECK(num_virtual_stages >= 1 && num_layers >= num_virtual_stages, "pipeline: ", num_layers,
+              " layers cannot be cut into ", num_virtual_stages,
               " (virtual) stages of at least one layer each");
   std::vector<models::StageSpec> specs;
   int first = 0;
@@ -137,7 +137,8 @@ StepResult EagerPipelineRank::run(const std::vector<models::TensorMap>& micro_ba
       models::TensorMap received;
       if (k > 0) received = recv_tensor_map(*pp_, previous, tag_of(Direction::forward, k, mb));
       models::TensorMap sent = step_.forward(action.chunk, mb, micro_batches[size_t(mb)], received);
-      if (k < last) send_tensor_map(*pp_, sent, next, tag_of(Direction::forward, k + 1, mb), pending);
+      if (k < last)
+        send_tensor_map(*pp_, sent, next, tag_of(Direction::forward, k + 1, mb), pending);
     } else {
       models::TensorMap grads;
       if (k < last) grads = recv_tensor_map(*pp_, next, tag_of(Direction::backward, k, mb));

@@ -84,8 +84,8 @@ class PipelineRunner final : public StepRunner {
     // The last stage's replicas average (eval_metrics); its (dp 0, tp 0) rank tells everyone.
     std::vector<double> values(3, 0.0);  // loss, accuracy (or -1), perplexity (or -1)
     if (layout_.stage == layout_.pp - 1) {
-      auto m = eval_metrics(task(), sums.loss, sums.batches, sums.correct, sums.seen,
-                            setup_.groups.dp);
+      auto m =
+          eval_metrics(task(), sums.loss, sums.batches, sums.correct, sums.seen, setup_.groups.dp);
       values = {m.at("eval/loss"), m.contains("eval/accuracy") ? m.at("eval/accuracy") : -1.0,
                 m.contains("eval/perplexity") ? m.at("eval/perplexity") : -1.0};
     }
@@ -101,8 +101,7 @@ class PipelineRunner final : public StepRunner {
   // Note [Checkpoints of pipeline parts]: the whole model, written by world rank 0.
   void save(const fs::path& output_dir, const std::string& name, const TrainingProgress& progress,
             int max_to_keep) override {
-    CheckpointTensors mine =
-        gather_checkpoint_tensors(parts_, *optimizer_, setup_.groups.tp.get());
+    CheckpointTensors mine = gather_checkpoint_tensors(parts_, *optimizer_, setup_.groups.tp.get());
     const bool contributes = layout_.dp_rank == 0 && setup_.coordinates.tp == 0;
     if (contributes) {
       std::lock_guard lock(shared_->mutex);

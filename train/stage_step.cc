@@ -165,8 +165,8 @@ void StageStep::Impl::find_tied_weights() {
   if (virtual_stages() == 1 || (!holds_first && !holds_last)) return;
   LIBAI_CHECK(layout.pp > 1, "stage step: interleaving (", layout.num_chunks,
               " chunks) needs at least 2 pipeline stages");
-  LIBAI_CHECK(groups.tied && groups.tied->size() == 2,
-              "stage step: stage ", layout.stage, " holds the ", holds_first ? "first" : "last",
+  LIBAI_CHECK(groups.tied && groups.tied->size() == 2, "stage step: stage ", layout.stage,
+              " holds the ", holds_first ? "first" : "last",
               " virtual stage and needs StageGroups::tied: the group of the first and last "
               "stage's ranks of its replica and tensor-parallel rank (2 ranks)");
   models::Model* mine = parts[size_t(holds_first ? first_chunk : last_chunk)];
@@ -285,12 +285,13 @@ models::TensorMap StageStep::forward(int chunk, int mb, const models::TensorMap&
   LIBAI_CHECK(!s.stash.contains({chunk, mb}), "stage step: forward of micro-batch ", mb,
               " on chunk ", chunk, " twice in step ", s.step);
   LIBAI_CHECK(s.is_first(chunk) == received.empty(), "stage step: virtual stage ",
-              s.virtual_stage(chunk), s.is_first(chunk) ? " reads its batch, but received "
-                                                         : " received nothing from the one before");
+              s.virtual_stage(chunk),
+              s.is_first(chunk) ? " reads its batch, but received "
+                                : " received nothing from the one before");
   const int64_t size = batch_size_of(s.is_first(chunk) || batch.size() ? batch : received);
   if (s.micro < 0) s.micro = s.layout.micro_batch_size > 0 ? s.layout.micro_batch_size : size;
-  LIBAI_CHECK(size == s.micro, "stage step: micro-batch ", mb, " has ", size,
-              " samples, expected ", s.micro);
+  LIBAI_CHECK(size == s.micro, "stage step: micro-batch ", mb, " has ", size, " samples, expected ",
+              s.micro);
   Impl::Stash stash;
   stash.mode = s.mode_for(mb);
   models::TrainingModeGuard guard(stash.mode);
@@ -323,8 +324,8 @@ models::TensorMap StageStep::forward(int chunk, int mb, const models::TensorMap&
 models::TensorMap StageStep::backward(int chunk, int mb, const models::TensorMap& output_grads) {
   Impl& s = *impl_;
   auto it = s.stash.find({chunk, mb});
-  LIBAI_CHECK(it != s.stash.end(), "stage step: backward of micro-batch ", mb, " on chunk ",
-              chunk, " before its forward (step ", s.step, ")");
+  LIBAI_CHECK(it != s.stash.end(), "stage step: backward of micro-batch ", mb, " on chunk ", chunk,
+              " before its forward (step ", s.step, ")");
   Impl::Stash stash = std::move(it->second);
   s.stash.erase(it);
   models::TrainingModeGuard guard(stash.mode);

@@ -49,9 +49,9 @@ namespace libai::train {
 
 // Where this rank sits in the job.
 struct StageLayout {
-  int pp = 1, stage = 0;       // pipeline stages (devices along the pipeline) and this one
-  int num_chunks = 1;          // model chunks per device (interleaved schedules)
-  int dp = 1, dp_rank = 0;     // data-parallel replicas and this one's index
+  int pp = 1, stage = 0;    // pipeline stages (devices along the pipeline) and this one
+  int num_chunks = 1;       // model chunks per device (interleaved schedules)
+  int dp = 1, dp_rank = 0;  // data-parallel replicas and this one's index
   int64_t micro_batch_size = 0;
 };
 

@@ -105,9 +105,9 @@ void run_rank(const config::Config& cfg, const TrainerFlags& flags, int dp, int 
     role.replicas = {mesh.coordinates(world->rank()).dp};
     role.writer = world->rank() == 0;
   }
-  run_training_loop(cfg, flags, role,
-                    [&](const TrainConfig& t) { return std::make_unique<EagerRunner>(cfg, t, groups); },
-                    result);
+  run_training_loop(
+      cfg, flags, role,
+      [&](const TrainConfig& t) { return std::make_unique<EagerRunner>(cfg, t, groups); }, result);
 }
 
 // One rank of the eager pipeline (pp > 1): every rank reads its replica's micro-batches.

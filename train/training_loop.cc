@@ -227,7 +227,8 @@ void run_training_loop(const config::Config& cfg, const TrainerFlags& flags, con
       ++steps;
       const bool last = iteration + 1 == train_iter;
       if ((iteration + 1) % settings.log_period == 0 || last) {
-        const double seconds = std::chrono::duration<double>(SteadyClock::now() - period_start).count();
+        const double seconds =
+            std::chrono::duration<double>(SteadyClock::now() - period_start).count();
         const double samples = double(steps * global);
         const int64_t sequence = tokens_per_sample(batches[0][0], runner->model_config());
         const double tokens = samples * double(sequence);

@@ -74,7 +74,8 @@ struct Run {
 Run one_device(bool accumulate) {
   auto model = models::load_model(random_gpt2());
   model->set_requires_grad(true);
-  auto optimizer = make_optimizer(default_param_groups(*model, group_options()), optimizer_options());
+  auto optimizer =
+      make_optimizer(default_param_groups(*model, group_options()), optimizer_options());
   LrScheduler schedule(schedule_options());
   TrainStep step(*model, *optimizer, &schedule,
                  step_options(accumulate ? kMicroBatches : 1, false));
@@ -90,7 +91,8 @@ Run one_device(bool accumulate) {
     StepResult r = step.run(batches);
     run.figures[0].push_back({r.loss, r.grad_norm});
   }
-  for (auto& info : model->parameter_infos()) run.params[0].push_back({info, info.tensor->detach()});
+  for (auto& info : model->parameter_infos())
+    run.params[0].push_back({info, info.tensor->detach()});
   return run;
 }
 
@@ -125,16 +127,21 @@ Run pipeline(const Layout& l) {
       owned.back()->set_requires_grad(true);
       parts.push_back(owned.back().get());
     }
-    auto optimizer = make_optimizer(stage_param_groups(parts, group_options()), optimizer_options());
+    auto optimizer =
+        make_optimizer(stage_param_groups(parts, group_options()), optimizer_options());
     LrScheduler schedule(schedule_options());
     const int accumulation = kMicroBatches / l.dp;
-    const StageLayout layout{.pp = l.pp, .stage = stage, .num_chunks = l.chunks, .dp = l.dp,
-                             .dp_rank = replica, .micro_batch_size = kMicro};
+    const StageLayout layout{.pp = l.pp,
+                             .stage = stage,
+                             .num_chunks = l.chunks,
+                             .dp = l.dp,
+                             .dp_rank = replica,
+                             .micro_batch_size = kMicro};
     StageStep step(parts, *optimizer, &schedule, step_options(accumulation, l.checkpoint), layout,
                    setup.groups);
-    EagerPipelineRank rank(step,
-                           pipeline_program(l.schedule, l.pp, accumulation, l.chunks)[size_t(stage)],
-                           layout, setup.groups.pp);
+    EagerPipelineRank rank(
+        step, pipeline_program(l.schedule, l.pp, accumulation, l.chunks)[size_t(stage)], layout,
+        setup.groups.pp);
     const size_t me = size_t(world->rank());
     for (int s = 0; s < kSteps; ++s) {
       std::vector<models::TensorMap> mine;
@@ -212,21 +219,22 @@ TEST_P(PipelineLayouts, LossesNormsAndParametersEqualOneDeviceWithA4xBatch) {
   expect_equal(reference(), accumulated(), pipeline(l), describe(l));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Threads, PipelineLayouts,
-    ::testing::Values(Layout{.pp = 2, .schedule = "gpipe"}, Layout{.pp = 2, .schedule = "1f1b"},
-                      Layout{.pp = 2, .schedule = "1f1b", .checkpoint = false},
-                      Layout{.pp = 2, .schedule = "interleaved", .chunks = 2},
-                      Layout{.pp = 4, .schedule = "gpipe"}, Layout{.pp = 4, .schedule = "1f1b"},
-                      Layout{.pp = 4, .schedule = "interleaved", .chunks = 2},
-                      Layout{.dp = 2, .pp = 2}, Layout{.pp = 2, .tp = 2},
-                      Layout{.dp = 2, .pp = 2, .tp = 2, .schedule = "gpipe"}),
-    [](const ::testing::TestParamInfo<Layout>& info) {
-      std::string name = describe(info.param);
-      for (char& c : name)
-        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Threads, PipelineLayouts,
+                         ::testing::Values(Layout{.pp = 2, .schedule = "gpipe"},
+                                           Layout{.pp = 2, .schedule = "1f1b"},
+                                           Layout{.pp = 2, .schedule = "1f1b", .checkpoint = false},
+                                           Layout{.pp = 2, .schedule = "interleaved", .chunks = 2},
+                                           Layout{.pp = 4, .schedule = "gpipe"},
+                                           Layout{.pp = 4, .schedule = "1f1b"},
+                                           Layout{.pp = 4, .schedule = "interleaved", .chunks = 2},
+                                           Layout{.dp = 2, .pp = 2}, Layout{.pp = 2, .tp = 2},
+                                           Layout{.dp = 2, .pp = 2, .tp = 2, .schedule = "gpipe"}),
+                         [](const ::testing::TestParamInfo<Layout>& info) {
+                           std::string name = describe(info.param);
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
 
 // The references: one device accumulating the 4 micro-batches equals its 4x batch (losses and
 // norms within 1e-5; parameters drift apart by ~1e-4 over 20 AdamW steps, f32 sums in another
