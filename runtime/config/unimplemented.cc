@@ -79,11 +79,10 @@ void training(Problems& problems) {
     problems.add("graph.enabled",
                  "graph-mode training (on the actor runtime) is not implemented yet; training "
                  "runs eagerly: set graph.enabled: false");
-  if (const Node* pp = problems.at("train.dist.pipeline_parallel_size");
-      pp != nullptr && pp->kind() == Node::Kind::integer && pp->as_int() > 1)
-    problems.add("train.dist.pipeline_parallel_size",
-                 "pipeline-parallel training (on the actor runtime) is not implemented yet; "
-                 "eager training is data- and tensor-parallel");
+  // Eager pipeline training (train/pipeline_runner.h) cuts the layers evenly.
+  problems.add_if_set("train.dist.custom_pipeline_stage_id",
+                      "eager pipeline training cuts the layers evenly over the stages; a "
+                      "custom split is not implemented yet (leave it null)");
   for (const char* key : kWhatIfKeys)
     problems.add_if_set(key,
                         "a what-if planning key, read only by `libai-actor plan`; training "

@@ -92,9 +92,11 @@ TEST(Unimplemented, Training) {
                        "key 'graph.enabled' = true: graph-mode training (on the actor "
                        "runtime) is not implemented yet; training runs eagerly"))
       << graph;
-  EXPECT_TRUE(contains(only_problem({"graph.enabled=false", "train.dist.pipeline_parallel_size=2"},
+  // Eager pipeline training exists; only a custom split of the layers is refused.
+  EXPECT_TRUE(contains(only_problem({"graph.enabled=false",
+                                     "train.dist.custom_pipeline_stage_id=[0, 0, 1, 1]"},
                                     Purpose::training),
-                       "key 'train.dist.pipeline_parallel_size' = 2: pipeline-parallel training"));
+                       "cuts the layers evenly"));
   EXPECT_TRUE(contains(only_problem({"graph.enabled=false", "train.cluster.device_slowdown=[1, 2]"},
                                     Purpose::training),
                        "a device key of the actor runtime"));
