@@ -342,7 +342,8 @@ std::optional<TrainPrograms> ConfigJob::train_programs(const wire::Assignment&) 
   return actors::train_programs(schedule_, pp_, num_groups_, chunks_);
 }
 
-TrainComputeFactory ConfigJob::train_compute(const PipelineLayout&, const wire::Assignment&) {
+TrainComputeFactory ConfigJob::train_compute(const PipelineLayout&, const wire::Assignment&,
+                                             const std::shared_ptr<comm::Communicator>&) {
   const SyntheticTrainCompute::Options base{.forward_seconds = forward_seconds_,
                                             .backward_seconds = backward_seconds_,
                                             .device = 0,
