@@ -11,13 +11,12 @@
 #include "schedule/partition.h"
 #include "train/data/sampler.h"
 #include "train/data_config.h"
-#include "train/flops.h"
 #include "train/metrics.h"
+#include "train/step_runner.h"
 
 namespace libai::actors {
 
 namespace {
-using Clock = std::chrono::steady_clock;
 
 models::HfConfig model_config_of(const config::Config& cfg, std::filesystem::path* weights) {
   const auto folder = cfg.get_or<std::string>("model.weights", "");
@@ -142,51 +141,63 @@ void set_budgets(const GraphTrainSettings& s, int per_node) {
 
 }  // namespace
 
-void drive_graph_training(TrainClient& client, const config::Config& cfg,
-                          const GraphTrainSettings& s, train::TrainResult& result) {
-  const std::filesystem::path out = cfg.get_or<std::string>("train.output_dir", "./output");
-  std::vector<std::unique_ptr<train::MetricsWriter>> writers;
-  writers.push_back(train::make_console_writer(s.train_iter));
-  writers.push_back(train::make_json_writer(out / "metrics.json"));
-  writers.push_back(train::make_tensorboard_writer(out / "tensorboard"));
-  writers.push_back(train::make_loss_curve_writer(out / "loss_curve.svg"));
-  const int64_t global = s.train.batch.global;
-  const int64_t sequence = cfg.get_or<int64_t>("data.seq_length", 0);
-  int64_t steps = 0;
-  auto period_start = Clock::now();
-  result.output_dir = out;
-  for (int64_t iteration = result.first_iteration; iteration < s.train_iter; ++iteration) {
-    const TrainStepResult r = client.run_step(int(iteration));
-    LIBAI_CHECK(r.total.loss_count > 0, "step ", iteration, ": no stage reported a loss");
-    const double loss = r.total.loss_sum / double(r.total.loss_count);
-    result.losses.push_back(loss);
-    result.iterations = iteration + 1;
-    ++steps;
-    const bool last = iteration + 1 == s.train_iter;
-    if ((iteration + 1) % s.log_period != 0 && !last) continue;
-    const double seconds = std::chrono::duration<double>(Clock::now() - period_start).count();
-    const double samples = double(steps * global), tokens = samples * double(sequence);
-    train::StepMetrics m{.iteration = iteration + 1, .loss = loss};
+namespace {
+
+// The trainer's loop (train/step_runner.h) runs the steps through the train driver: the
+// stages read their own micro-batches, so the loop's (replica 0's, for its token counts) are
+// not sent anywhere.
+class GraphRunner final : public train::StepRunner {
+ public:
+  GraphRunner(TrainClient& client, const GraphTrainSettings& s, models::Task task)
+      : client_(client), settings_(s), task_(task) {}
+  const models::HfConfig& model_config() const override { return settings_.model_config; }
+  models::Task task() const override { return task_; }
+  train::StepResult run(const std::vector<std::vector<models::TensorMap>>&) override {
+    const TrainStepResult r = client_.run_step(int(steps_));
+    LIBAI_CHECK(r.total.loss_count > 0, "step ", steps_, ": no stage reported a loss");
+    const double n = double(r.total.loss_count);  // one report per replica, all alike
     auto extra = [&](const char* name) {
       auto it = r.total.extra.find(name);
-      return it == r.total.extra.end() ? 0.0 : it->second / double(r.total.loss_count);
+      return it == r.total.extra.end() ? 0.0 : it->second / n;
     };
-    m.scalars = {{"lr", extra("lr")},
-                 {"grad_norm", r.total.grad_norm},
-                 {"samples_per_s", samples / seconds},
-                 {"step_ms", 1e3 * seconds / double(steps)}};
-    if (sequence > 0) {
-      m.scalars["tokens_per_s"] = tokens / seconds;
-      m.scalars["gflops"] =
-          train::training_flops_per_token(s.model_config, sequence) * tokens / seconds / 1e9;
-    }
-    if (s.train.step.loss_scale) m.scalars["loss_scale"] = extra("loss_scale");
-    for (auto& w : writers) w->write(m);
-    period_start = Clock::now();
-    steps = 0;
+    train::StepResult out;
+    out.step = steps_++;
+    out.loss = r.total.loss_sum / n;
+    out.grad_norm = r.total.grad_norm;
+    out.lr = extra("lr");
+    out.skipped = r.total.skipped;
+    out.loss_scale = extra("loss_scale");
+    out.samples = int64_t(extra("samples"));
+    out.targets = int64_t(extra("targets"));
+    for (const auto& [name, value] : r.total.extra)
+      if (name != "lr" && name != "loss_scale" && name != "samples" && name != "targets")
+        out.parts[name] = value / n;
+    return out;
   }
-  for (auto& w : writers) w->close();
-}
+  int64_t steps_done() const override { return steps_; }
+  std::map<std::string, double> evaluate(const std::vector<std::vector<models::TensorMap>>&) override {
+    LIBAI_THROW(Unsupported, "evaluation through the training stage actors is not implemented yet");
+  }
+  void save(const std::filesystem::path&, const std::string& name, const train::TrainingProgress&,
+            int) override {
+    if (!warned_)
+      logger("train")->warn("graph mode does not write checkpoints yet: {} was not written", name);
+    warned_ = true;
+  }
+  train::TrainingProgress load(const std::filesystem::path& folder) override {
+    LIBAI_THROW(Unsupported, "resuming graph-mode training from ", folder.string(),
+                " is not implemented yet");
+  }
+
+ private:
+  TrainClient& client_;
+  const GraphTrainSettings& settings_;
+  models::Task task_;
+  int64_t steps_ = 0;
+  bool warned_ = false;
+};
+
+}  // namespace
 
 ModelTrainJob::ModelTrainJob(const config::Config& cfg, const ClusterSpec& spec,
                              const train::TrainerFlags& flags)
@@ -256,7 +267,14 @@ TrainComputeFactory ModelTrainJob::train_compute(const PipelineLayout& layout, c
 }
 
 void ModelTrainJob::train(TrainClient& client, const PipelineLayout&) {
-  drive_graph_training(client, cfg_, settings_, result_);
+  const int layers = models::pipeline::pipeline_num_layers(settings_.model_config);
+  const models::Task task =
+      models::create_model(settings_.model_config, {}, models::StageSpec{0, 1, layers})->task();
+  const train::LoopRole role{.data_parallel_size = settings_.dp, .replicas = {0}, .writer = true};
+  train::run_training_loop(
+      cfg_, flags_, role,
+      [&](const train::TrainConfig&) { return std::make_unique<GraphRunner>(client, settings_, task); },
+      result_);
 }
 
 train::TrainResult run_graph_training(const config::Config& cfg, const train::TrainerFlags& flags,

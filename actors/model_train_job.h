@@ -10,8 +10,9 @@
 // uniformly over pipeline_parallel_size x virtual_pipeline_size virtual stages (or
 // custom_pipeline_stage_id); train.dist.pipeline_schedule's programs with
 // num_accumulation_steps micro-batches. train.cluster.device_threads compute threads per slot.
-// Node 0 drives the steps and writes the metrics (metrics.json, the console, TensorBoard, the
-// loss curve); the losses equal eager training's on one device (Note [Micro-batch order]).
+// Node 0 runs the trainer's loop (train/step_runner.h: logging, metrics.json, TensorBoard, the
+// loss curve) with a runner whose steps go through the train driver; the losses equal eager
+// training's on one device (Note [Micro-batch order]).
 #pragma once
 
 #include "actors/cluster.h"
@@ -64,10 +65,6 @@ class ModelTrainJob : public ClusterJob {
   int per_node_ = 1;
   train::TrainResult result_;
 };
-
-// The steps of a graph-mode run through `client` (node 0): logging, metrics, the result.
-void drive_graph_training(TrainClient& client, const config::Config& cfg,
-                          const GraphTrainSettings& s, train::TrainResult& result);
 
 // On every node; node 0 returns the run's result (other nodes: theirs, without losses).
 train::TrainResult run_graph_training(const config::Config& cfg, const train::TrainerFlags& flags,
