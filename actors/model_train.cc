@@ -23,24 +23,6 @@ models::StageSpec uniform_virtual_stage(int num_layers, int virtual_stages, int 
   return spec;
 }
 
-std::vector<train::ParamGroup> merged_param_groups(const std::vector<models::Model*>& parts,
-                                                   const train::ParamGroupOptions& options) {
-  std::vector<train::ParamGroup> merged;
-  for (models::Model* part : parts)
-    for (train::ParamGroup& group : train::default_param_groups(*part, options)) {
-      auto same = std::find_if(merged.begin(), merged.end(), [&](const train::ParamGroup& g) {
-        return g.base_lr == group.base_lr && g.weight_decay == group.weight_decay;
-      });
-      if (same == merged.end()) {
-        merged.push_back(std::move(group));
-        continue;
-      }
-      same->names.insert(same->names.end(), group.names.begin(), group.names.end());
-      same->params.insert(same->params.end(), group.params.begin(), group.params.end());
-    }
-  return merged;
-}
-
 namespace {
 
 std::unique_ptr<models::Model> build_part(const ModelTrainOptions& o, const models::StageSpec& spec) {
@@ -64,20 +46,25 @@ ModelTrainCompute::ModelTrainCompute(ModelTrainOptions options)
     parts_.back()->set_requires_grad(true);
     raw.push_back(parts_.back().get());
   }
-  optimizer_ = train::make_optimizer(merged_param_groups(raw, options_.train.groups),
+  optimizer_ = train::make_optimizer(train::stage_param_groups(raw, options_.train.groups),
                                      options_.train.optimizer);
+  // Note [Stage steps form together]: building a StageStep may run collectives with the
+  // other slots (the tied weights' first agreement, ...). The slots' first actions do not run
+  // together (stage 1 waits for stage 0's first forward), so each slot builds its StageStep
+  // on a thread of its own from here, and its first action waits for it.
+  pending_step_ = std::async(std::launch::async, [this, raw] {
+    train::StageGroups groups = options_.groups();
+    groups.tp = options_.tp;
+    return std::make_unique<train::StageStep>(raw, *optimizer_, &schedule_, options_.train.step,
+                                              options_.layout, std::move(groups));
+  });
 }
 
 ModelTrainCompute::~ModelTrainCompute() = default;
 
 train::StageStep& ModelTrainCompute::stage_step() {
   if (!step_) {
-    train::StageGroups groups = options_.groups();
-    groups.tp = options_.tp;
-    std::vector<models::Model*> raw;
-    for (auto& part : parts_) raw.push_back(part.get());
-    step_ = std::make_unique<train::StageStep>(raw, *optimizer_, &schedule_, options_.train.step,
-                                               options_.layout, std::move(groups));
+    step_ = pending_step_.get();
     if (steps_before_ >= 0) step_->set_steps_done(steps_before_);
   }
   return *step_;
@@ -164,7 +151,12 @@ TrainGroupMembers train_group_members(const PipelineLayout& layout) {
     }
   if (pp > 1)
     for (int r = 0; r < dp; ++r)
-      for (int t = 0; t < tp; ++t) m.tied.push_back({layout.index(r, 0, t), layout.index(r, pp - 1, t)});
+      for (int t = 0; t < tp; ++t) {
+        m.tied.push_back({layout.index(r, 0, t), layout.index(r, pp - 1, t)});
+        std::vector<int> group;
+        for (int s = 0; s < pp; ++s) group.push_back(layout.index(r, s, t));
+        m.pp.push_back(group);
+      }
   return m;
 }
 
@@ -190,6 +182,7 @@ std::vector<train::StageGroups> local_train_groups(const PipelineLayout& layout,
   assign_local(m.tp, timeout, out, &train::StageGroups::tp);
   assign_local(m.dp, timeout, out, &train::StageGroups::dp);
   assign_local(m.tied, timeout, out, &train::StageGroups::tied);
+  assign_local(m.pp, timeout, out, &train::StageGroups::pp);
   std::vector<int> all(size_t(m.world));
   for (int i = 0; i < m.world; ++i) all[size_t(i)] = i;
   assign_local({all}, timeout, out, &train::StageGroups::world);
@@ -197,7 +190,7 @@ std::vector<train::StageGroups> local_train_groups(const PipelineLayout& layout,
 }
 
 void abort_local_groups(const train::StageGroups& groups, const std::string& reason) {
-  for (const auto* c : {&groups.tp, &groups.dp, &groups.tied, &groups.world})
+  for (const auto* c : {&groups.tp, &groups.dp, &groups.tied, &groups.pp, &groups.world})
     if (*c && std::string((*c)->backend()) == "local") comm::LocalGroup::abort(**c, reason);
 }
 
@@ -236,6 +229,8 @@ ClusterSlotGroups cluster_train_groups(const PipelineLayout& layout, int node,
         if (auto c = world->new_group(members)) g.dp = c;
     for (const auto& members : m.tied)
       if (auto c = world->new_group(members)) g.tied = c;
+    for (const auto& members : m.pp)
+      if (auto c = world->new_group(members)) g.pp = c;
     return g;
   };
   auto launch = [&](int slot, int port, std::shared_ptr<std::promise<int>> listening) {

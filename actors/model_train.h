@@ -50,8 +50,8 @@ struct ModelTrainOptions {
   std::vector<models::StageSpec> parts;  // per chunk: virtual stage c * pp + stage
   train::StageLayout layout;
   std::shared_ptr<comm::Communicator> tp;  // this stage's tensor-parallel ranks (null: one)
-  // dp, tied and world (tp is taken from `tp`): called once, on the stage's thread, before
-  // the first action; may block while the groups form (never on the other slots' actions).
+  // dp, tied, pp and world (tp is taken from `tp`): called once, on a thread of the slot's
+  // own, as the slot is built; may block while the groups form.
   std::function<train::StageGroups()> groups;
   MicroBatchSource data;
   bool reports_loss = false;  // the last stage's tp rank 0 of its replica
@@ -85,21 +85,18 @@ class ModelTrainCompute : public TrainStageCompute {
   std::vector<std::unique_ptr<models::Model>> parts_;
   std::unique_ptr<train::Optimizer> optimizer_;
   train::LrScheduler schedule_;
+  std::future<std::unique_ptr<train::StageStep>> pending_step_;
   std::unique_ptr<train::StageStep> step_;
   int64_t steps_before_ = -1;  // resuming: set_steps_done before the StageStep exists
   std::map<std::pair<int, int>, models::TensorMap> batches_;  // (step, micro-batch)
 };
 
-// The optimizer's parameter groups over several model parts: default_param_groups of each,
-// merged by (lr, weight decay) so that a chunk's groups join the same optimizer groups.
-std::vector<train::ParamGroup> merged_param_groups(const std::vector<models::Model*>& parts,
-                                                   const train::ParamGroupOptions& options);
-
 // Which slots form each group of a training layout with `chunks` chunks per device, by slot
 // index (PipelineLayout::index): tp (the ranks of a stage), dp (a slot in every replica),
-// tied (the first and last device of a replica, same tp rank; none when pp == 1).
+// tied (the first and last device of a replica, same tp rank; none when pp == 1), pp (a
+// replica's slots of one tp rank on every stage).
 struct TrainGroupMembers {
-  std::vector<std::vector<int>> tp, dp, tied;  // each group's slots, sorted
+  std::vector<std::vector<int>> tp, dp, tied, pp;  // each group's slots, sorted
   int world = 0;
 };
 TrainGroupMembers train_group_members(const PipelineLayout& layout);
