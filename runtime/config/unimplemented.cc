@@ -77,7 +77,8 @@ void inference_job(Problems& problems) {
 void training(Problems& problems) {
   if (problems.is_true("graph.enabled"))
     problems.add("graph.enabled",
-                 "internal: graph-mode training is checked as Purpose::graph_training");
+                 "this is eager training (train::run_training); graph-mode training runs "
+                 "through the actor runtime: `libai-actor train` with graph.enabled: true");
   if (const Node* pp = problems.at("train.dist.pipeline_parallel_size");
       pp != nullptr && pp->kind() == Node::Kind::integer && pp->as_int() > 1)
     problems.add("train.dist.pipeline_parallel_size",
