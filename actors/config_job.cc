@@ -358,7 +358,8 @@ std::optional<TrainPrograms> ConfigJob::train_programs(const wire::Assignment&) 
   return actors::train_programs(schedule_, pp_, num_groups_, chunks_);
 }
 
-TrainComputeFactory ConfigJob::train_compute(const PipelineLayout&, const wire::Assignment& assignment) {
+TrainComputeFactory ConfigJob::train_compute(const PipelineLayout&, const wire::Assignment& assignment,
+                                             const std::shared_ptr<comm::Communicator>&) {
   // The plan's split: layers per virtual stage (chunk c of stage d is virtual stage c pp + d).
   std::vector<int> layers_of(size_t(pp_ * chunks_), 0);
   for (int64_t v : assignment.stage_of) {

@@ -68,7 +68,8 @@ class ConfigJob : public ClusterJob {
   ComputeFactory compute(const PipelineLayout& layout, const wire::Assignment& assignment) override;
   void drive(PipelineClient& client, const PipelineLayout& layout) override;
   std::optional<TrainPrograms> train_programs(const wire::Assignment& assignment) override;
-  TrainComputeFactory train_compute(const PipelineLayout& layout, const wire::Assignment& assignment) override;
+  TrainComputeFactory train_compute(const PipelineLayout& layout, const wire::Assignment& assignment,
+                                    const std::shared_ptr<comm::Communicator>& data_plane) override;
   void train(TrainClient& client, const PipelineLayout& layout) override;
   bool training() const { return training_; }
   const std::vector<TrainStepResult>& train_results() const { return train_results_; }
