@@ -1,6 +1,8 @@
 #include "actors/model_train_job.h"
 
+#include <algorithm>
 #include <chrono>
+#include <sstream>
 
 #include "actors/messages.h"
 #include "actors/train_programs.h"
@@ -61,21 +63,41 @@ GraphTrainSettings graph_train_settings(const config::Config& cfg, int nodes) {
   }
   const int num_layers = models::pipeline::pipeline_num_layers(s.model_config);
   const int virtual_stages = s.pp * s.chunks;
+  LIBAI_CHECK(virtual_stages <= num_layers, "train.dist: pipeline_parallel_size ", s.pp,
+              " x virtual_pipeline_size ", s.chunks, " = ", virtual_stages,
+              " virtual stages, but the model has ", num_layers, " layers");
   auto custom = cfg.get_or<std::optional<std::vector<int64_t>>>("train.dist.custom_pipeline_stage_id",
                                                                 std::nullopt);
+  // Until node 0's plan says otherwise (ModelTrainJob::layout).
   const schedule::StageAssignment stage_of =
       custom ? schedule::custom_partition(*custom, num_layers, virtual_stages)
              : schedule::uniform_partition(num_layers, virtual_stages);
+  s.stage_of.assign(stage_of.begin(), stage_of.end());
+  s.virtual_stages = virtual_stage_specs(s.stage_of, virtual_stages);
+  return s;
+}
+
+std::vector<models::StageSpec> virtual_stage_specs(const std::vector<int64_t>& stage_of,
+                                                   int virtual_stages) {
+  const int num_layers = int(stage_of.size());
+  std::vector<models::StageSpec> out;
   for (int v = 0; v < virtual_stages; ++v) {
     models::StageSpec spec{.first_layer = -1, .last_layer = -1, .num_layers = num_layers};
     for (int l = 0; l < num_layers; ++l)
       if (stage_of[size_t(l)] == v) {
+        LIBAI_CHECK(spec.first_layer < 0 || spec.last_layer == l, "the split puts layer ", l,
+                    " on virtual stage ", v, " apart from its other layers");
         if (spec.first_layer < 0) spec.first_layer = l;
         spec.last_layer = l + 1;
       }
-    s.virtual_stages.push_back(spec);
+    LIBAI_CHECK(spec.first_layer >= 0, "the split gives virtual stage ", v, " of ",
+                virtual_stages, " no layer of ", num_layers);
+    out.push_back(spec);
   }
-  return s;
+  for (int64_t v : stage_of)
+    LIBAI_CHECK(v >= 0 && v < virtual_stages, "the split puts a layer on virtual stage ", v,
+                " of ", virtual_stages);
+  return out;
 }
 
 MicroBatchSource make_micro_batch_source(const config::Config& cfg, const GraphTrainSettings& s) {
@@ -203,26 +225,87 @@ ModelTrainJob::ModelTrainJob(const config::Config& cfg, const ClusterSpec& spec,
                              const train::TrainerFlags& flags)
     : cfg_(cfg), spec_(spec), flags_(flags), settings_(graph_train_settings(cfg, spec.nodes)) {
   per_node_ = settings_.dp * settings_.tp * settings_.pp / spec.nodes;
+  const std::string name = settings_.weights.empty()
+                               ? cfg.get_or<std::string>("model.config", "")
+                               : settings_.weights.string();
+  shape_ = model_train_shape(cfg, settings_.model_config, name, per_node_);
 }
 
 std::vector<wire::DeviceProfile> ModelTrainJob::profile_devices(int node_rank) {
-  std::vector<wire::DeviceProfile> out;
-  for (int d = 0; d < per_node_; ++d) out.push_back({.name = str_cat("node", node_rank, ":cpu:", d)});
-  return out;
+  // Measured rates and a timed layer (forward and backward) at each device's slow-down.
+  return profile_train_devices(cfg_, shape_, node_rank);
 }
 
+// Note [Planning a model's training]
+// Node 0 compiles the training plan (actors/train_plan.h) from the profiles every node sent:
+// its split of the layers over the virtual stages (train.dist.balance) and, for a balanced
+// plan, which pipeline slot runs which stage (slots are interchangeable when they only differ
+// in speed, and the head's stage wants the fast one). The assignment carries both to every
+// node (stage_of: [layer] virtual stage; device_of_stage: [stage] pipeline slot), and
+// layout() builds the parts and places the slots from them, so every node agrees. Parameters
+// are initialised by their whole-model names (Note [Model parts]), so any split trains the
+// same model: the losses equal one device's whatever the plan chose.
 void ModelTrainJob::plan(wire::Assignment& assignment) {
-  const auto stage_of = schedule::uniform_partition(int(settings_.virtual_stages.size()), settings_.pp);
-  assignment.stage_of.assign(stage_of.begin(), stage_of.end());
+  const int virtual_stages = settings_.pp * settings_.chunks;
+  assignment.stage_of.assign(settings_.stage_of.begin(), settings_.stage_of.end());
   assignment.device_of_stage.clear();
   for (int s = 0; s < settings_.pp; ++s) assignment.device_of_stage.push_back(s);
+  auto log = logger("train");
+  const bool custom = shape_.custom_stage_ids.has_value();
+  if (!has_train_costs(settings_.model_config)) {
+    LIBAI_CHECK(shape_.balance == "uniform" || custom, "train.dist.balance is ", shape_.balance,
+                ", but the planner has no costs for model_type '",
+                settings_.model_config.model_type(),
+                "' (gpt2, bert, roberta, t5, mt5): set train.dist.balance uniform or "
+                "train.dist.custom_pipeline_stage_id");
+    log->info("no training plan: no cost model for model_type '{}'; the layers split {}",
+              settings_.model_config.model_type(), custom ? "as custom_pipeline_stage_id says" : "uniformly");
+    return;
+  }
+  if (custom && virtual_stages > settings_.pp) {
+    log->info("no training plan: custom_pipeline_stage_id over {} virtual stages", virtual_stages);
+    return;
+  }
+  if (shape_.local_hop_seconds == 0) shape_.local_hop_seconds = assignment.local_hop_seconds;
+  if (shape_.remote_hop_seconds == 0) shape_.remote_hop_seconds = assignment.remote_hop_seconds;
+  plan_ = compile_train_plan(shape_, assignment.devices);
+  std::ostringstream text;
+  print_train_plan(text, shape_, *plan_, assignment.devices);
+  log->info("{}", text.str());
+  check_train_plan(*plan_, assignment.devices, per_node_);
+  assignment.stage_of.assign(plan_->stage_of.begin(), plan_->stage_of.end());
+  for (int s = 0; s < settings_.pp; ++s)
+    assignment.device_of_stage[size_t(s)] = plan_->stages[size_t(s)].slot;
 }
 
-PipelineLayout ModelTrainJob::layout(const wire::Assignment&) {
+PipelineLayout ModelTrainJob::layout(const wire::Assignment& assignment) {
+  const int virtual_stages = settings_.pp * settings_.chunks;
+  if (!assignment.stage_of.empty()) {
+    LIBAI_CHECK(assignment.stage_of.size() == settings_.stage_of.size(), "the assignment splits ",
+                assignment.stage_of.size(), " layers but the model has ", settings_.stage_of.size());
+    settings_.stage_of.assign(assignment.stage_of.begin(), assignment.stage_of.end());
+    settings_.virtual_stages = virtual_stage_specs(settings_.stage_of, virtual_stages);
+  }
+  std::vector<int> position(size_t(settings_.pp));
+  for (int s = 0; s < settings_.pp; ++s) position[size_t(s)] = s;
+  if (!assignment.device_of_stage.empty()) {
+    position.assign(assignment.device_of_stage.begin(), assignment.device_of_stage.end());
+    std::vector<int> sorted = position;
+    std::sort(sorted.begin(), sorted.end());
+    bool permutation = int(sorted.size()) == settings_.pp;
+    for (int s = 0; permutation && s < settings_.pp; ++s) permutation = sorted[size_t(s)] == s;
+    LIBAI_CHECK(permutation, "the assignment places ", position.size(),
+                " stages on pipeline slots that are not a permutation of the ", settings_.pp,
+                " slots");
+  }
   PipelineLayout layout = make_train_layout({.dp = settings_.dp, .pp = settings_.pp, .tp = settings_.tp});
-  for (size_t i = 0; i < layout.slots.size(); ++i) {
-    layout.slots[i].node = int(i) / per_node_;
-    layout.slots[i].device = Device::cpu(int(i) % per_node_);
+  for (SlotSpec& slot : layout.slots) {
+    // Devices in mesh order [dp, pp, tp], as the plan numbers them.
+    const int device =
+        (slot.replica * settings_.pp + position[size_t(slot.stage)]) * settings_.tp + slot.rank;
+    slot.node = device / per_node_;
+    slot.device = Device::cpu(device % per_node_);
+    slot.slowdown = shape_.slowdown[size_t(device)];
   }
   return layout;
 }
@@ -293,6 +376,7 @@ train::TrainResult run_graph_training(const config::Config& cfg, const train::Tr
     configure_actor_system(config);
     caf::actor_system system(config);
     wire::Assignment assignment;
+    assignment.devices = job.profile_devices(0);
     job.plan(assignment);
     const PipelineLayout layout = job.layout(assignment);
     LocalTrainPipeline pipeline(system, layout, *job.train_programs(assignment),

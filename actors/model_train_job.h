@@ -7,8 +7,11 @@
 //
 // Layout: train.dist.{data,tensor,pipeline}_parallel_size slots over the cluster's nodes,
 // slot i on node i / (slots / nodes) (tensor-parallel ranks share a node); the layers split
-// uniformly over pipeline_parallel_size x virtual_pipeline_size virtual stages (or
-// custom_pipeline_stage_id); train.dist.pipeline_schedule's programs with
+// over pipeline_parallel_size x virtual_pipeline_size virtual stages by node 0's plan
+// (actors/train_plan.h: train.dist.balance uniform, measured or memory over the devices every
+// node profiled, train.cluster.device_slowdown emulated; custom_pipeline_stage_id wins, and a
+// family without costs splits uniformly), whose order of devices along the pipeline the layout
+// follows; train.dist.pipeline_schedule's programs with
 // num_accumulation_steps micro-batches. train.cluster.device_threads compute threads per slot.
 // Node 0 runs the trainer's loop (train/step_runner.h: logging, metrics.json, TensorBoard, the
 // loss curve) with a runner whose steps go through the train driver; the losses equal eager
@@ -17,6 +20,7 @@
 
 #include "actors/cluster.h"
 #include "actors/model_train.h"
+#include "actors/train_plan.h"
 #include "runtime/cluster_env.h"
 #include "runtime/config/config.h"
 #include "train/trainer.h"
@@ -32,8 +36,14 @@ struct GraphTrainSettings {
   models::HfConfig model_config;
   std::filesystem::path weights;
   std::vector<models::StageSpec> virtual_stages;  // pp x chunks, in virtual-stage order
+  std::vector<int64_t> stage_of;                  // [layer] its virtual stage
 };
 GraphTrainSettings graph_train_settings(const config::Config& cfg, int nodes);
+
+// The parts of the virtual stages of `stage_of` ([layer] virtual stage, contiguous, every one of
+// the `virtual_stages` with a layer); InvalidArgument otherwise.
+std::vector<models::StageSpec> virtual_stage_specs(const std::vector<int64_t>& stage_of,
+                                                   int virtual_stages);
 
 // The job's training data as every node reads it (train/data_config.h, the cyclic sampler of
 // Note [Global sample order]).
@@ -56,6 +66,10 @@ class ModelTrainJob : public ClusterJob {
 
   const GraphTrainSettings& settings() const { return settings_; }
   train::TrainResult& result() { return result_; }
+  // Node 0, after plan(): the training plan (none for a family without costs or a custom
+  // split over chunks).
+  const std::optional<schedule::Plan>& chosen_plan() const { return plan_; }
+  const ModelTrainShape& shape() const { return shape_; }
 
  private:
   config::Config cfg_;
@@ -63,6 +77,8 @@ class ModelTrainJob : public ClusterJob {
   train::TrainerFlags flags_;
   GraphTrainSettings settings_;
   int per_node_ = 1;
+  ModelTrainShape shape_;
+  std::optional<schedule::Plan> plan_;
   train::TrainResult result_;
 };
 
