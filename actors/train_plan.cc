@@ -1,6 +1,7 @@
 #include "actors/train_plan.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <thread>
@@ -92,7 +93,16 @@ std::optional<TrainLayerTiming> time_train_layer(const ModelTrainShape& shape, D
       char stamp = 0;
       const EmulatedSpeed speed(slowdown);
       const Tensor grad = Tensor::ones({rows, tokens, hidden});
-      for (int r = 0; r <= repetitions; ++r) {  // run 0 warms up (buffers, BLAS threads)
+      // Run 0 warms up (buffers, BLAS threads). The minimum counts: other processes (the
+      // nodes profile together) only add delays. A small layer gets more runs, up to 9 or
+      // 0.25 s, since one of 3 short runs is easily delayed throughout.
+      const auto start = std::chrono::steady_clock::now();
+      auto enough = [&](int r) {
+        const double spent =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        return r > repetitions && (r > 9 || spent > 0.25);
+      };
+      for (int r = 0; !enough(r); ++r) {
         models::TensorMap in{{"hidden_states", Tensor::zeros({rows, tokens, hidden}).set_requires_grad(true)},
                              {"attention_mask", Tensor::ones({rows, tokens}, DType::i64)}};
         std::fill(flush.begin(), flush.end(), ++stamp);

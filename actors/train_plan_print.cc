@@ -69,6 +69,16 @@ void print_train_plan(std::ostream& out, const ModelTrainShape& shape, const sch
   out << "  " << count << " device(s) on " << count / shape.devices_per_node << " node(s) x "
       << shape.devices_per_node << ": data " << plan.dp << " x pipeline " << plan.pp
       << " x tensor " << plan.tp << "\n";
+  for (size_t d = 0; d < devices.size() && d < 16; ++d) {
+    const wire::DeviceProfile& p = devices[d];
+    std::snprintf(line, sizeof line, "%.3g GFLOP/s, %.3g GB/s", p.matmul_gflops,
+                  p.memory_bandwidth_gbs);
+    out << "  " << p.name << ": " << line;
+    if (p.layer_seconds > 0)
+      out << ", a layer " << format_seconds(p.layer_seconds) << " forward + "
+          << format_seconds(p.layer_step_seconds) << " backward";
+    out << "\n";
+  }
   for (int s = 0; s < int(plan.stages.size()); ++s) {
     const schedule::StagePlan& st = plan.stages[size_t(s)];
     const double slowdown = shape.slowdown[size_t(st.devices[0])];
@@ -92,7 +102,8 @@ void print_train_plan(std::ostream& out, const ModelTrainShape& shape, const sch
         << schedule::format_bytes(share(m.weight_bytes, kGradientBytesPerParam)) << " + "
         << schedule::format_bytes(share(m.weight_bytes, kOptimizerBytesPerParam)) << " + "
         << schedule::format_bytes(m.activation_bytes) << " for " << stash[size_t(k)]
-        << (plan.num_chunks > 1 ? " micro-batch chunks" : " micro-batches") << ")"
+        << (plan.num_chunks > 1 ? " micro-batch chunk" : " micro-batch")
+        << (stash[size_t(k)] == 1 ? "" : plan.num_chunks > 1 ? "s" : "es") << ")"
         << (st.devices.size() > 1 ? " each" : "") << " of "
         << (cap > 0 ? schedule::format_bytes(cap) : std::string("unlimited"))
         << (cap > 0 && m.total() > cap ? "  DOES NOT FIT" : "") << "\n";

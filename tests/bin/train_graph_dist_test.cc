@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <regex>
 
 #include "tests/bin/cluster.h"
 
@@ -35,6 +36,9 @@ struct Layout {
   std::string schedule = "1f1b";
   bool graph = true;
   int64_t steps = 20;
+  int layers = 4;                      // of the random GPT-2
+  std::string balance = "uniform";     // train.dist.balance (graph mode)
+  std::string slowdown;                // train.cluster.device_slowdown (graph mode), e.g. "[2, 1]"
 };
 
 class TrainGraph : public ::testing::Test {
@@ -57,13 +61,19 @@ class TrainGraph : public ::testing::Test {
                                       kModels + "gpt2", "--output-prefix",
                                       cluster_.dir() + "/corpus", "--append-eod"});
     ASSERT_EQ(cluster_.wait(node, 60s), 0) << cluster_.err(node);
-    std::ofstream(cluster_.dir() + "/config.json")
-        << R"({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 4,
+    for (int layers : {4, 8})
+      std::ofstream(model_config(layers))
+          << R"({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": )"
+          << layers << R"(,
                "n_embd": 32, "n_head": 4, "n_inner": 64, "n_positions": 64, "vocab_size": 503,
                "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
                "attn_pdrop": 0.1, "embd_pdrop": 0.1, "resid_pdrop": 0.1,
                "initializer_range": 0.02, "bos_token_id": 2, "eos_token_id": 2,
                "tie_word_embeddings": true})";
+  }
+
+  std::string model_config(int layers) {
+    return cluster_.dir() + "/config" + std::to_string(layers) + ".json";
   }
 
   std::string write_config(const std::string& name, const Layout& l) {
@@ -74,7 +84,7 @@ class TrainGraph : public ::testing::Test {
     f << "_base_: [" << configs << "train.yaml, " << configs << "optim.yaml, " << configs
       << "graph.yaml]\n"
       << "graph: {enabled: " << (l.graph ? "true" : "false") << "}\n"
-      << "model: {config: " << cluster_.dir() << "/config.json}\n"
+      << "model: {config: " << model_config(l.layers) << "}\n"
       << "data: {_target_: gpt, prefix: " << cluster_.dir()
       << "/corpus_text_document, seq_length: 16, splits: [1]}\n"
       << "optim: {lr: 1.0e-3, clip_grad_norm: 1.0}\n"
@@ -85,13 +95,16 @@ class TrainGraph : public ::testing::Test {
       << "  activation_checkpoint: {enabled: true}\n"
       << "  dist: {data_parallel_size: " << l.dp << ", pipeline_parallel_size: " << l.pp
       << ", pipeline_schedule: " << l.schedule << ", virtual_pipeline_size: " << l.chunks
-      << "}\n"
-      << "  cluster: {nodes: " << l.nodes << ", token: test-token, join_timeout: 30.0}\n";
+      << (l.graph ? ", balance: " + l.balance : std::string()) << "}\n"
+      << "  cluster: {nodes: " << l.nodes << ", token: test-token, join_timeout: 30.0"
+      << (l.graph && !l.slowdown.empty() ? ", device_slowdown: " + l.slowdown : std::string())
+      << "}\n";
     return path;
   }
 
-  // Runs `l` on its nodes; returns the losses node 0 logged.
-  std::map<int64_t, double> train(const std::string& name, const Layout& l) {
+  // Runs `l` on its nodes; returns the losses node 0 logged (and its log in *log).
+  std::map<int64_t, double> train(const std::string& name, const Layout& l,
+                                  std::string* log = nullptr) {
     const std::string config = write_config(name, l);
     const int port = free_port();
     std::vector<int> nodes;
@@ -102,14 +115,16 @@ class TrainGraph : public ::testing::Test {
       const int code = cluster_.wait(n, 120s);
       EXPECT_EQ(code, 0) << name << " node " << n << ":\n" << cluster_.err(n) << cluster_.out(n);
     }
+    if (log) *log = cluster_.err(nodes[0]) + cluster_.out(nodes[0]);
     return losses_of(fs::path(cluster_.dir()) / name / "metrics.json");
   }
 
   // The same run on one device, eagerly: the replicas' micro-batches accumulated there.
-  void expect_equals_one_device(const std::string& name, const Layout& l) {
-    Layout reference{.accumulation = l.accumulation * l.dp, .graph = false, .steps = l.steps};
+  void expect_equals_one_device(const std::string& name, const Layout& l, std::string* log = nullptr) {
+    Layout reference{
+        .accumulation = l.accumulation * l.dp, .graph = false, .steps = l.steps, .layers = l.layers};
     const auto expected = train(name + "_reference", reference);
-    const auto got = train(name, l);
+    const auto got = train(name, l, log);
     ASSERT_EQ(expected.size(), size_t(l.steps));
     ASSERT_EQ(got.size(), size_t(l.steps));
     for (const auto& [iteration, loss] : expected)
@@ -134,6 +149,24 @@ TEST_F(TrainGraph, DataTimesPipelineOnTwoProcessesEqualsOneDevice) {
 TEST_F(TrainGraph, InterleavedOnTwoProcessesEqualsOneDevice) {
   expect_equals_one_device(
       "interleaved", {.nodes = 2, .pp = 2, .chunks = 2, .accumulation = 4, .schedule = "interleaved"});
+}
+
+// Node 0's device is emulated 2x slower than node 1's: the measured plan gives node 1's stage
+// more of the 8 layers (node 0 logs the plan), and the losses are still one device's.
+TEST_F(TrainGraph, MeasuredBalanceOnUnequalDevicesGivesTheFastOneMoreLayers) {
+  std::string log;
+  expect_equals_one_device("balanced",
+                           {.nodes = 2, .pp = 2, .accumulation = 4, .steps = 8, .layers = 8,
+                            .balance = "measured", .slowdown = "[2, 1]"},
+                           &log);
+  std::map<std::string, int> layers_on;  // device name -> layers
+  const std::regex stage(R"(stage \d: layers \d+-\d+ \((\d+)\), (node\d:cpu:\d))");
+  for (std::sregex_iterator it(log.begin(), log.end(), stage), end; it != end; ++it)
+    layers_on[(*it)[2]] += std::stoi((*it)[1]);
+  ASSERT_EQ(layers_on.size(), 2u) << log;
+  EXPECT_EQ(layers_on["node0:cpu:0"] + layers_on["node1:cpu:0"], 8) << log;
+  EXPECT_GT(layers_on["node1:cpu:0"], layers_on["node0:cpu:0"]) << log;
+  EXPECT_NE(log.find("balance measured"), std::string::npos) << log;
 }
 
 TEST_F(TrainGraph, AKilledNodeEndsTheTrainingEverywhereNamingIt) {
