@@ -198,7 +198,9 @@ ClusterSlotGroups cluster_train_groups(const PipelineLayout& layout, int node,
                                        comm::Communicator& data_plane, const std::string& addr,
                                        std::chrono::milliseconds timeout) {
   const TrainGroupMembers m = train_group_members(layout);
-  LIBAI_CHECK(layout.slots.at(0).node == 0, "training across nodes: slot 0 must be on node 0");
+  // Slot 0 hosts the rendezvous; its node (node 0 unless a plan put stage 0 on another node's
+  // device) tells the others the port (data-plane rank = node).
+  const int root = layout.slots.at(0).node;
   ClusterSlotGroups out;
   // Tensor parallelism inside this node.
   for (const auto& members : m.tp) {
@@ -240,7 +242,7 @@ ClusterSlotGroups cluster_train_groups(const PipelineLayout& layout, int node,
     std::thread(std::move(task)).detach();
   };
   Tensor port = Tensor::zeros({1}, DType::i64);
-  if (node == 0) {
+  if (node == root) {
     auto listening = std::make_shared<std::promise<int>>();
     auto told = listening->get_future();
     launch(0, 0, listening);
@@ -248,7 +250,7 @@ ClusterSlotGroups cluster_train_groups(const PipelineLayout& layout, int node,
                      "the training groups' rendezvous did not listen within ", timeout.count(), " ms");
     port.data<int64_t>()[0] = told.get();
   }
-  data_plane.broadcast(port, 0);
+  data_plane.broadcast(port, root);
   for (size_t slot = 1; slot < layout.slots.size(); ++slot)
     if (layout.slots[slot].node == node) launch(int(slot), int(port.data<int64_t>()[0]), nullptr);
   return out;

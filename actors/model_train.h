@@ -114,8 +114,8 @@ void abort_local_groups(const train::StageGroups& groups, const std::string& rea
 // UCX communicator of its own, one rank per slot of the job (rank = slot index). One per slot,
 // not the node's data plane: a UCX world runs its collectives in call order, and two slots of
 // one node reduce over different groups in orders that differ between nodes, which one shared
-// queue would deadlock. Slot 0 (on node 0) listens on a free port, which the node data plane
-// broadcasts; every slot then forms its communicator and subgroups on a thread of its own, so
+// queue would deadlock. Slot 0 (on whichever node the plan put it) listens on a free port, which
+// its node broadcasts over the nodes' data plane; every slot then forms its communicator and subgroups on a thread of its own, so
 // the result is a future the slot waits for before its first action.
 struct ClusterSlotGroups {
   std::map<int, std::shared_ptr<comm::Communicator>> tp;  // this node's slots

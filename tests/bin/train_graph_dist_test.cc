@@ -3,7 +3,9 @@
 // loopback (activations, gradients and the groups' collectives over UCX), with dropout and
 // activation checkpointing on: the loss of every step equals eager training of the same
 // config on one device (graph.enabled false, the replicas' micro-batches accumulated there).
-// A node killed mid-step ends every other node within 5 s naming it.
+// A node killed mid-step ends every other node within 5 s naming it. On devices of unequal
+// (emulated) speeds, train.dist.balance measured splits the layers by the plan
+// (actors/train_plan.h), the losses still one device's.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -39,6 +41,7 @@ struct Layout {
   int layers = 4;                      // of the random GPT-2
   std::string balance = "uniform";     // train.dist.balance (graph mode)
   std::string slowdown;                // train.cluster.device_slowdown (graph mode), e.g. "[2, 1]"
+  std::string profiles;                // train.cluster.profiles (graph mode)
 };
 
 class TrainGraph : public ::testing::Test {
@@ -98,6 +101,7 @@ class TrainGraph : public ::testing::Test {
       << (l.graph ? ", balance: " + l.balance : std::string()) << "}\n"
       << "  cluster: {nodes: " << l.nodes << ", token: test-token, join_timeout: 30.0"
       << (l.graph && !l.slowdown.empty() ? ", device_slowdown: " + l.slowdown : std::string())
+      << (l.graph && !l.profiles.empty() ? ", profiles: " + l.profiles : std::string())
       << "}\n";
     return path;
   }
@@ -167,6 +171,27 @@ TEST_F(TrainGraph, MeasuredBalanceOnUnequalDevicesGivesTheFastOneMoreLayers) {
   EXPECT_EQ(layers_on["node0:cpu:0"] + layers_on["node1:cpu:0"], 8) << log;
   EXPECT_GT(layers_on["node1:cpu:0"], layers_on["node0:cpu:0"]) << log;
   EXPECT_NE(log.find("balance measured"), std::string::npos) << log;
+}
+
+// The fast device first: the plan puts the head's stage on it, so stage 0 (and slot 0, which
+// hosts the groups' rendezvous) runs on node 1. The profiles fix the timings the plan sees (as
+// measured at these speeds, without the noise of a busy host), so the plan is always this one.
+TEST_F(TrainGraph, MeasuredBalanceMayPutStageZeroOnAnotherNode) {
+  std::string log;
+  expect_equals_one_device(
+      "balanced_swapped",
+      {.nodes = 2, .pp = 2, .accumulation = 4, .steps = 4, .layers = 8, .balance = "measured",
+       .slowdown = "[1, 2]",
+       .profiles = "{node0:cpu:0: {matmul_gflops: 100, memory_bandwidth_gbs: 10, layer_seconds: "
+                   "0.001, layer_step_seconds: 0.002}, node1:cpu:0: {matmul_gflops: 50, "
+                   "memory_bandwidth_gbs: 5, layer_seconds: 0.002, layer_step_seconds: 0.004}}"},
+      &log);
+  EXPECT_TRUE(std::regex_search(log, std::regex(R"(stage 0: layers [^,]+, node1:cpu:0)"))) << log;
+  std::map<std::string, int> layers_on;
+  const std::regex stage(R"(stage \d: layers \d+-\d+ \((\d+)\), (node\d:cpu:\d))");
+  for (std::sregex_iterator it(log.begin(), log.end(), stage), end; it != end; ++it)
+    layers_on[(*it)[2]] += std::stoi((*it)[1]);
+  EXPECT_GT(layers_on["node0:cpu:0"], layers_on["node1:cpu:0"]) << log;
 }
 
 TEST_F(TrainGraph, AKilledNodeEndsTheTrainingEverywhereNamingIt) {
