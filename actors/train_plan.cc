@@ -52,7 +52,8 @@ ModelTrainShape model_train_shape(const config::Config& cfg, const models::HfCon
               " devices do not fill nodes of ", devices_per_node, " devices");
   if (auto hop = cfg.get_or<std::optional<double>>("train.cluster.local_hop_seconds", std::nullopt))
     s.local_hop_seconds = *hop;
-  if (auto hop = cfg.get_or<std::optional<double>>("train.cluster.remote_hop_seconds", std::nullopt))
+  if (auto hop =
+          cfg.get_or<std::optional<double>>("train.cluster.remote_hop_seconds", std::nullopt))
     s.remote_hop_seconds = *hop;
   return s;
 }
@@ -103,8 +104,9 @@ std::optional<TrainLayerTiming> time_train_layer(const ModelTrainShape& shape, D
         return r > repetitions && (r > 9 || spent > 0.25);
       };
       for (int r = 0; !enough(r); ++r) {
-        models::TensorMap in{{"hidden_states", Tensor::zeros({rows, tokens, hidden}).set_requires_grad(true)},
-                             {"attention_mask", Tensor::ones({rows, tokens}, DType::i64)}};
+        models::TensorMap in{
+            {"hidden_states", Tensor::zeros({rows, tokens, hidden}).set_requires_grad(true)},
+            {"attention_mask", Tensor::ones({rows, tokens}, DType::i64)}};
         std::fill(flush.begin(), flush.end(), ++stamp);
         models::TensorMap out;
         const double forward = speed.run([&] { out = part->forward(in); });
@@ -139,7 +141,7 @@ wire::DeviceProfile with_overrides(const config::Config& cfg, DeviceProfile p) {
   const config::Node* overrides = cfg.root().find_path("train.cluster.profiles");
   if (overrides && overrides->is_map())
     if (const config::Node* fields = overrides->find(p.name)) apply_profile_overrides(p, *fields);
-  return {p.name,          p.matmul_gflops,   p.memory_bandwidth_gbs, p.free_memory_bytes,
+  return {p.name,          p.matmul_gflops,     p.memory_bandwidth_gbs, p.free_memory_bytes,
           p.layer_seconds, p.layer_step_seconds};
 }
 
@@ -153,7 +155,8 @@ void time_on(const ModelTrainShape& shape, Device device, double slowdown, Devic
 }  // namespace
 
 std::vector<wire::DeviceProfile> profile_train_devices(const config::Config& cfg,
-                                                       const ModelTrainShape& shape, int node_rank) {
+                                                       const ModelTrainShape& shape,
+                                                       int node_rank) {
   std::vector<wire::DeviceProfile> out;
   for (int d = 0; d < shape.devices_per_node; ++d) {
     const double slowdown = shape.slowdown[size_t(node_rank * shape.devices_per_node + d)];
@@ -202,9 +205,10 @@ std::vector<wire::DeviceProfile> train_devices_like_this_node(const config::Conf
 
 double train_backward_factor(const ModelTrainShape& shape,
                              const std::vector<wire::DeviceProfile>& devices, bool* measured) {
-  const bool timed = !devices.empty() && std::all_of(devices.begin(), devices.end(), [](const auto& d) {
-    return d.layer_seconds > 0 && d.layer_step_seconds > 0;
-  });
+  const bool timed =
+      !devices.empty() && std::all_of(devices.begin(), devices.end(), [](const auto& d) {
+        return d.layer_seconds > 0 && d.layer_step_seconds > 0;
+      });
   if (measured) *measured = timed;
   if (!timed) return shape.activation_checkpoint ? 3.0 : 2.0;
   double sum = 0;
@@ -300,12 +304,14 @@ void check_train_plan(const schedule::Plan& plan, const std::vector<wire::Device
       const double cap = size_t(d) < plan.memory_cap.size() ? plan.memory_cap[size_t(d)] : 0;
       if (cap <= 0 || m.total() <= cap) continue;
       const std::string name = size_t(d) < devices.size() ? devices[size_t(d)].name : "?";
-      LIBAI_THROW(InvalidArgument, "the training plan does not fit: pipeline rank ", k,
-                  " needs ", schedule::format_bytes(m.total()), " (weights, gradients and "
-                  "optimizer state ", schedule::format_bytes(m.weight_bytes),
-                  ", stashed activations ", schedule::format_bytes(m.activation_bytes),
-                  ") on device ", d, " (", name, "), which has ", schedule::format_bytes(cap),
-                  " (its node's free memory / ", devices_per_node, " device(s) per node)");
+      LIBAI_THROW(InvalidArgument, "the training plan does not fit: pipeline rank ", k, " needs ",
+                  schedule::format_bytes(m.total()),
+                  " (weights, gradients and "
+                  "optimizer state ",
+                  schedule::format_bytes(m.weight_bytes), ", stashed activations ",
+                  schedule::format_bytes(m.activation_bytes), ") on device ", d, " (", name,
+                  "), which has ", schedule::format_bytes(cap), " (its node's free memory / ",
+                  devices_per_node, " device(s) per node)");
     }
   }
   schedule::validate(plan);

@@ -103,7 +103,8 @@ schedule::Plan compile_train_plan(const ModelTrainShape& shape,
 // The backward factor the request used: measured (the devices' mean backward / forward of the
 // timed layer) or the convention.
 double train_backward_factor(const ModelTrainShape& shape,
-                             const std::vector<wire::DeviceProfile>& devices, bool* measured = nullptr);
+                             const std::vector<wire::DeviceProfile>& devices,
+                             bool* measured = nullptr);
 
 // schedule::validate, with the pipeline rank that lacks memory named by its device and its
 // memory's parts.

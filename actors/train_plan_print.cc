@@ -63,12 +63,12 @@ void print_train_plan(std::ostream& out, const ModelTrainShape& shape, const sch
       << " micro-batches of " << shape.micro_batch_size << " x " << shape.seq_length << " tokens"
       << (shape.dp > 1 ? " per replica" : "") << " (" << schedule::schedule_name(plan.schedule)
       << (plan.num_chunks > 1 ? str_cat(" over ", plan.num_chunks, " chunks per stage") : "")
-      << (shape.activation_checkpoint ? ", activation checkpointing" : "") << ", backward "
-      << line << "), balance " << (shape.custom_stage_ids ? "custom" : shape.balance) << "\n";
+      << (shape.activation_checkpoint ? ", activation checkpointing" : "") << ", backward " << line
+      << "), balance " << (shape.custom_stage_ids ? "custom" : shape.balance) << "\n";
   const int count = plan.dp * plan.pp * plan.tp;
   out << "  " << count << " device(s) on " << count / shape.devices_per_node << " node(s) x "
-      << shape.devices_per_node << ": data " << plan.dp << " x pipeline " << plan.pp
-      << " x tensor " << plan.tp << "\n";
+      << shape.devices_per_node << ": data " << plan.dp << " x pipeline " << plan.pp << " x tensor "
+      << plan.tp << "\n";
   for (size_t d = 0; d < devices.size() && d < 16; ++d) {
     const wire::DeviceProfile& p = devices[d];
     std::snprintf(line, sizeof line, "%.3g GFLOP/s, %.3g GB/s", p.matmul_gflops,
@@ -103,8 +103,10 @@ void print_train_plan(std::ostream& out, const ModelTrainShape& shape, const sch
         << schedule::format_bytes(share(m.weight_bytes, kOptimizerBytesPerParam)) << " + "
         << schedule::format_bytes(m.activation_bytes) << " for " << stash[size_t(k)]
         << (plan.num_chunks > 1 ? " micro-batch chunk" : " micro-batch")
-        << (stash[size_t(k)] == 1 ? "" : plan.num_chunks > 1 ? "s" : "es") << ")"
-        << (st.devices.size() > 1 ? " each" : "") << " of "
+        << (stash[size_t(k)] == 1 ? ""
+            : plan.num_chunks > 1 ? "s"
+                                  : "es")
+        << ")" << (st.devices.size() > 1 ? " each" : "") << " of "
         << (cap > 0 ? schedule::format_bytes(cap) : std::string("unlimited"))
         << (cap > 0 && m.total() > cap ? "  DOES NOT FIT" : "") << "\n";
   }
@@ -116,12 +118,13 @@ void print_train_plan(std::ostream& out, const ModelTrainShape& shape, const sch
   const double busiest = busiest_rank_step(plan, shape.micro_batches);
   std::snprintf(line, sizeof line, "%.4g samples per second (%g per step)", plan.throughput,
                 plan.items_per_step);
-  out << "\npredicted step time " << format_seconds(step) << ": " << line
-      << ", mean utilisation " << std::lround(100.0 * plan.utilisation) << "%\n";
+  out << "\npredicted step time " << format_seconds(step) << ": " << line << ", mean utilisation "
+      << std::lround(100.0 * plan.utilisation) << "%\n";
   out << "the busiest stage's work alone (m x its forward + backward): " << format_seconds(busiest)
       << "\n";
   const int p = plan.pp, v = plan.num_chunks, m = shape.micro_batches;
-  std::snprintf(line, sizeof line, "bubble %.1f%% of the step (ideal (p-1)/(%sm+p-1) = %d/%d = %.1f%%)\n",
+  std::snprintf(line, sizeof line,
+                "bubble %.1f%% of the step (ideal (p-1)/(%sm+p-1) = %d/%d = %.1f%%)\n",
                 100.0 * schedule::measured_bubble_fraction(plan.timeline), v > 1 ? "v " : "", p - 1,
                 v * m + p - 1, 100.0 * schedule::ideal_bubble_fraction(p, m, v));
   out << line;

@@ -18,7 +18,7 @@ constexpr int64_t kHidden = 32, kInner = 64, kVocab = 503, kPositions = 64;
 constexpr int64_t kLayerParams =
     (4 * kHidden * kHidden + 4 * kHidden) + (2 * kHidden * kInner + kInner + kHidden) + 4 * kHidden;
 constexpr int64_t kEmbeddingParams = (kVocab + kPositions) * kHidden;  // wte, wpe
-constexpr int64_t kHeadParams = 2 * kHidden + kVocab * kHidden;         // ln_f, the tied table
+constexpr int64_t kHeadParams = 2 * kHidden + kVocab * kHidden;        // ln_f, the tied table
 
 class TrainPlan : public ModelCommands {
  protected:
@@ -48,8 +48,7 @@ class TrainPlan : public ModelCommands {
                         << "train:\n  train_micro_batch_size: 2\n  num_accumulation_steps: 4\n"
                         << "  dist: " << dist << "\n"
                         << "  cluster: {nodes: 2, profiles: {node0:cpu:0: "
-                        << device(slow, node0_extra) << ", node1:cpu:0: " << device(1, "")
-                        << "}}\n"
+                        << device(slow, node0_extra) << ", node1:cpu:0: " << device(1, "") << "}}\n"
                         << extra;
     return path;
   }
@@ -110,11 +109,10 @@ TEST_F(TrainPlan, MeasuredBalanceGivesTheFastDeviceMoreLayersAndCountsTheMemory)
 // Under activation checkpointing a layer keeps only its input: tokens x hidden f32 per
 // micro-batch, 2 x 16 x 32 x 4 = 4096 bytes.
 TEST_F(TrainPlan, ActivationCheckpointingStashesEachLayersInput) {
-  const json plan = run_json(
-      "plan '" +
-      config("{pipeline_parallel_size: 2, pipeline_schedule: gpipe}", 2,
-             "  activation_checkpoint: {enabled: true}\n") +
-      "'");
+  const json plan = run_json("plan '" +
+                             config("{pipeline_parallel_size: 2, pipeline_schedule: gpipe}", 2,
+                                    "  activation_checkpoint: {enabled: true}\n") +
+                             "'");
   ASSERT_TRUE(plan.is_object());
   for (int k = 0; k < 2; ++k)  // GPipe: all 4 micro-batches stashed on every stage
     EXPECT_DOUBLE_EQ(plan["memory"][size_t(k)]["activation_bytes"].get<double>(),
@@ -138,8 +136,7 @@ TEST_F(TrainPlan, JsonIsRefusedWhereItIsNotImplemented) {
   std::ofstream(path) << "train: {dist: {pipeline_parallel_size: 2, pipeline_num_layers: 4}}\n";
   const Result r = run("plan '" + path + "' --json");
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_NE(r.err.find("--json is implemented for the training plans of models"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("--json is implemented for the training plans of models"), std::string::npos)
       << r.err;
 }
 
