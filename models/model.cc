@@ -81,13 +81,7 @@ const ModelEntry& find_entry(const HfConfig& config) {
 
 std::unique_ptr<Model> create_model(const HfConfig& config, const LayerContext& ctx,
                                     const std::optional<StageSpec>& part) {
-  const ModelEntry& entry = find_entry(config);
-  if (!part) return entry.make(config, ctx);
-  LIBAI_CHECK_KIND(Unsupported, entry.make_part != nullptr, config.path(), ": a ",
-                   config.model_type(),
-                   entry.architecture.empty() ? std::string() : " " + entry.architecture,
-                   " model cannot be cut into parts yet (", to_string(*part), ")");
-  return entry.make_part(config, ctx, *part);
+  return find_entry(config).make(config, ctx, part);
 }
 
 std::unique_ptr<Model> load_model(const std::filesystem::path& folder, const LoadOptions& options) {

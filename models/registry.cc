@@ -7,26 +7,47 @@
 
 namespace libai::models {
 
+namespace {
+
+template <BertHead head, bool roberta>
+std::unique_ptr<Model> bert(const HfConfig& c, const LayerContext& ctx,
+                            const std::optional<StageSpec>& part) {
+  return make_bert_model(c, ctx, head, roberta, part);
+}
+template <bool classifier>
+std::unique_ptr<Model> vit(const HfConfig& c, const LayerContext& ctx,
+                           const std::optional<StageSpec>& part) {
+  return make_vit_model(c, ctx, classifier, part);
+}
+template <bool mt5>
+std::unique_ptr<Model> t5(const HfConfig& c, const LayerContext& ctx,
+                          const std::optional<StageSpec>& part) {
+  return make_t5_model(c, ctx, mt5, part);
+}
+
+}  // namespace
+
 const std::vector<ModelEntry>& model_registry() {
+  using H = BertHead;
   static const std::vector<ModelEntry> table = {
-      {"gpt2", "", make_gpt2_lm, make_gpt2_lm_part},
-      {"gpt2", "GPT2LMHeadModel", make_gpt2_lm, make_gpt2_lm_part},
-      {"bert", "", make_bert_encoder},
-      {"bert", "BertModel", make_bert_encoder},
-      {"bert", "BertForMaskedLM", make_bert_masked_lm},
-      {"bert", "BertForSequenceClassification", make_bert_classifier},
-      {"bert", "BertForPreTraining", make_bert_pretraining},
-      {"roberta", "", make_roberta_encoder},
-      {"roberta", "RobertaModel", make_roberta_encoder},
-      {"roberta", "RobertaForMaskedLM", make_roberta_masked_lm},
-      {"roberta", "RobertaForSequenceClassification", make_roberta_classifier},
-      {"vit", "", make_vit_encoder},
-      {"vit", "ViTModel", make_vit_encoder},
-      {"vit", "ViTForImageClassification", make_vit_classifier},
-      {"t5", "", make_t5_conditional_generation},
-      {"t5", "T5ForConditionalGeneration", make_t5_conditional_generation},
-      {"mt5", "", make_mt5_conditional_generation},
-      {"mt5", "MT5ForConditionalGeneration", make_mt5_conditional_generation},
+      {"gpt2", "", make_gpt2_lm},
+      {"gpt2", "GPT2LMHeadModel", make_gpt2_lm},
+      {"bert", "", bert<H::encoder, false>},
+      {"bert", "BertModel", bert<H::encoder, false>},
+      {"bert", "BertForMaskedLM", bert<H::masked_lm, false>},
+      {"bert", "BertForSequenceClassification", bert<H::classifier, false>},
+      {"bert", "BertForPreTraining", bert<H::pretraining, false>},
+      {"roberta", "", bert<H::encoder, true>},
+      {"roberta", "RobertaModel", bert<H::encoder, true>},
+      {"roberta", "RobertaForMaskedLM", bert<H::masked_lm, true>},
+      {"roberta", "RobertaForSequenceClassification", bert<H::classifier, true>},
+      {"vit", "", vit<false>},
+      {"vit", "ViTModel", vit<false>},
+      {"vit", "ViTForImageClassification", vit<true>},
+      {"t5", "", t5<false>},
+      {"t5", "T5ForConditionalGeneration", t5<false>},
+      {"mt5", "", t5<true>},
+      {"mt5", "MT5ForConditionalGeneration", t5<true>},
   };
   return table;
 }

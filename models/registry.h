@@ -10,16 +10,14 @@
 
 namespace libai::models {
 
-using ModelFactory = std::unique_ptr<Model> (*)(const HfConfig&, const LayerContext&);
-// Builds one part of the model (Note [Model parts]); the spec is checked by the caller.
-using PartFactory = std::unique_ptr<Model> (*)(const HfConfig&, const LayerContext&,
-                                               const StageSpec&);
+// Builds the whole model (no part) or one part of it (Note [Model parts]), checking the part.
+using ModelFactory = std::unique_ptr<Model> (*)(const HfConfig&, const LayerContext&,
+                                                const std::optional<StageSpec>&);
 
 struct ModelEntry {
   std::string model_type;    // config.json "model_type"
   std::string architecture;  // config.json "architectures"[0]; "" = the type's default head
   ModelFactory make;
-  PartFactory make_part = nullptr;  // null: this head cannot be cut into parts yet
 };
 
 const std::vector<ModelEntry>& model_registry();

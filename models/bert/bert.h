@@ -58,13 +58,16 @@ class BertEmbeddings : public Module {
 // layers.{i} (the heads add theirs).
 WeightMap bert_base_weight_map(const BertConfig& c);
 
-std::unique_ptr<Model> make_bert_encoder(const HfConfig& config, const LayerContext& ctx);
-std::unique_ptr<Model> make_bert_masked_lm(const HfConfig& config, const LayerContext& ctx);
-std::unique_ptr<Model> make_bert_classifier(const HfConfig& config, const LayerContext& ctx);
-// BertForPreTraining: outputs prediction_logits (also under logits) and seq_relationship_logits.
-std::unique_ptr<Model> make_bert_pretraining(const HfConfig& config, const LayerContext& ctx);
-std::unique_ptr<Model> make_roberta_encoder(const HfConfig& config, const LayerContext& ctx);
-std::unique_ptr<Model> make_roberta_masked_lm(const HfConfig& config, const LayerContext& ctx);
-std::unique_ptr<Model> make_roberta_classifier(const HfConfig& config, const LayerContext& ctx);
+// The heads Hugging Face ships. pretraining: BertForPreTraining, the masked LM (prediction_logits,
+// also under logits) and the next-sentence head over the pooler (seq_relationship_logits).
+enum class BertHead { encoder, masked_lm, classifier, pretraining };
+
+// The whole model, or one part of it (Note [Model parts]): the first part holds the embeddings
+// (with their norm and dropout), the last the pooler and the head (and, for a masked LM, the
+// word table its decoder is tied to). Parts before the last return hidden_states (and
+// attention_mask when given).
+std::unique_ptr<Model> make_bert_model(const HfConfig& config, const LayerContext& ctx,
+                                       BertHead head, bool roberta,
+                                       const std::optional<StageSpec>& part = std::nullopt);
 
 }  // namespace libai::models

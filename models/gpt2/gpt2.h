@@ -30,10 +30,9 @@ struct Gpt2Config {
 // Checkpoint names -> ours: embed (wte), positions (wpe), layers.{i}, final_norm (ln_f).
 WeightMap gpt2_weight_map(const Gpt2Config& c);
 
-std::unique_ptr<Model> make_gpt2_lm(const HfConfig& config, const LayerContext& ctx);
-// Layers [part.first_layer, part.last_layer) with the embeddings and head as the part's place
-// requires (Note [Model parts]).
-std::unique_ptr<Model> make_gpt2_lm_part(const HfConfig& config, const LayerContext& ctx,
-                                         const StageSpec& part);
+// The whole model, or layers [part.first_layer, part.last_layer) with the embeddings and head
+// as the part's place requires (Note [Model parts]).
+std::unique_ptr<Model> make_gpt2_lm(const HfConfig& config, const LayerContext& ctx,
+                                    const std::optional<StageSpec>& part = std::nullopt);
 
 }  // namespace libai::models

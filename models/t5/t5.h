@@ -60,9 +60,15 @@ struct T5Config {
 // lm_head (untied only).
 WeightMap t5_weight_map(const T5Config& c);
 
-std::unique_ptr<Model> make_t5_conditional_generation(const HfConfig& config,
-                                                      const LayerContext& ctx);
-std::unique_ptr<Model> make_mt5_conditional_generation(const HfConfig& config,
-                                                       const LayerContext& ctx);
+// The layers a pipeline cuts: the encoder's, then the decoder's.
+int t5_num_layers(const HfConfig& config, bool mt5);
+
+// T5ForConditionalGeneration (mt5: MT5's), whole or one part (Note [Model parts]): a part
+// holds layers of encoder_layers + decoder_layers in that order; the first part holds
+// `shared`, the last the head (`shared` again when tied, else lm_head); every part holding
+// layers of a stack holds that stack's relative position bias table. The messages between
+// parts are documented at the class in t5.cc.
+std::unique_ptr<Model> make_t5_model(const HfConfig& config, const LayerContext& ctx, bool mt5,
+                                     const std::optional<StageSpec>& part = std::nullopt);
 
 }  // namespace libai::models

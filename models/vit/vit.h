@@ -19,7 +19,11 @@
 
 namespace libai::models {
 
-std::unique_ptr<Model> make_vit_encoder(const HfConfig& config, const LayerContext& ctx);
-std::unique_ptr<Model> make_vit_classifier(const HfConfig& config, const LayerContext& ctx);
+// ViTModel (classifier false) or ViTForImageClassification, whole or one part (Note [Model
+// parts]): the first part holds the patch embedding, the cls token and the positions, the last
+// the final norm, the pooler and the classifier.
+std::unique_ptr<Model> make_vit_model(const HfConfig& config, const LayerContext& ctx,
+                                      bool classifier,
+                                      const std::optional<StageSpec>& part = std::nullopt);
 
 }  // namespace libai::models
