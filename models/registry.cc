@@ -1,55 +1,59 @@
-#include "models/registry.h"
-
+// The one table of model families (models/family.h): adding a family is its folder under
+// models/ and one line here (docs/MODELS.md, "Adding a family").
 #include "models/bert/bert.h"
+#include "models/family.h"
 #include "models/gpt2/gpt2.h"
 #include "models/t5/t5.h"
 #include "models/vit/vit.h"
+#include "runtime/logging.h"
 
 namespace libai::models {
 
-namespace {
-
-template <BertHead head, bool roberta>
-std::unique_ptr<Model> bert(const HfConfig& c, const LayerContext& ctx,
-                            const std::optional<StageSpec>& part) {
-  return make_bert_model(c, ctx, head, roberta, part);
-}
-template <bool classifier>
-std::unique_ptr<Model> vit(const HfConfig& c, const LayerContext& ctx,
-                           const std::optional<StageSpec>& part) {
-  return make_vit_model(c, ctx, classifier, part);
-}
-template <bool mt5>
-std::unique_ptr<Model> t5(const HfConfig& c, const LayerContext& ctx,
-                          const std::optional<StageSpec>& part) {
-  return make_t5_model(c, ctx, mt5, part);
-}
-
-}  // namespace
-
-const std::vector<ModelEntry>& model_registry() {
-  using H = BertHead;
-  static const std::vector<ModelEntry> table = {
-      {"gpt2", "", make_gpt2_lm},
-      {"gpt2", "GPT2LMHeadModel", make_gpt2_lm},
-      {"bert", "", bert<H::encoder, false>},
-      {"bert", "BertModel", bert<H::encoder, false>},
-      {"bert", "BertForMaskedLM", bert<H::masked_lm, false>},
-      {"bert", "BertForSequenceClassification", bert<H::classifier, false>},
-      {"bert", "BertForPreTraining", bert<H::pretraining, false>},
-      {"roberta", "", bert<H::encoder, true>},
-      {"roberta", "RobertaModel", bert<H::encoder, true>},
-      {"roberta", "RobertaForMaskedLM", bert<H::masked_lm, true>},
-      {"roberta", "RobertaForSequenceClassification", bert<H::classifier, true>},
-      {"vit", "", vit<false>},
-      {"vit", "ViTModel", vit<false>},
-      {"vit", "ViTForImageClassification", vit<true>},
-      {"t5", "", t5<false>},
-      {"t5", "T5ForConditionalGeneration", t5<false>},
-      {"mt5", "", t5<true>},
-      {"mt5", "MT5ForConditionalGeneration", t5<true>},
+const std::vector<const Family*>& families() {
+  static const std::vector<const Family*> table = {
+      &gpt2_family(), &bert_family(), &roberta_family(), &vit_family(), &t5_family(), &mt5_family(),
   };
   return table;
+}
+
+const Family* find_family(const std::string& model_type) {
+  for (const Family* family : families())
+    if (family->model_type == model_type) return family;
+  return nullptr;
+}
+
+std::string family_names(bool (*has)(const Family&)) {
+  std::string names;
+  for (const Family* family : families())
+    if (!has || has(*family)) names += (names.empty() ? "" : ", ") + family->model_type;
+  return names;
+}
+
+const Family& family_of(const HfConfig& config) {
+  const std::string type = config.model_type();
+  LIBAI_CHECK_KIND(CorruptInput, !type.empty(), config.path(), ": \"model_type\" is missing");
+  const Family* family = find_family(type);
+  LIBAI_CHECK_KIND(Unsupported, family, config.path(), ": model_type \"", type,
+                   "\" is not supported (supported: ", family_names(), ")");
+  return *family;
+}
+
+const FamilyHead& Family::head(const HfConfig& config) const {
+  const std::string arch = config.architecture();
+  const FamilyHead* fallback = nullptr;
+  std::string known;
+  for (const auto& head : heads) {
+    if (!arch.empty() && head.architecture == arch) return head;
+    if (head.architecture.empty()) fallback = &head;
+    known += (known.empty() ? "" : ", ") + (head.architecture.empty() ? "(base)" : head.architecture);
+  }
+  LIBAI_CHECK_KIND(Unsupported, fallback, config.path(), ": architecture \"", arch,
+                   "\" of model_type \"", model_type, "\" is not supported (supported: ", known,
+                   ")");
+  if (!arch.empty())
+    logger("models")->warn("{}: architecture {} is not known; loading the {} base model",
+                           config.path(), arch, model_type);
+  return *fallback;
 }
 
 }  // namespace libai::models

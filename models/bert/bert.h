@@ -9,11 +9,12 @@
 //            classifier: BERT linear(pooler); RoBERTa out(tanh(dense(h[:, 0])))
 //            pretraining: masked LM + next sentence linear(pooler) -> [batch, 2]
 //
-// The config, the embeddings, the layer shape and the checkpoint names are public so that a
-// pipeline stage (models/pipeline/) builds a contiguous part of the same model under the same
-// names.
+// The config, the embeddings, the layer shape and the checkpoint names are public so that the
+// inference pipeline stage (bert_stage.cc) builds a contiguous part of the same model under the
+// same names.
 #pragma once
 
+#include "models/family.h"
 #include "models/layers/transformer_layer.h"
 #include "models/model.h"
 
@@ -69,5 +70,17 @@ enum class BertHead { encoder, masked_lm, classifier, pretraining };
 std::unique_ptr<Model> make_bert_model(const HfConfig& config, const LayerContext& ctx,
                                        BertHead head, bool roberta,
                                        const std::optional<StageSpec>& part = std::nullopt);
+
+// The encoder's inference pipeline stages (models/pipeline/stage.h; bert_stage.cc).
+std::unique_ptr<pipeline::PipelineStage> make_bert_stage(const HfConfig& config,
+                                                         const StageSpec& spec,
+                                                         const LayerContext& ctx);
+std::unique_ptr<pipeline::PipelineStage> make_roberta_stage(const HfConfig& config,
+                                                            const StageSpec& spec,
+                                                            const LayerContext& ctx);
+
+// The families' declarations, listed in models/registry.cc.
+const Family& bert_family();
+const Family& roberta_family();
 
 }  // namespace libai::models

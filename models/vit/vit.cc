@@ -232,4 +232,40 @@ std::unique_ptr<Model> make_vit_model(const HfConfig& config, const LayerContext
                                part.value_or(StageSpec{0, layers, layers}));
 }
 
+namespace {
+
+template <bool classifier>
+std::unique_ptr<Model> make(const HfConfig& config, const LayerContext& ctx,
+                            const std::optional<StageSpec>& part) {
+  return make_vit_model(config, ctx, classifier, part);
+}
+
+int num_layers(const HfConfig& config) { return int(VitConfig(config).layers); }
+
+// l x (4 h^2 + 2 h ff) + channels x patch area x h (the patch projection), over the patches
+// and the class token.
+FlopsShape flops(const HfConfig& config) {
+  const VitConfig c(config);
+  const double h = double(c.hidden);
+  const double patch = double(c.channels * c.patch_height * c.patch_width) * h;
+  return {.matrix_parameters = double(c.layers) * (4 * h * h + 2 * h * double(c.intermediate)) + patch,
+          .attention_blocks = c.layers,
+          .attention_width = c.hidden,
+          .tokens = c.patches() + 1};
+}
+
+}  // namespace
+
+const Family& vit_family() {
+  static const Family family{
+      .model_type = "vit",
+      .heads = {{"", make<false>},
+                {"ViTModel", make<false>},
+                {"ViTForImageClassification", make<true>}},
+      .num_layers = num_layers,
+      .flops = flops,
+  };
+  return family;
+}
+
 }  // namespace libai::models

@@ -15,6 +15,7 @@
 // Position embeddings are not interpolated: pixel_values must have the config's image_size.
 #pragma once
 
+#include "models/family.h"
 #include "models/model.h"
 
 namespace libai::models {
@@ -25,5 +26,9 @@ namespace libai::models {
 std::unique_ptr<Model> make_vit_model(const HfConfig& config, const LayerContext& ctx,
                                       bool classifier,
                                       const std::optional<StageSpec>& part = std::nullopt);
+
+// The family's declaration, listed in models/registry.cc (no generation, cost model or
+// inference stages yet).
+const Family& vit_family();
 
 }  // namespace libai::models
