@@ -37,7 +37,7 @@ std::optional<LayerTiming> time_model_layer(const std::filesystem::path& folder,
   const auto hf = models::HfConfig::load(folder);
   const int layers = mp::pipeline_num_layers(hf);
   if (layers < 3 || mp::is_encoder_decoder(hf)) return std::nullopt;
-  const bool decoder = hf.model_type() == "gpt2";
+  const bool decoder = mp::is_decoder_only(hf);
   const int64_t hidden = int64_t(mp::layer_costs(hf, 1)[1].output_bytes_per_token) / 4;
   context = std::max(context, int64_t(1));
   auto stage = mp::load_stage(folder, {.first_layer = 1, .last_layer = 2, .num_layers = layers});

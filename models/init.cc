@@ -3,6 +3,7 @@
 #include <cmath>
 #include <set>
 
+#include "models/family.h"
 #include "models/layers/linear.h"
 #include "runtime/autograd.h"
 #include "runtime/rng.h"
@@ -12,8 +13,9 @@ namespace libai::models {
 void init_parameters(Model& model, uint64_t seed) {
   const HfConfig& c = model.config();
   const double std = c.get_double("initializer_range", c.get_double("initializer_factor", 0.02));
-  const bool gpt2 = c.model_type() == "gpt2";
-  const double layers = double(c.get_int("n_layer", c.get_int("num_hidden_layers", 1)));
+  const Family* family = find_family(c.model_type());
+  const bool scaled_residual = family && family->scaled_residual_init;
+  const double layers = scaled_residual ? double(family->num_layers(c)) : 1.0;
   std::set<const Tensor*> norm_params;
   for (auto& [path, module] : model.named_modules())
     if (dynamic_cast<Norm*>(module))
@@ -31,7 +33,7 @@ void init_parameters(Model& model, uint64_t seed) {
       continue;
     }
     double scale = std;
-    if (gpt2 &&
+    if (scaled_residual &&
         (info.name.ends_with("attention.out.weight") || info.name.ends_with("mlp.down.weight")))
       scale = std / std::sqrt(2.0 * layers);
     Shape starts(t.shape().size(), 0);

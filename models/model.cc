@@ -2,7 +2,7 @@
 
 #include "models/convert.h"
 #include "models/layers/linear.h"
-#include "models/registry.h"
+#include "models/family.h"
 #include "runtime/logging.h"
 
 namespace libai::models {
@@ -54,40 +54,10 @@ void check_part(const HfConfig& config, const StageSpec& part, int num_layers) {
               " layers (expected 0 <= first_layer < last_layer <= num_layers = ", num_layers, ")");
 }
 
-namespace {
-
-const ModelEntry& find_entry(const HfConfig& config) {
-  const std::string type = config.model_type(), arch = config.architecture();
-  LIBAI_CHECK_KIND(CorruptInput, !type.empty(), config.path(), ": \"model_type\" is missing");
-  const ModelEntry* fallback = nullptr;
-  std::string known;
-  for (const auto& e : model_registry()) {
-    if (e.model_type != type) continue;
-    if (!arch.empty() && e.architecture == arch) return e;
-    if (e.architecture.empty()) fallback = &e;
-    known += (known.empty() ? "" : ", ") + (e.architecture.empty() ? "(base)" : e.architecture);
-  }
-  LIBAI_CHECK_KIND(Unsupported, fallback || !known.empty(), config.path(), ": model_type \"", type,
-                   "\" is not supported");
-  LIBAI_CHECK_KIND(Unsupported, fallback, config.path(), ": architecture \"", arch,
-                   "\" of model_type \"", type, "\" is not supported (supported: ", known, ")");
-  if (!arch.empty())
-    logger("models")->warn("{}: architecture {} is not known; loading the {} base model",
-                           config.path(), arch, type);
-  return *fallback;
-}
-
-}  // namespace
-
 std::unique_ptr<Model> create_model(const HfConfig& config, const LayerContext& ctx,
                                     const std::optional<StageSpec>& part) {
-  const ModelEntry& entry = find_entry(config);
-  if (!part) return entry.make(config, ctx);
-  LIBAI_CHECK_KIND(Unsupported, entry.make_part != nullptr, config.path(), ": a ",
-                   config.model_type(),
-                   entry.architecture.empty() ? std::string() : " " + entry.architecture,
-                   " model cannot be cut into parts yet (", to_string(*part), ")");
-  return entry.make_part(config, ctx, *part);
+  const Family& family = family_of(config);
+  return family.head(config).make(config, ctx, part);
 }
 
 std::unique_ptr<Model> load_model(const std::filesystem::path& folder, const LoadOptions& options) {

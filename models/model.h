@@ -70,7 +70,12 @@ void check_part(const HfConfig& config, const StageSpec& part, int num_layers);
 // keeps KV caches: models/pipeline/stage.h). Inputs a part does not use (input_ids on a later
 // part, labels) are ignored, so the last part can be given its micro-batch merged with what
 // it received, which is how train::compute_loss runs on it. The per-layer outputs
-// "hidden_states.{i}" are returned by a whole model only.
+// "hidden_states.{i}" are returned by a whole model only. Every family and head can be cut:
+// BERT / RoBERTa and ViT as GPT-2 (the pooler and the classifier / NSP heads on the last
+// part); T5 / MT5 in the order encoder layers, then decoder layers, where the tensors that
+// cross a cut are "decoder_hidden_states" (the first part's embedded decoder tokens, then the
+// decoder's running states) with "hidden_states" (inside the encoder) or
+// "encoder_hidden_states" (after the encoder's final norm), all with gradients (models/t5/t5.cc).
 
 // Note [Logits shard]: under tensor parallelism an LM head's logits are computed as one
 // shard per rank ([..., vocab / tp] each, the table's rows) and gathered into "logits". A loss
@@ -92,7 +97,7 @@ class Model : public Module {
   virtual generation::GenerativeModel* generative() { return nullptr; }
   const HfConfig& config() const { return config_; }
   // The part of the model this object holds (Note [Model parts]); the whole model unless it
-  // was built for a part. Families that cannot be cut yet leave it empty (num_layers 0).
+  // was built for a part.
   const StageSpec& part() const { return part_; }
   // Note [Logits shard].
   void set_logits_shard(bool on) { logits_shard_ = on; }
@@ -134,8 +139,7 @@ struct LoadOptions {
 };
 
 // Builds the model that config.json names (model_type, architectures[0]) without weights; with
-// `part`, only that part (Note [Model parts]): InvalidArgument for a part out of range,
-// Unsupported for a family that cannot be cut.
+// `part`, only that part (Note [Model parts]): InvalidArgument for a part out of range.
 std::unique_ptr<Model> create_model(const HfConfig& config, const LayerContext& ctx,
                                     const std::optional<StageSpec>& part = std::nullopt);
 // Reads `folder`/config.json, builds the model and loads its weights.

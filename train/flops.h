@@ -30,7 +30,7 @@ namespace libai::train {
 double training_flops_per_token(double matrix_parameters, int64_t attention_blocks,
                                 int64_t attention_width, int64_t sequence);
 
-// P, A and W read from a Hugging Face config.json:
+// P, A and W as the config's model family declares them (models/family.h, FlopsShape):
 //   gpt2                 l x (4 h^2 + 2 h ff) + V h (the tied LM head)
 //   bert, roberta        l x (4 h^2 + 2 h ff) + h^2 + V h (the masked-LM head's transform and
 //                        decoder, on every position as Hugging Face computes them)
@@ -40,7 +40,7 @@ double training_flops_per_token(double matrix_parameters, int64_t attention_bloc
 //   vit                  l x (4 h^2 + 2 h ff) + channels x patch area x h (the patch
 //                        projection); S = patches + 1 from image_size and patch_size
 //                        (`sequence` is ignored; pass 0)
-// Unsupported for other model types.
+// Unsupported for a family that declares no count.
 double training_flops_per_token(const models::HfConfig& config, int64_t sequence);
 
 }  // namespace libai::train

@@ -162,12 +162,12 @@ PipelineEvalSums evaluate_pipeline(const std::vector<models::Model*>& parts, Sta
   for (size_t mb = 0; mb < batches.size(); ++mb)
     for (int c = 0; c < layout.num_chunks; ++c) {
       const int k = c * stages + stage;
-      models::TensorMap in = batches[mb];
+      models::Model& part = *parts[size_t(c)];
+      models::TensorMap in = k < last ? model_inputs(part, batches[mb]) : batches[mb];
       if (k > 0)
         for (auto& [name, t] : recv_tensor_map(*pp, (stage + stages - 1) % stages,
                                                tag_of(Direction::forward, k, int(mb))))
           in[name] = t;
-      models::Model& part = *parts[size_t(c)];
       if (k < last) {
         std::vector<comm::WorkHandle> pending;
         send_tensor_map(*pp, part.forward(in), (stage + 1) % stages,

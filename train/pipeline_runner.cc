@@ -4,6 +4,7 @@
 #include <set>
 
 #include "models/init.h"
+#include "models/pipeline/stage.h"
 #include "train/pipeline_eager.h"
 
 namespace libai::train {
@@ -21,14 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The model's layer count, for cutting it into parts.
-int layer_count(const models::HfConfig& config) {
-  for (const char* key : {"n_layer", "num_hidden_layers", "num_layers"})
-    if (config.json().contains(key)) return int(config.require_int(key));
-  LIBAI_THROW(Unsupported, config.path(), ": no layer count (n_layer, num_hidden_layers or ",
-              "num_layers) to cut the model into pipeline stages");
-}
-
 class PipelineRunner final : public StepRunner {
  public:
   PipelineRunner(const config::Config& cfg, const TrainConfig& t,
@@ -45,7 +38,8 @@ class PipelineRunner final : public StepRunner {
                .dp_rank = setup_.coordinates.dp,
                .micro_batch_size = t.batch.micro};
     const models::HfConfig config = training_model_config(cfg);
-    const auto specs = virtual_stage_parts(layer_count(config), mesh.pp * chunks);
+    const auto specs =
+        virtual_stage_parts(models::pipeline::pipeline_num_layers(config), mesh.pp * chunks);
     const auto weights = cfg.get_or<std::string>("model.weights", "");
     for (int c = 0; c < chunks; ++c) {
       const models::StageSpec& spec = specs[size_t(c * mesh.pp + layout_.stage)];

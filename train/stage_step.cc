@@ -295,7 +295,10 @@ models::TensorMap StageStep::forward(int chunk, int mb, const models::TensorMap&
   Impl::Stash stash;
   stash.mode = s.mode_for(mb);
   models::TrainingModeGuard guard(stash.mode);
-  models::TensorMap in = batch;
+  models::Model& part = *s.parts[size_t(chunk)];
+  // The first virtual stage's part runs on the inputs the loss would give the whole model
+  // (T5's decoder_input_ids from labels); the last one computes the loss on batch + received.
+  models::TensorMap in = s.is_last(chunk) ? batch : model_inputs(part, batch);
   for (const auto& [name, tensor] : received) {
     Tensor t = tensor;
     if (is_floating(tensor.dtype())) {
@@ -305,7 +308,6 @@ models::TensorMap StageStep::forward(int chunk, int mb, const models::TensorMap&
     }
     in[name] = t;
   }
-  models::Model& part = *s.parts[size_t(chunk)];
   models::TensorMap sent;
   if (s.is_last(chunk)) {
     LossOutput out = compute_loss(part, in, s.options.loss);

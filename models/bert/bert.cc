@@ -120,17 +120,28 @@ class VocabBias : public Module {
   Tensor* bias;
 };
 
-// pretraining: BertForPreTraining, the masked LM and the next-sentence head over the pooler.
-enum class Head { encoder, masked_lm, classifier, pretraining };
+using Head = BertHead;
 
 class Bert : public Model {
  public:
-  Bert(const HfConfig& hf, const LayerContext& ctx, bool roberta, Head head)
+  Bert(const HfConfig& hf, const LayerContext& ctx, bool roberta, Head head, const StageSpec& part)
       : Model(hf), c_(hf, roberta), head_(head) {
-    embed_ = &add_module("embed", std::make_unique<BertEmbeddings>(ctx, c_));
-    for (int64_t i = 0; i < c_.layers; ++i)
+    part_ = part;
+    if (part.is_first()) {
+      embed_ = &add_module("embed", std::make_unique<BertEmbeddings>(ctx, c_));
+      word_ = &embed_->word();
+    } else if (part.is_last() && has_mlm()) {  // the masked-LM decoder is tied to it
+      word_ = &add_module("embed.word", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden,
+                                                                    EmbeddingParallel::vocab));
+    }
+    for (int i = part.first_layer; i < part.last_layer; ++i)
       layers_.push_back(&add_module("layers." + std::to_string(i),
                                     std::make_unique<TransformerLayer>(ctx, c_.layer())));
+    if (part.is_last()) build_head(ctx, roberta, head);
+    build_weight_map();
+  }
+
+  void build_head(const LayerContext& ctx, bool roberta, Head head) {
     // Hugging Face builds the masked-LM model and RoBERTa's classifier without a pooler.
     const bool pooler = head == Head::encoder || head == Head::pretraining ||
                         (head == Head::classifier && !roberta);
@@ -155,28 +166,42 @@ class Bert : public Model {
         cls_hidden_dropout_ = &add_module("classifier.hidden_dropout",
                                           std::make_unique<Dropout>(c_.classifier_dropout));
     }
-    build_weight_map();
   }
 
   TensorMap forward(const TensorMap& inputs) override {
-    const Tensor& ids = require_input(inputs, "input_ids", c_.name());
     Tensor mask = optional_input(inputs, "attention_mask");
     Tensor keep = mask.defined() ? ops::ne(mask, Tensor::zeros({}, mask.dtype())) : Tensor();
-    Tensor h = embed_->forward(ids, optional_input(inputs, "token_type_ids"),
-                               optional_input(inputs, "position_ids"));  // [batch, seq, hidden]
-    TensorMap out{{"hidden_states.0", h}};
+    Tensor h;  // [batch, seq, hidden]
+    if (part_.is_first()) {
+      h = embed_->forward(require_input(inputs, "input_ids", c_.name()),
+                          optional_input(inputs, "token_type_ids"),
+                          optional_input(inputs, "position_ids"));
+    } else {
+      h = require_input(inputs, "hidden_states", c_.name());
+      LIBAI_CHECK(h.dim() == 3 && h.size(2) == c_.hidden, c_.name(), " ", to_string(part_),
+                  ": hidden_states should be [batch, seq, ", c_.hidden, "], got ",
+                  shape_str(h.shape()));
+    }
+    const bool whole = part_.is_whole();
+    TensorMap out;
+    if (whole) out["hidden_states.0"] = h;
     LayerInputs in;
     in.self.key_padding_mask = keep;
     for (size_t i = 0; i < layers_.size(); ++i) {
       h = layers_[i]->forward(h, in);
-      out["hidden_states." + std::to_string(i + 1)] = h;
+      if (whole) out["hidden_states." + std::to_string(i + 1)] = h;
+    }
+    if (!part_.is_last()) {
+      out["hidden_states"] = h;
+      if (mask.defined()) out["attention_mask"] = mask;
+      return out;
     }
     out["last_hidden_state"] = h;
     Tensor first = ops::select(h, 1, 0);  // [batch, hidden]
     if (pooler_) out["pooler_output"] = ops::tanh(pooler_->forward(first));
     if (has_mlm()) {
       Tensor t = mlm_norm_->forward(apply_activation(mlm_activation(), mlm_dense_->forward(h)));
-      put_lm_logits(out, "logits", t, embed_->word(), *mlm_bias_);  // [batch, seq, vocab]
+      put_lm_logits(out, "logits", t, *word_, *mlm_bias_);  // [batch, seq, vocab]
     }
     if (head_ == Head::pretraining) {
       if (out.count("logits")) out["prediction_logits"] = out["logits"];
@@ -250,7 +275,8 @@ class Bert : public Model {
 
   BertConfig c_;
   Head head_;
-  BertEmbeddings* embed_ = nullptr;
+  BertEmbeddings* embed_ = nullptr;  // the first part
+  const Embedding* word_ = nullptr;  // embed_'s word table, or the last part's copy (tied head)
   std::vector<TransformerLayer*> layers_;
   Linear* pooler_ = nullptr;
   Linear *mlm_dense_ = nullptr, *cls_dense_ = nullptr, *cls_out_ = nullptr, *nsp_ = nullptr;
@@ -262,26 +288,13 @@ class Bert : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_bert_encoder(const HfConfig& c, const LayerContext& ctx) {
-  return std::make_unique<Bert>(c, ctx, false, Head::encoder);
-}
-std::unique_ptr<Model> make_bert_masked_lm(const HfConfig& c, const LayerContext& ctx) {
-  return std::make_unique<Bert>(c, ctx, false, Head::masked_lm);
-}
-std::unique_ptr<Model> make_bert_pretraining(const HfConfig& c, const LayerContext& ctx) {
-  return std::make_unique<Bert>(c, ctx, false, Head::pretraining);
-}
-std::unique_ptr<Model> make_bert_classifier(const HfConfig& c, const LayerContext& ctx) {
-  return std::make_unique<Bert>(c, ctx, false, Head::classifier);
-}
-std::unique_ptr<Model> make_roberta_encoder(const HfConfig& c, const LayerContext& ctx) {
-  return std::make_unique<Bert>(c, ctx, true, Head::encoder);
-}
-std::unique_ptr<Model> make_roberta_masked_lm(const HfConfig& c, const LayerContext& ctx) {
-  return std::make_unique<Bert>(c, ctx, true, Head::masked_lm);
-}
-std::unique_ptr<Model> make_roberta_classifier(const HfConfig& c, const LayerContext& ctx) {
-  return std::make_unique<Bert>(c, ctx, true, Head::classifier);
+std::unique_ptr<Model> make_bert_model(const HfConfig& config, const LayerContext& ctx,
+                                       BertHead head, bool roberta,
+                                       const std::optional<StageSpec>& part) {
+  const int layers = int(BertConfig(config, roberta).layers);
+  if (part) check_part(config, *part, layers);
+  return std::make_unique<Bert>(config, ctx, roberta, head,
+                                part.value_or(StageSpec{0, layers, layers}));
 }
 
 }  // namespace libai::models

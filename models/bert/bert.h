@@ -9,11 +9,12 @@
 //            classifier: BERT linear(pooler); RoBERTa out(tanh(dense(h[:, 0])))
 //            pretraining: masked LM + next sentence linear(pooler) -> [batch, 2]
 //
-// The config, the embeddings, the layer shape and the checkpoint names are public so that a
-// pipeline stage (models/pipeline/) builds a contiguous part of the same model under the same
-// names.
+// The config, the embeddings, the layer shape and the checkpoint names are public so that the
+// inference pipeline stage (bert_stage.cc) builds a contiguous part of the same model under the
+// same names.
 #pragma once
 
+#include "models/family.h"
 #include "models/layers/transformer_layer.h"
 #include "models/model.h"
 
@@ -58,13 +59,28 @@ class BertEmbeddings : public Module {
 // layers.{i} (the heads add theirs).
 WeightMap bert_base_weight_map(const BertConfig& c);
 
-std::unique_ptr<Model> make_bert_encoder(const HfConfig& config, const LayerContext& ctx);
-std::unique_ptr<Model> make_bert_masked_lm(const HfConfig& config, const LayerContext& ctx);
-std::unique_ptr<Model> make_bert_classifier(const HfConfig& config, const LayerContext& ctx);
-// BertForPreTraining: outputs prediction_logits (also under logits) and seq_relationship_logits.
-std::unique_ptr<Model> make_bert_pretraining(const HfConfig& config, const LayerContext& ctx);
-std::unique_ptr<Model> make_roberta_encoder(const HfConfig& config, const LayerContext& ctx);
-std::unique_ptr<Model> make_roberta_masked_lm(const HfConfig& config, const LayerContext& ctx);
-std::unique_ptr<Model> make_roberta_classifier(const HfConfig& config, const LayerContext& ctx);
+// The heads Hugging Face ships. pretraining: BertForPreTraining, the masked LM (prediction_logits,
+// also under logits) and the next-sentence head over the pooler (seq_relationship_logits).
+enum class BertHead { encoder, masked_lm, classifier, pretraining };
+
+// The whole model, or one part of it (Note [Model parts]): the first part holds the embeddings
+// (with their norm and dropout), the last the pooler and the head (and, for a masked LM, the
+// word table its decoder is tied to). Parts before the last return hidden_states (and
+// attention_mask when given).
+std::unique_ptr<Model> make_bert_model(const HfConfig& config, const LayerContext& ctx,
+                                       BertHead head, bool roberta,
+                                       const std::optional<StageSpec>& part = std::nullopt);
+
+// The encoder's inference pipeline stages (models/pipeline/stage.h; bert_stage.cc).
+std::unique_ptr<pipeline::PipelineStage> make_bert_stage(const HfConfig& config,
+                                                         const StageSpec& spec,
+                                                         const LayerContext& ctx);
+std::unique_ptr<pipeline::PipelineStage> make_roberta_stage(const HfConfig& config,
+                                                            const StageSpec& spec,
+                                                            const LayerContext& ctx);
+
+// The families' declarations, listed in models/registry.cc.
+const Family& bert_family();
+const Family& roberta_family();
 
 }  // namespace libai::models

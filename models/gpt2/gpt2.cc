@@ -184,15 +184,11 @@ class Gpt2 : public Model, public generation::GenerativeModel {
 
 }  // namespace
 
-std::unique_ptr<Model> make_gpt2_lm(const HfConfig& config, const LayerContext& ctx) {
+std::unique_ptr<Model> make_gpt2_lm(const HfConfig& config, const LayerContext& ctx,
+                                    const std::optional<StageSpec>& part) {
   const int layers = int(Gpt2Config(config).layers);
-  return std::make_unique<Gpt2>(config, ctx, StageSpec{0, layers, layers});
-}
-
-std::unique_ptr<Model> make_gpt2_lm_part(const HfConfig& config, const LayerContext& ctx,
-                                         const StageSpec& part) {
-  check_part(config, part, int(Gpt2Config(config).layers));
-  return std::make_unique<Gpt2>(config, ctx, part);
+  if (part) check_part(config, *part, layers);
+  return std::make_unique<Gpt2>(config, ctx, part.value_or(StageSpec{0, layers, layers}));
 }
 
 }  // namespace libai::models

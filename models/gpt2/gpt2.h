@@ -4,10 +4,11 @@
 //   layers: h = h + attn(ln(h)) (causal); h = h + mlp(ln(h))    // pre-LN, gelu_new
 //   head:   logits = ln_f(h) wteᵀ                               // tied to the embedding
 //
-// The config, the layer shape and the checkpoint names are public so that a pipeline stage
-// (models/pipeline/) builds a contiguous part of the same model under the same names.
+// The config, the layer shape and the checkpoint names are public so that the inference
+// pipeline stage (gpt2_stage.cc) builds a contiguous part of the same model under the same names.
 #pragma once
 
+#include "models/family.h"
 #include "models/layers/transformer_layer.h"
 #include "models/model.h"
 
@@ -30,10 +31,18 @@ struct Gpt2Config {
 // Checkpoint names -> ours: embed (wte), positions (wpe), layers.{i}, final_norm (ln_f).
 WeightMap gpt2_weight_map(const Gpt2Config& c);
 
-std::unique_ptr<Model> make_gpt2_lm(const HfConfig& config, const LayerContext& ctx);
-// Layers [part.first_layer, part.last_layer) with the embeddings and head as the part's place
-// requires (Note [Model parts]).
-std::unique_ptr<Model> make_gpt2_lm_part(const HfConfig& config, const LayerContext& ctx,
-                                         const StageSpec& part);
+// The whole model, or layers [part.first_layer, part.last_layer) with the embeddings and head
+// as the part's place requires (Note [Model parts]).
+std::unique_ptr<Model> make_gpt2_lm(const HfConfig& config, const LayerContext& ctx,
+                                    const std::optional<StageSpec>& part = std::nullopt);
+
+// The inference pipeline stage of layers [spec.first_layer, spec.last_layer), decoding with KV
+// caches (models/pipeline/stage.h; gpt2_stage.cc).
+std::unique_ptr<pipeline::PipelineStage> make_gpt2_stage(const HfConfig& config,
+                                                         const StageSpec& spec,
+                                                         const LayerContext& ctx);
+
+// The family's declaration, listed in models/registry.cc.
+const Family& gpt2_family();
 
 }  // namespace libai::models

@@ -1,33 +1,23 @@
 #include "models/pipeline/stage.h"
 
-#include "models/bert/bert.h"
 #include "models/convert.h"
-#include "models/gpt2/gpt2.h"
-#include "models/pipeline/families.h"
-#include "models/t5/t5.h"
+#include "models/family.h"
+#include "models/pipeline/stage_inputs.h"
 #include "ops/ops.h"
 
 namespace libai::models::pipeline {
 
 namespace {
 
-using StageFactory = std::unique_ptr<PipelineStage> (*)(const HfConfig&, const StageSpec&,
-                                                        const LayerContext&);
-
-// The one table of families that can be cut into stages.
-struct StageFamily {
-  const char* model_type;
-  StageFactory make;
-};
-constexpr StageFamily kStageFamilies[] = {
-    {"gpt2", make_gpt2_stage}, {"bert", make_bert_stage}, {"roberta", make_roberta_stage},
-    {"t5", make_t5_stage},     {"mt5", make_mt5_stage},
-};
-
-const StageFamily* find_family(const std::string& model_type) {
-  for (const auto& f : kStageFamilies)
-    if (model_type == f.model_type) return &f;
-  return nullptr;
+// The family of `config` with inference stages, or an InvalidArgument naming the stage.
+const Family& stage_family(const HfConfig& config, const StageSpec& spec) {
+  const std::string type = config.model_type();
+  const Family* family = find_family(type);
+  if (!family || !family->make_stage)
+    LIBAI_CHECK(false, config.path(), ": pipeline stages are not supported for model_type ",
+                type.empty() ? "(missing)" : type, " (stage ", to_string(spec), "; supported: ",
+                family_names([](const Family& f) { return f.make_stage != nullptr; }), ")");
+  return *family;
 }
 
 }  // namespace
@@ -56,36 +46,22 @@ const WeightMap& PipelineStage::weight_map() const {
 
 int pipeline_num_layers(const HfConfig& config) {
   const std::string type = config.model_type();
-  if (type == "gpt2") return int(Gpt2Config(config).layers);
-  if (type == "bert" || type == "roberta") return int(BertConfig(config, type == "roberta").layers);
-  if (type == "vit") return int(config.get_int("num_hidden_layers", 12));
-  if (type == "t5" || type == "mt5") {  // the defaults of models/t5/t5.cc
-    const int64_t encoder = config.get_int("num_layers", type == "mt5" ? 8 : 6);
-    return int(encoder + config.get_int("num_decoder_layers", encoder));
-  }
-  LIBAI_CHECK_KIND(Unsupported, false, config.path(), ": model_type \"", type,
-                   "\" has no layers that a pipeline knows how to count");
-  return 0;
+  const Family* family = find_family(type);
+  LIBAI_CHECK_KIND(Unsupported, family && family->num_layers, config.path(), ": model_type \"",
+                   type, "\" has no layers that a pipeline knows how to count");
+  return family->num_layers(config);
 }
 
 std::unique_ptr<PipelineStage> create_stage(const HfConfig& config, const StageSpec& spec,
                                             const LayerContext& ctx) {
-  const std::string type = config.model_type();
-  const StageFamily* family = find_family(type);
-  if (!family) {
-    std::string known;
-    for (const auto& f : kStageFamilies) known += str_cat(known.empty() ? "" : ", ", f.model_type);
-    LIBAI_CHECK(false, config.path(), ": pipeline stages are not supported for model_type ",
-                type.empty() ? "(missing)" : type, " (stage ", to_string(spec),
-                "; supported: ", known, ")");
-  }
-  const int layers = pipeline_num_layers(config);
+  const Family& family = stage_family(config, spec);
+  const int layers = family.num_layers(config);
   LIBAI_CHECK(spec.num_layers == layers && 0 <= spec.first_layer &&
                   spec.first_layer < spec.last_layer && spec.last_layer <= spec.num_layers,
-              config.path(), ": stage ", to_string(spec), " is out of range for a ", type,
-              " model of ", layers,
+              config.path(), ": stage ", to_string(spec), " is out of range for a ",
+              config.model_type(), " model of ", layers,
               " layers (expected 0 <= first_layer < last_layer <= num_layers = ", layers, ")");
-  return family->make(config, spec, ctx);
+  return family.make_stage(config, spec, ctx);
 }
 
 std::unique_ptr<PipelineStage> load_stage(const std::filesystem::path& folder,
@@ -103,24 +79,45 @@ std::unique_ptr<PipelineStage> load_stage(const std::filesystem::path& folder,
   return stage;
 }
 
+namespace {
+
+// The family of `config` when it generates that way, else nullptr.
+const Family* generating(const HfConfig& config, GenerationKind kind) {
+  const Family* family = find_family(config.model_type());
+  return family && family->generates == kind ? family : nullptr;
+}
+
+template <GenerationKind kind>
+bool generates(const Family& family) {
+  return family.generates == kind;
+}
+
+}  // namespace
+
 CausalLmInfo causal_lm_info(const HfConfig& config) {
-  LIBAI_CHECK(config.model_type() == "gpt2", config.path(), ": model_type \"", config.model_type(),
-              "\" is not a decoder-only model that pipeline generation supports (gpt2)");
-  const Gpt2Config c(config);
-  // Pads are masked out: any id in the vocabulary does (GPT-2 pads with eos, as its session).
-  return {.vocab_size = c.vocab, .pad_id = c.eos < 0 ? 0 : c.eos, .max_positions = c.positions};
+  const Family* family = generating(config, GenerationKind::causal);
+  LIBAI_CHECK(family, config.path(), ": model_type \"", config.model_type(),
+              "\" is not a decoder-only model that pipeline generation supports (",
+              family_names(generates<GenerationKind::causal>), ")");
+  const GenerationInfo info = family->generation(config);
+  return {.vocab_size = info.vocab_size, .pad_id = info.pad_id, .max_positions = info.max_positions};
+}
+
+bool is_decoder_only(const HfConfig& config) {
+  return generating(config, GenerationKind::causal) != nullptr;
 }
 
 bool is_encoder_decoder(const HfConfig& config) {
-  const std::string type = config.model_type();
-  return type == "t5" || type == "mt5";
+  return generating(config, GenerationKind::seq2seq) != nullptr;
 }
 
 Seq2SeqLmInfo seq2seq_lm_info(const HfConfig& config) {
-  LIBAI_CHECK(is_encoder_decoder(config), config.path(), ": model_type \"", config.model_type(),
-              "\" is not an encoder-decoder model that pipeline generation supports (t5, mt5)");
-  const T5Config c(config, config.model_type() == "mt5");
-  return {.vocab_size = c.vocab, .pad_id = c.pad, .decoder_start_id = c.decoder_start};
+  const Family* family = generating(config, GenerationKind::seq2seq);
+  LIBAI_CHECK(family, config.path(), ": model_type \"", config.model_type(),
+              "\" is not an encoder-decoder model that pipeline generation supports (",
+              family_names(generates<GenerationKind::seq2seq>), ")");
+  const GenerationInfo info = family->generation(config);
+  return {.vocab_size = info.vocab_size, .pad_id = info.pad_id, .decoder_start_id = info.decoder_start_id};
 }
 
 const Tensor& require_activation(const Activations& in, const std::string& name, const char* family,

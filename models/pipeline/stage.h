@@ -89,6 +89,7 @@
 #include <vector>
 
 #include "models/causal_lm.h"
+#include "models/layer_cost.h"
 #include "models/model.h"
 #include "models/seq2seq_lm.h"
 
@@ -136,7 +137,8 @@ class PipelineStage : public Module {
 // layers). Unsupported for a model_type without layers to cut.
 int pipeline_num_layers(const HfConfig& config);
 
-// Builds the stage of the model that `config` describes, without weights (zero parameters).
+// Builds the stage of the model that `config` describes, without weights (zero parameters),
+// with its family's stage factory (models/family.h).
 // InvalidArgument naming the config and the spec for an unsupported model_type or a spec out
 // of range (first_layer >= last_layer, last_layer > num_layers, num_layers not the model's).
 std::unique_ptr<PipelineStage> create_stage(const HfConfig& config, const StageSpec& spec,
@@ -154,8 +156,10 @@ struct CausalLmInfo {
 };
 CausalLmInfo causal_lm_info(const HfConfig& config);
 
-// Whether generation over the model's stages is encoder-decoder (T5, MT5).
+// Whether generation over the model's stages is encoder-decoder (T5, MT5), or decoder-only
+// (GPT-2): the family's generation kind (models/family.h).
 bool is_encoder_decoder(const HfConfig& config);
+bool is_decoder_only(const HfConfig& config);
 // What generation over an encoder-decoder pipeline needs: the vocabulary, the id that pads
 // the prompts (masked out), and decoder_start_token_id. InvalidArgument for a model that is
 // not encoder-decoder.
@@ -176,10 +180,7 @@ Seq2SeqLmInfo seq2seq_lm_info(const HfConfig& config);
 //   activation_bytes_per_token what the layer keeps per token for its backward (an estimate
 //                              after Korthikanti et al. 2022, without dropout masks)
 //   output_bytes_per_token     the hidden state it passes on: the message after a stage
-struct LayerCost {
-  double flops = 0, weight_bytes = 0, kv_bytes_per_token = 0, activation_bytes_per_token = 0;
-  double output_bytes_per_token = 0;
-};
+using models::LayerCost;  // models/layer_cost.h
 // One entry per layer in pipeline order (T5: the encoder's layers, then the decoder's; each
 // stack's first layer counts its relative-position bias table, the encoder's last layer its
 // final norm, as the stage holding it applies that norm).

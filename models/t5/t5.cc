@@ -155,20 +155,42 @@ WeightMap t5_weight_map(const T5Config& c) {
 
 namespace {
 
+// The whole model, or one part (Note [Model parts]). A part holds pipeline layers [first,
+// last) of encoder_layers + decoder_layers, the encoder's first: encoder layers, decoder
+// layers, or the end of the one and the start of the other, each with its stack's bias table.
+//   first part in:  input_ids, decoder_input_ids, optional attention_mask,
+//                   decoder_attention_mask
+//   later parts in: decoder_hidden_states [batch, dec_len, d_model] (the first part's embedded
+//                   decoder tokens, or the decoder's running states) and either hidden_states
+//                   [batch, seq, d_model] (the encoder's running states) or, once the encoder
+//                   is done, encoder_hidden_states (its output after the final norm); the
+//                   masks from the micro-batch
+//   out (before the last): decoder_hidden_states, and hidden_states or encoder_hidden_states,
+//                   with the masks given; every floating one carries its gradient
+//   out (the last): logits (or logits_shard) and encoder_last_hidden_state
 class T5 : public Model, public generation::GenerativeModel {
  public:
-  T5(const HfConfig& hf, const LayerContext& ctx, bool mt5)
+  T5(const HfConfig& hf, const LayerContext& ctx, bool mt5, const StageSpec& part)
       : Model(hf), c_(hf, mt5), map_(t5_weight_map(c_)) {
-    shared_ = &add_module(
-        "shared", std::make_unique<Embedding>(ctx, c_.vocab, c_.d_model, EmbeddingParallel::vocab));
-    encoder_ = &add_module("encoder", std::make_unique<T5Stack>(ctx, c_.stack(false)));
-    decoder_ = &add_module("decoder", std::make_unique<T5Stack>(ctx, c_.stack(true)));
-    if (!c_.tied)
+    part_ = part;
+    const int e = int(c_.encoder_layers);
+    if (part.is_first() || (part.is_last() && c_.tied))
+      shared_ = &add_module(
+          "shared", std::make_unique<Embedding>(ctx, c_.vocab, c_.d_model, EmbeddingParallel::vocab));
+    if (part.first_layer < e)
+      encoder_ = &add_module("encoder", std::make_unique<T5Stack>(ctx, c_.stack(false),
+                                                                  part.first_layer,
+                                                                  std::min(part.last_layer, e)));
+    if (part.last_layer > e)
+      decoder_ = &add_module("decoder", std::make_unique<T5Stack>(ctx, c_.stack(true),
+                                                                  std::max(part.first_layer, e) - e,
+                                                                  part.last_layer - e));
+    if (part.is_last() && !c_.tied)
       lm_head_ = &add_module("lm_head", std::make_unique<Embedding>(ctx, c_.vocab, c_.d_model,
                                                                     EmbeddingParallel::vocab));
   }
 
-  // ids [batch, seq], keep [batch, seq] or undefined -> [batch, seq, d_model]
+  // ids [batch, seq], keep [batch, seq] or undefined -> [batch, seq, d_model]. Whole model.
   Tensor encode(const Tensor& ids, const Tensor& keep, std::vector<Tensor>* all = nullptr) const {
     T5StackInputs in;
     in.keep = keep;
@@ -192,21 +214,57 @@ class T5 : public Model, public generation::GenerativeModel {
 
   TensorMap forward(const TensorMap& inputs) override {
     const char* name = c_.name.c_str();
-    const Tensor& ids = require_input(inputs, "input_ids", name);
-    const Tensor& dec_ids = require_input(inputs, "decoder_input_ids", name);
-    LIBAI_CHECK(ids.dim() == 2, name, ": input_ids should be [batch, seq], got ",
-                shape_str(ids.shape()));
-    LIBAI_CHECK(dec_ids.dim() == 2 && dec_ids.size(0) == ids.size(0), name,
-                ": decoder_input_ids should be [", ids.size(0), ", dec_len], got ",
-                shape_str(dec_ids.shape()));
-    Tensor keep = keep_mask(inputs, "attention_mask", ids);
-    Tensor dec_keep = keep_mask(inputs, "decoder_attention_mask", dec_ids);
+    Tensor h, memory, d;  // the encoder's running states, its output, the decoder's states
+    Tensor keep, dec_keep;
+    if (part_.is_first()) {
+      const Tensor& ids = require_input(inputs, "input_ids", name);
+      const Tensor& dec_ids = require_input(inputs, "decoder_input_ids", name);
+      LIBAI_CHECK(ids.dim() == 2, name, ": input_ids should be [batch, seq], got ",
+                  shape_str(ids.shape()));
+      LIBAI_CHECK(dec_ids.dim() == 2 && dec_ids.size(0) == ids.size(0), name,
+                  ": decoder_input_ids should be [", ids.size(0), ", dec_len], got ",
+                  shape_str(dec_ids.shape()));
+      keep = keep_mask(inputs, "attention_mask", ids.shape());
+      dec_keep = keep_mask(inputs, "decoder_attention_mask", dec_ids.shape());
+      h = shared_->forward(ids);
+      d = shared_->forward(dec_ids);
+    } else {
+      d = states(inputs, "decoder_hidden_states");
+      if (encoder_)
+        h = states(inputs, "hidden_states");
+      else
+        memory = states(inputs, "encoder_hidden_states");
+      const Tensor& source = h.defined() ? h : memory;
+      keep = keep_mask(inputs, "attention_mask", {source.size(0), source.size(1)});
+      dec_keep = keep_mask(inputs, "decoder_attention_mask", {d.size(0), d.size(1)});
+    }
+    const bool whole = part_.is_whole();
     std::vector<Tensor> enc_all, dec_all;
-    Tensor memory = encode(ids, keep, &enc_all);
-    Tensor h = decode(dec_ids, {.keep = dec_keep, .memory = memory, .memory_keep = keep}, nullptr,
-                      &dec_all);
-    TensorMap out{{"encoder_last_hidden_state", memory}};
-    put_lm_logits(out, "logits", lm_input(h), lm_head_ ? *lm_head_ : *shared_);
+    if (encoder_) {
+      T5StackInputs in;
+      in.keep = keep;
+      h = encoder_->forward(h, in, nullptr, whole ? &enc_all : nullptr);
+      if (encoder_->holds_end()) {  // the encoder's output, after its final norm
+        memory = h;
+        h = Tensor();
+      }
+    }
+    if (decoder_)
+      d = decoder_->forward(d, {.keep = dec_keep, .memory = memory, .memory_keep = keep}, nullptr,
+                            whole ? &dec_all : nullptr);
+    TensorMap out;
+    for (const char* mask : {"attention_mask", "decoder_attention_mask"})
+      if (Tensor m = optional_input(inputs, mask); m.defined()) out[mask] = m;
+    if (!part_.is_last()) {
+      out["decoder_hidden_states"] = d;
+      if (h.defined())
+        out["hidden_states"] = h;
+      else
+        out["encoder_hidden_states"] = memory;
+      return out;
+    }
+    out["encoder_last_hidden_state"] = memory;
+    put_lm_logits(out, "logits", lm_input(d), lm_head_ ? *lm_head_ : *shared_);
     for (size_t i = 0; i < enc_all.size(); ++i)
       out["encoder_hidden_states." + std::to_string(i)] = enc_all[i];
     for (size_t i = 0; i < dec_all.size(); ++i)
@@ -219,7 +277,7 @@ class T5 : public Model, public generation::GenerativeModel {
   bool is_encoder_decoder() const override { return true; }
   int64_t decoder_start_token_id() const override { return c_.decoder_start; }
   int64_t vocab_size() const override { return c_.vocab; }
-  generation::GenerativeModel* generative() override { return this; }
+  generation::GenerativeModel* generative() override { return part_.is_whole() ? this : nullptr; }
   Task task() const override { return Task::seq2seq_lm; }
   const WeightMap& weight_map() const override { return map_; }
 
@@ -227,20 +285,28 @@ class T5 : public Model, public generation::GenerativeModel {
   int64_t decoder_layers() const { return decoder_->num_layers(); }
 
  private:
-  Tensor keep_mask(const TensorMap& inputs, const std::string& key, const Tensor& ids) const {
+  Tensor keep_mask(const TensorMap& inputs, const std::string& key, const Shape& shape) const {
     Tensor mask = optional_input(inputs, key);
     if (!mask.defined()) return mask;
-    LIBAI_CHECK(mask.shape() == ids.shape(), c_.name, ": ", key, " should have the shape ",
-                shape_str(ids.shape()), ", got ", shape_str(mask.shape()));
+    LIBAI_CHECK(mask.shape() == shape, c_.name, ": ", key, " should have the shape ",
+                shape_str(shape), ", got ", shape_str(mask.shape()));
     return ops::ne(mask, Tensor::zeros({}, mask.dtype()));
+  }
+
+  // A tensor a part receives from the part before: [batch, seq, d_model].
+  const Tensor& states(const TensorMap& inputs, const std::string& key) const {
+    const Tensor& t = require_input(inputs, key, c_.name.c_str());
+    LIBAI_CHECK(t.dim() == 3 && t.size(2) == c_.d_model, c_.name, " ", to_string(part_), ": ", key,
+                " should be [batch, seq, ", c_.d_model, "], got ", shape_str(t.shape()));
+    return t;
   }
 
   T5Config c_;
   WeightMap map_;
-  Embedding* shared_ = nullptr;
-  T5Stack* encoder_ = nullptr;
-  T5Stack* decoder_ = nullptr;
-  Embedding* lm_head_ = nullptr;  // [vocab, d_model], like a table (vocab-parallel)
+  Embedding* shared_ = nullptr;   // the first part, and the last when the head is tied
+  T5Stack* encoder_ = nullptr;    // parts holding encoder layers
+  T5Stack* decoder_ = nullptr;    // parts holding decoder layers
+  Embedding* lm_head_ = nullptr;  // the last part, untied: [vocab, d_model], vocab-parallel
 };
 
 // Encoder-decoder decoding: the encoder runs once over the right-padded prompts; the decoder
@@ -336,14 +402,16 @@ std::unique_ptr<generation::DecodeSession> T5::start(
 
 }  // namespace
 
-std::unique_ptr<Model> make_t5_conditional_generation(const HfConfig& config,
-                                                      const LayerContext& ctx) {
-  return std::make_unique<T5>(config, ctx, false);
+int t5_num_layers(const HfConfig& config, bool mt5) {
+  const T5Config c(config, mt5);
+  return int(c.encoder_layers + c.decoder_layers);
 }
 
-std::unique_ptr<Model> make_mt5_conditional_generation(const HfConfig& config,
-                                                       const LayerContext& ctx) {
-  return std::make_unique<T5>(config, ctx, true);
+std::unique_ptr<Model> make_t5_model(const HfConfig& config, const LayerContext& ctx, bool mt5,
+                                     const std::optional<StageSpec>& part) {
+  const int layers = t5_num_layers(config, mt5);
+  if (part) check_part(config, *part, layers);
+  return std::make_unique<T5>(config, ctx, mt5, part.value_or(StageSpec{0, layers, layers}));
 }
 
 }  // namespace libai::models

@@ -27,10 +27,11 @@
 // when scale_decoder_outputs is true, which defaults to tie_word_embeddings (v1.0: true,
 // v1.1: false); MT5 in transformers 5 never scales, whatever the config says.
 //
-// The config, the stacks' shape and the checkpoint names are public so that a pipeline stage
-// (models/pipeline/) builds a contiguous part of the same model under the same names.
+// The config, the stacks' shape and the checkpoint names are public so that the inference
+// pipeline stage (t5_stage.cc) builds a contiguous part of the same model under the same names.
 #pragma once
 
+#include "models/family.h"
 #include "models/model.h"
 #include "models/t5/t5_stack.h"
 
@@ -60,9 +61,27 @@ struct T5Config {
 // lm_head (untied only).
 WeightMap t5_weight_map(const T5Config& c);
 
-std::unique_ptr<Model> make_t5_conditional_generation(const HfConfig& config,
-                                                      const LayerContext& ctx);
-std::unique_ptr<Model> make_mt5_conditional_generation(const HfConfig& config,
+// The layers a pipeline cuts: the encoder's, then the decoder's.
+int t5_num_layers(const HfConfig& config, bool mt5);
+
+// T5ForConditionalGeneration (mt5: MT5's), whole or one part (Note [Model parts]): a part
+// holds layers of encoder_layers + decoder_layers in that order; the first part holds
+// `shared`, the last the head (`shared` again when tied, else lm_head); every part holding
+// layers of a stack holds that stack's relative position bias table. The messages between
+// parts are documented at the class in t5.cc.
+std::unique_ptr<Model> make_t5_model(const HfConfig& config, const LayerContext& ctx, bool mt5,
+                                     const std::optional<StageSpec>& part = std::nullopt);
+
+// The inference pipeline stages, decoding with KV caches (models/pipeline/stage.h; t5_stage.cc).
+std::unique_ptr<pipeline::PipelineStage> make_t5_stage(const HfConfig& config,
+                                                       const StageSpec& spec,
                                                        const LayerContext& ctx);
+std::unique_ptr<pipeline::PipelineStage> make_mt5_stage(const HfConfig& config,
+                                                        const StageSpec& spec,
+                                                        const LayerContext& ctx);
+
+// The families' declarations, listed in models/registry.cc.
+const Family& t5_family();
+const Family& mt5_family();
 
 }  // namespace libai::models

@@ -30,21 +30,26 @@ int64_t t5_relative_position_bucket(int64_t relative_position, bool bidirectiona
   return bucket + std::min(large, num_buckets - 1);
 }
 
-T5Stack::T5Stack(const LayerContext& ctx, const T5StackConfig& config) : config_(config) {
+T5Stack::T5Stack(const LayerContext& ctx, const T5StackConfig& config, int first, int last)
+    : config_(config) {
+  if (last < 0) last = int(config.layers);
   TransformerLayerConfig layer = config.layer;
   layer.cross_attention = config.decoder;
   relative_bias_ = &add_module(
       "relative_bias",
       std::make_unique<Embedding>(ctx, config.num_buckets, layer.attention.heads,
                                   EmbeddingParallel::dim));  // heads split like attention
-  for (int64_t i = 0; i < config.layers; ++i)
+  for (int i = first; i < last; ++i)
     layers_.push_back(
         &add_module("layers." + std::to_string(i), std::make_unique<TransformerLayer>(ctx, layer)));
-  final_norm_ =
-      &add_module("final_norm", std::make_unique<Norm>(ctx, layer.norm, layer.attention.hidden,
-                                                       layer.norm_eps, layer.norm_bias));
-  embed_dropout_ = &add_module("embed_dropout", std::make_unique<Dropout>(config.dropout));
-  output_dropout_ = &add_module("output_dropout", std::make_unique<Dropout>(config.dropout));
+  if (last == int(config.layers))
+    final_norm_ =
+        &add_module("final_norm", std::make_unique<Norm>(ctx, layer.norm, layer.attention.hidden,
+                                                         layer.norm_eps, layer.norm_bias));
+  if (first == 0)
+    embed_dropout_ = &add_module("embed_dropout", std::make_unique<Dropout>(config.dropout));
+  if (final_norm_)
+    output_dropout_ = &add_module("output_dropout", std::make_unique<Dropout>(config.dropout));
 }
 
 Tensor t5_relative_bias(const Embedding& table, const T5StackConfig& config, int64_t q_len,
@@ -72,11 +77,12 @@ Tensor T5Stack::forward(const Tensor& embedded, const T5StackInputs& in,
     inputs.cross.memory = in.memory;
     inputs.cross.key_padding_mask = in.memory_keep;
   }
-  Tensor h = embed_dropout_->forward(embedded);  // [batch, seq, hidden]
+  Tensor h = embed_dropout_ ? embed_dropout_->forward(embedded) : embedded;  // [batch, seq, hidden]
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (all) all->push_back(h);
     h = layers_[i]->forward(h, inputs, caches ? &(*caches)[i] : nullptr);
   }
+  if (!final_norm_) return h;
   h = output_dropout_->forward(final_norm_->forward(h));
   if (all) all->push_back(h);
   return h;

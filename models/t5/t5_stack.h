@@ -40,16 +40,21 @@ struct T5StackInputs {
   int64_t past = 0;    // decoder with caches: tokens already in the self-attention caches
 };
 
+// The whole stack, or layers [first, last) of it (a model part, Note [Model parts] in
+// models/model.h): the part holding layer 0 applies the input dropout, the part holding the
+// last layer the final norm and the output dropout; every part holds the bias table.
 class T5Stack : public Module {
  public:
-  T5Stack(const LayerContext& ctx, const T5StackConfig& config);
-  // embedded [batch, seq, hidden] -> final_norm output [batch, seq, hidden]. `caches` (one per
-  // layer, decoder only) hold the keys and values of earlier steps; `all` receives HF's
-  // hidden_states: the input, each layer's output, the last one after final_norm.
+  T5Stack(const LayerContext& ctx, const T5StackConfig& config, int first = 0, int last = -1);
+  // embedded [batch, seq, hidden] -> final_norm output [batch, seq, hidden] (a part without the
+  // stack's last layer: its last layer's output). `caches` (one per layer held, decoder only)
+  // hold the keys and values of earlier steps; `all` receives HF's hidden_states: the input,
+  // each layer's output, the last one after final_norm.
   Tensor forward(const Tensor& embedded, const T5StackInputs& in,
                  std::vector<LayerCache>* caches = nullptr,
                  std::vector<Tensor>* all = nullptr) const;
   int64_t num_layers() const { return int64_t(layers_.size()); }
+  bool holds_end() const { return final_norm_ != nullptr; }
 
  private:
   T5StackConfig config_;

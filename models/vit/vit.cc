@@ -83,14 +83,19 @@ bool checkpoint_has_pooler(const HfConfig& c) {
 
 class Vit : public Model {
  public:
-  Vit(const HfConfig& hf, const LayerContext& ctx, Head head) : Model(hf), c_(hf), head_(head) {
-    cls_ = &add_parameter("cls_token", {1, 1, c_.hidden}, ctx);
-    positions_ = &add_parameter("position_embeddings", {1, c_.patches() + 1, c_.hidden}, ctx);
-    const PatchEmbeddingConfig patch{.channels = c_.channels,
-                                     .patch_height = c_.patch_height,
-                                     .patch_width = c_.patch_width,
-                                     .hidden = c_.hidden};
-    patches_ = &add_module("patches", std::make_unique<PatchEmbedding>(ctx, patch));
+  Vit(const HfConfig& hf, const LayerContext& ctx, Head head, const StageSpec& part)
+      : Model(hf), c_(hf), head_(head) {
+    part_ = part;
+    if (part.is_first()) {
+      cls_ = &add_parameter("cls_token", {1, 1, c_.hidden}, ctx);
+      positions_ = &add_parameter("position_embeddings", {1, c_.patches() + 1, c_.hidden}, ctx);
+      const PatchEmbeddingConfig patch{.channels = c_.channels,
+                                       .patch_height = c_.patch_height,
+                                       .patch_width = c_.patch_width,
+                                       .hidden = c_.hidden};
+      patches_ = &add_module("patches", std::make_unique<PatchEmbedding>(ctx, patch));
+      embed_dropout_ = &add_module("embed_dropout", std::make_unique<Dropout>(c_.hidden_dropout));
+    }
     TransformerLayerConfig layer;
     layer.attention.hidden = c_.hidden;
     layer.attention.heads = c_.heads;
@@ -99,34 +104,51 @@ class Vit : public Model {
     layer.norm_eps = c_.eps;
     layer.attention.dropout = c_.attention_dropout;
     layer.dropout = c_.hidden_dropout;
-    embed_dropout_ = &add_module("embed_dropout", std::make_unique<Dropout>(c_.hidden_dropout));
-    for (int64_t i = 0; i < c_.layers; ++i)
+    for (int i = part.first_layer; i < part.last_layer; ++i)
       layers_.push_back(&add_module("layers." + std::to_string(i),
                                     std::make_unique<TransformerLayer>(ctx, layer)));
-    final_norm_ = &add_module("final_norm",
-                              std::make_unique<Norm>(ctx, ops::NormKind::layer, c_.hidden, c_.eps));
-    if (head == Head::encoder && checkpoint_has_pooler(hf))
-      pooler_ = &add_module("pooler", std::make_unique<Linear>(ctx, c_.hidden, c_.pooler_size));
-    if (head == Head::classifier) {
-      LIBAI_CHECK_KIND(Unsupported, c_.labels > 0, hf.path(), ": num_labels = 0 is not supported");
-      classifier_ = &add_module("classifier", std::make_unique<Linear>(ctx, c_.hidden, c_.labels));
+    if (part.is_last()) {
+      final_norm_ = &add_module(
+          "final_norm", std::make_unique<Norm>(ctx, ops::NormKind::layer, c_.hidden, c_.eps));
+      if (head == Head::encoder && checkpoint_has_pooler(hf))
+        pooler_ = &add_module("pooler", std::make_unique<Linear>(ctx, c_.hidden, c_.pooler_size));
+      if (head == Head::classifier) {
+        LIBAI_CHECK_KIND(Unsupported, c_.labels > 0, hf.path(),
+                         ": num_labels = 0 is not supported");
+        classifier_ =
+            &add_module("classifier", std::make_unique<Linear>(ctx, c_.hidden, c_.labels));
+      }
     }
     build_weight_map();
   }
 
+  // The whole model, or one part (Note [Model parts]):
+  //   first part in:  pixel_values [batch, channels, height, width]
+  //   later parts in: hidden_states [batch, 1 + patches, hidden]
+  //   out:            hidden_states (parts before the last), or last_hidden_state,
+  //                   pooler_output and logits as the head has them (the last)
   TensorMap forward(const TensorMap& inputs) override {
-    Tensor pixels = pixel_values(require_input(inputs, "pixel_values", "vit"));
-    const int64_t batch = pixels.size(0);
-    Tensor cls = ops::expand(*cls_, {batch, 1, c_.hidden});
-    // [batch, 1 + patches, hidden]
-    Tensor h = ops::cat({cls, patches_->forward(pixels)}, 1) + *positions_;
-    h = embed_dropout_->forward(h);
-    TensorMap out{{"hidden_states.0", h}};
+    Tensor h;  // [batch, 1 + patches, hidden]
+    if (part_.is_first()) {
+      Tensor pixels = pixel_values(require_input(inputs, "pixel_values", "vit"));
+      const int64_t batch = pixels.size(0);
+      Tensor cls = ops::expand(*cls_, {batch, 1, c_.hidden});
+      h = embed_dropout_->forward(ops::cat({cls, patches_->forward(pixels)}, 1) + *positions_);
+    } else {
+      h = require_input(inputs, "hidden_states", "vit");
+      LIBAI_CHECK(h.dim() == 3 && h.size(1) == c_.patches() + 1 && h.size(2) == c_.hidden, "vit ",
+                  to_string(part_), ": hidden_states should be [batch, ", c_.patches() + 1, ", ",
+                  c_.hidden, "], got ", shape_str(h.shape()));
+    }
+    const bool whole = part_.is_whole();
+    TensorMap out;
+    if (whole) out["hidden_states.0"] = h;
     LayerInputs in;
     for (size_t i = 0; i < layers_.size(); ++i) {
       h = layers_[i]->forward(h, in);
-      out["hidden_states." + std::to_string(i + 1)] = h;
+      if (whole) out["hidden_states." + std::to_string(i + 1)] = h;
     }
+    if (!part_.is_last()) return {{"hidden_states", h}};
     h = final_norm_->forward(h);
     out["last_hidden_state"] = h;
     Tensor first = ops::select(h, 1, 0);  // [batch, hidden]
@@ -152,7 +174,7 @@ class Vit : public Model {
                 " do not match the model's image_size ", c_.image_height, "x", c_.image_width,
                 " (position embeddings are not interpolated): resize the image to ",
                 c_.image_height, "x", c_.image_width);
-    return to_dtype(to_device(pixels, cls_->device()), cls_->dtype());
+    return to_dtype(to_device(pixels, cls_->device()), cls_->dtype());  // cls_: the first part's
   }
 
   void build_weight_map() {
@@ -202,11 +224,48 @@ class Vit : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_vit_encoder(const HfConfig& c, const LayerContext& ctx) {
-  return std::make_unique<Vit>(c, ctx, Head::encoder);
+std::unique_ptr<Model> make_vit_model(const HfConfig& config, const LayerContext& ctx,
+                                      bool classifier, const std::optional<StageSpec>& part) {
+  const int layers = int(VitConfig(config).layers);
+  if (part) check_part(config, *part, layers);
+  return std::make_unique<Vit>(config, ctx, classifier ? Head::classifier : Head::encoder,
+                               part.value_or(StageSpec{0, layers, layers}));
 }
-std::unique_ptr<Model> make_vit_classifier(const HfConfig& c, const LayerContext& ctx) {
-  return std::make_unique<Vit>(c, ctx, Head::classifier);
+
+namespace {
+
+template <bool classifier>
+std::unique_ptr<Model> make(const HfConfig& config, const LayerContext& ctx,
+                            const std::optional<StageSpec>& part) {
+  return make_vit_model(config, ctx, classifier, part);
+}
+
+int num_layers(const HfConfig& config) { return int(VitConfig(config).layers); }
+
+// l x (4 h^2 + 2 h ff) + channels x patch area x h (the patch projection), over the patches
+// and the class token.
+FlopsShape flops(const HfConfig& config) {
+  const VitConfig c(config);
+  const double h = double(c.hidden);
+  const double patch = double(c.channels * c.patch_height * c.patch_width) * h;
+  return {.matrix_parameters = double(c.layers) * (4 * h * h + 2 * h * double(c.intermediate)) + patch,
+          .attention_blocks = c.layers,
+          .attention_width = c.hidden,
+          .tokens = c.patches() + 1};
+}
+
+}  // namespace
+
+const Family& vit_family() {
+  static const Family family{
+      .model_type = "vit",
+      .heads = {{"", make<false>},
+                {"ViTModel", make<false>},
+                {"ViTForImageClassification", make<true>}},
+      .num_layers = num_layers,
+      .flops = flops,
+  };
+  return family;
 }
 
 }  // namespace libai::models

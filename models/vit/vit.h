@@ -15,11 +15,20 @@
 // Position embeddings are not interpolated: pixel_values must have the config's image_size.
 #pragma once
 
+#include "models/family.h"
 #include "models/model.h"
 
 namespace libai::models {
 
-std::unique_ptr<Model> make_vit_encoder(const HfConfig& config, const LayerContext& ctx);
-std::unique_ptr<Model> make_vit_classifier(const HfConfig& config, const LayerContext& ctx);
+// ViTModel (classifier false) or ViTForImageClassification, whole or one part (Note [Model
+// parts]): the first part holds the patch embedding, the cls token and the positions, the last
+// the final norm, the pooler and the classifier.
+std::unique_ptr<Model> make_vit_model(const HfConfig& config, const LayerContext& ctx,
+                                      bool classifier,
+                                      const std::optional<StageSpec>& part = std::nullopt);
+
+// The family's declaration, listed in models/registry.cc (no generation, cost model or
+// inference stages yet).
+const Family& vit_family();
 
 }  // namespace libai::models

@@ -14,7 +14,7 @@
 // and recomputes the bias, which costs less than sending [heads, q, k] along.
 #include <cmath>
 
-#include "models/pipeline/families.h"
+#include "models/pipeline/stage_inputs.h"
 #include "models/t5/t5.h"
 #include "ops/ops.h"
 
@@ -214,14 +214,18 @@ class T5Stage : public PipelineStage {
 
 }  // namespace
 
-std::unique_ptr<PipelineStage> make_t5_stage(const HfConfig& config, const StageSpec& spec,
-                                             const LayerContext& ctx) {
-  return std::make_unique<T5Stage>(config, spec, ctx, /*mt5=*/false);
-}
-
-std::unique_ptr<PipelineStage> make_mt5_stage(const HfConfig& config, const StageSpec& spec,
-                                              const LayerContext& ctx) {
-  return std::make_unique<T5Stage>(config, spec, ctx, /*mt5=*/true);
-}
-
 }  // namespace libai::models::pipeline
+
+namespace libai::models {
+
+std::unique_ptr<pipeline::PipelineStage> make_t5_stage(const HfConfig& config, const StageSpec& spec,
+                                             const LayerContext& ctx) {
+  return std::make_unique<pipeline::T5Stage>(config, spec, ctx, /*mt5=*/false);
+}
+
+std::unique_ptr<pipeline::PipelineStage> make_mt5_stage(const HfConfig& config, const StageSpec& spec,
+                                              const LayerContext& ctx) {
+  return std::make_unique<pipeline::T5Stage>(config, spec, ctx, /*mt5=*/true);
+}
+
+}  // namespace libai::models

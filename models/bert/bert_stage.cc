@@ -5,7 +5,7 @@
 //   every:  h = layers[first..last)(h), padding mask from attention_mask
 //   last:   last_hidden_state = h                       // post-LN: no norm after the layers
 #include "models/bert/bert.h"
-#include "models/pipeline/families.h"
+#include "models/pipeline/stage_inputs.h"
 
 namespace libai::models::pipeline {
 
@@ -54,14 +54,18 @@ class BertStage : public PipelineStage {
 
 }  // namespace
 
-std::unique_ptr<PipelineStage> make_bert_stage(const HfConfig& config, const StageSpec& spec,
-                                               const LayerContext& ctx) {
-  return std::make_unique<BertStage>(config, spec, ctx, /*roberta=*/false);
-}
-
-std::unique_ptr<PipelineStage> make_roberta_stage(const HfConfig& config, const StageSpec& spec,
-                                                  const LayerContext& ctx) {
-  return std::make_unique<BertStage>(config, spec, ctx, /*roberta=*/true);
-}
-
 }  // namespace libai::models::pipeline
+
+namespace libai::models {
+
+std::unique_ptr<pipeline::PipelineStage> make_bert_stage(const HfConfig& config, const StageSpec& spec,
+                                               const LayerContext& ctx) {
+  return std::make_unique<pipeline::BertStage>(config, spec, ctx, /*roberta=*/false);
+}
+
+std::unique_ptr<pipeline::PipelineStage> make_roberta_stage(const HfConfig& config, const StageSpec& spec,
+                                                  const LayerContext& ctx) {
+  return std::make_unique<pipeline::BertStage>(config, spec, ctx, /*roberta=*/true);
+}
+
+}  // namespace libai::models

@@ -5,7 +5,7 @@
 //           h = layers[first..last)(h), causal, attention_mask over past + n, KV caches
 //   last:   logits = final_norm(h[:, -1]) embedᵀ                 // [batch, vocab] f32
 #include "models/gpt2/gpt2.h"
-#include "models/pipeline/families.h"
+#include "models/pipeline/stage_inputs.h"
 #include "ops/ops.h"
 
 namespace libai::models::pipeline {
@@ -115,9 +115,13 @@ class Gpt2Stage : public PipelineStage {
 
 }  // namespace
 
-std::unique_ptr<PipelineStage> make_gpt2_stage(const HfConfig& config, const StageSpec& spec,
+}  // namespace libai::models::pipeline
+
+namespace libai::models {
+
+std::unique_ptr<pipeline::PipelineStage> make_gpt2_stage(const HfConfig& config, const StageSpec& spec,
                                                const LayerContext& ctx) {
-  return std::make_unique<Gpt2Stage>(config, spec, ctx);
+  return std::make_unique<pipeline::Gpt2Stage>(config, spec, ctx);
 }
 
-}  // namespace libai::models::pipeline
+}  // namespace libai::models

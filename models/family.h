@@ -1,0 +1,101 @@
+// The declaration of a model family (DESIGN.md, Note [One declaration per model family]):
+// everything the rest of the runtime asks of a family, found through the one table in
+// models/registry.cc by config.json's model_type. Code outside models/<family>/ and that table
+// never names a family.
+//
+//   const Family& family = family_of(config);                 // Unsupported for unknown types
+//   auto part = family.head(config).make(config, ctx, StageSpec{0, 6, family.num_layers(config)});
+//   if (family.generates == GenerationKind::causal) family.generation(config).vocab_size ...
+//   auto costs = family.costs.layers(config, tokens, context, bytes);
+//
+// A family's folder declares its Family (e.g. models/gpt2/gpt2_family.cc) and the registry
+// lists it once; docs/MODELS.md ("Adding a family") lists what to write.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/layer_cost.h"
+#include "models/model.h"
+
+namespace libai::models {
+
+namespace pipeline {
+class PipelineStage;
+}
+
+// Builds the whole model (part empty) or one part of it (Note [Model parts]); InvalidArgument
+// for a part out of range.
+using MakeModel = std::unique_ptr<Model> (*)(const HfConfig&, const LayerContext&,
+                                             const std::optional<StageSpec>& part);
+
+// One head of the family: the class config.json's "architectures"[0] names.
+struct FamilyHead {
+  std::string architecture;  // "" = the head built when config.json names none
+  MakeModel make = nullptr;
+};
+
+// How the family generates (generation::GenerativeModel), and what generation needs of a
+// model without building it.
+enum class GenerationKind { none, causal, seq2seq };
+struct GenerationInfo {
+  int64_t vocab_size = 0;
+  int64_t pad_id = 0;            // pads prompts (masked out)
+  int64_t max_positions = 0;     // causal: the longest sequence (0: unbounded)
+  int64_t decoder_start_id = 0;  // seq2seq: the decoder's first token
+};
+
+// Planning estimates from config.json alone (models/pipeline/stage.h documents the numbers);
+// `bytes` is the size of one element of the parameters and activations.
+struct FamilyCosts {
+  // One entry per layer in pipeline order; context: the keys each token attends to (> 0).
+  std::vector<LayerCost> (*layers)(const HfConfig&, double tokens, double context,
+                                   double bytes) = nullptr;
+  LayerCost (*embedding)(const HfConfig&, double tokens, double bytes) = nullptr;  // first part
+  LayerCost (*head)(const HfConfig&, double tokens, double bytes) = nullptr;       // last part
+};
+
+// The model's size for training FLOPs (Kaplan et al.'s 6 N + attention, train/flops.h):
+// the weights of its matrix products per token, its attention blocks and their width, and the
+// tokens one sample holds when the family fixes it (ViT's patches; 0: the sequence length).
+struct FlopsShape {
+  double matrix_parameters = 0;
+  int64_t attention_blocks = 0, attention_width = 0, tokens = 0;
+};
+
+// An inference pipeline stage (models/pipeline/stage.h): layers [first, last) with the KV
+// caches decoding keeps. The spec is checked by the caller.
+using MakeStage = std::unique_ptr<pipeline::PipelineStage> (*)(const HfConfig&, const StageSpec&,
+                                                               const LayerContext&);
+
+struct Family {
+  std::string model_type;          // config.json "model_type"
+  std::vector<FamilyHead> heads;   // by architecture; one with "" is the default
+  // The layers a pipeline cuts (StageSpec::num_layers): T5's encoder + decoder layers.
+  int (*num_layers)(const HfConfig&) = nullptr;
+  GenerationKind generates = GenerationKind::none;
+  GenerationInfo (*generation)(const HfConfig&) = nullptr;  // set when it generates
+  FamilyCosts costs;                                        // null members: no cost model
+  FlopsShape (*flops)(const HfConfig&) = nullptr;           // null: no FLOPs count
+  MakeStage make_stage = nullptr;  // null: no inference pipeline stages
+  // init_parameters scales the residual output projections by 1 / sqrt(2 num_layers) (GPT-2).
+  bool scaled_residual_init = false;
+
+  // The head config.json names (its default when it names none, with a warning for an
+  // unknown architecture); Unsupported listing the known ones when there is no default.
+  const FamilyHead& head(const HfConfig& config) const;
+};
+
+// The registry (models/registry.cc): every family, in the order the table lists them.
+const std::vector<const Family*>& families();
+// The family of a model_type; nullptr when none declares it.
+const Family* find_family(const std::string& model_type);
+// The family of config.json's model_type: CorruptInput when it is missing, Unsupported naming
+// it and the known types when no family declares it.
+const Family& family_of(const HfConfig& config);
+// "gpt2, bert, ..." for messages: the families for which `has` holds.
+std::string family_names(bool (*has)(const Family&) = nullptr);
+
+}  // namespace libai::models
