@@ -149,10 +149,52 @@ struct StageStep::Impl {
     return mode;
   }
 
+  void check_shared_weights();
   void find_tied_weights();
   void sum_tied_gradients();
   StepResult share_result(bool finite, double grad_norm);
 };
+
+// Note [Weights shared by middle stages]
+// Only a weight held by the first and the last virtual stage is tied (its gradients summed,
+// find_tied_weights). A weight that some other pair of virtual stages both hold (a T5 stack's
+// relative position bias table when the stack is cut twice, with more than two stages) would
+// get no summed gradient: its copies would drift apart with no error. So the stages of one
+// slot compare the names they hold over `groups.pp` and refuse such a layout, naming the
+// weight and the stages; a cut that keeps each stack on at most two stages (or ties through
+// the boundary stages only) trains.
+void StageStep::Impl::check_shared_weights() {
+  if (virtual_stages() <= 2 || !groups.pp || groups.pp->size() <= 1) return;
+  // Each stage's names, with the virtual stage holding them, as character codes.
+  std::string mine;
+  for (int c = 0; c < layout.num_chunks; ++c)
+    for (auto& [name, tensor] : parts[size_t(c)]->named_parameters())
+      mine += std::to_string(virtual_stage(c)) + " " + name + "\n";
+  const std::vector<double> codes(mine.begin(), mine.end());
+  std::map<std::string, std::set<int>> holders;
+  for (int root = 0; root < groups.pp->size(); ++root) {
+    const std::vector<double> got = broadcast_doubles(
+        groups.pp->rank() == root ? codes : std::vector<double>{}, *groups.pp, root);
+    const std::string text(got.begin(), got.end());
+    for (size_t start = 0, end; (end = text.find('\n', start)) != std::string::npos;
+         start = end + 1) {
+      const std::string line = text.substr(start, end - start);
+      const size_t space = line.find(' ');
+      holders[line.substr(space + 1)].insert(std::stoi(line.substr(0, space)));
+    }
+  }
+  const std::set<int> boundary{0, virtual_stages() - 1};
+  for (const auto& [name, stages] : holders) {
+    if (stages.size() <= 1 || stages == boundary) continue;
+    std::string list;
+    for (int v : stages) list += (list.empty() ? "" : ", ") + std::to_string(v);
+    LIBAI_CHECK_KIND(Unsupported, false, "pipeline training: the weight ", name,
+                     " is held by virtual stages ", list, " of ", virtual_stages(),
+                     "; only a weight of the first and the last stage can be tied across stages "
+                     "(Note [Weights shared by middle stages]): cut the layers so that no more "
+                     "than two stages hold it (e.g. a T5 stack on one or two stages)");
+  }
+}
 
 // Weights tied across stages: the names a part of the first virtual stage and a part of the
 // last one both hold (GPT-2's embed.weight: the token embedding and the LM head). The two
@@ -247,6 +289,7 @@ StageStep::StageStep(std::vector<models::Model*> parts, Optimizer& optimizer,
       s.reducers.push_back(std::make_unique<models::GradientReducer>(
           *part, s.groups.dp,
           models::GradientReducerOptions{.bucket_bytes = s.options.bucket_bytes, .average = true}));
+  s.check_shared_weights();
   s.find_tied_weights();
   // Note [Each element counted once]: a tied weight counts on the first stage only.
   std::set<std::string> tied_names;

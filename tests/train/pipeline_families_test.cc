@@ -247,6 +247,39 @@ const Run& reference(const std::string& model) {
   return runs.at(model);
 }
 
+// Note [Weights shared by middle stages]: T5 over 4 stages of one layer each puts the encoder's
+// relative position bias table on stages 0 and 1 and the decoder's on 2 and 3: not tied by the
+// boundary exchange, so the layout is refused on every rank, naming a weight (the first in
+// name order), instead of letting the copies drift.
+TEST(PipelineSharedWeights, AWeightOnTwoMiddleStagesIsRefusedNamingIt) {
+  const comm::DeviceMesh mesh{.dp = 1, .pp = 4, .tp = 1};
+  const fs::path dir = random_model("t5");
+  const int layers = models::pipeline::pipeline_num_layers(models::HfConfig::load(dir));
+  ASSERT_EQ(layers, 4);
+  const std::vector<models::StageSpec> specs = virtual_stage_parts(layers, mesh.pp);
+  std::vector<std::string> errors(size_t(mesh.size()));
+  comm::run_spmd_threads(mesh.size(), [&](comm::Communicator& world_ref) {
+    std::shared_ptr<comm::Communicator> world(&world_ref, [](comm::Communicator*) {});
+    const PipelineRankSetup setup = make_pipeline_rank(world, mesh);
+    const int stage = setup.coordinates.pp;
+    auto part = models::load_model(dir, {.part = specs[size_t(stage)]});
+    part->set_requires_grad(true);
+    std::vector<models::Model*> parts{part.get()};
+    auto optimizer =
+        make_optimizer(stage_param_groups(parts, group_options()), optimizer_options());
+    const StageLayout layout{.pp = mesh.pp, .stage = stage, .micro_batch_size = kMicro};
+    try {
+      StageStep step(parts, *optimizer, nullptr, step_options(1, false), layout, setup.groups);
+    } catch (const Error& e) {
+      errors[size_t(world->rank())] = e.what();
+    }
+  });
+  for (const std::string& e : errors) {
+    EXPECT_NE(e.find("decoder.relative_bias.weight"), std::string::npos) << e;
+    EXPECT_NE(e.find("virtual stages 2, 3 of 4"), std::string::npos) << e;
+  }
+}
+
 class PipelineFamilies : public ::testing::TestWithParam<Case> {};
 
 TEST_P(PipelineFamilies, LossesNormsAndParametersEqualOneDevice) {
