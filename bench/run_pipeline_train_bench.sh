@@ -93,7 +93,8 @@ import json, os, statistics, sys
 layout, graph, dp, pp, acc, threads, nodes, status, wall, metrics, warmup, log = sys.argv[1:]
 row = {"layout": layout, "graph": graph == "true", "dp": int(dp), "pp": int(pp),
        "accumulation": int(acc), "threads_per_slot": int(threads), "nodes": int(nodes),
-       "exit": int(status), "wall_s": float(wall)}
+       "exit": int(status), "wall_s": float(wall),
+       "load1_after": float(open("/proc/loadavg").read().split()[0])}
 records = []
 if os.path.exists(metrics):
     records = [json.loads(l) for l in open(metrics) if l.strip()]
