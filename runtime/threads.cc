@@ -139,6 +139,28 @@ void set_thread_budget(Device device, int threads) {
   b.threads[device.index] = threads;
 }
 
+ThreadBudgetScope::ThreadBudgetScope(const std::vector<std::pair<Device, int>>& list) {
+  std::map<int, int> next;
+  int total = 0;
+  for (const auto& [device, threads] : list) {
+    LIBAI_CHECK(device.is_cpu() && threads >= 1, "thread budget of ", device, ": ", threads);
+    next[device.index] = threads;
+    total += threads;
+  }
+  LIBAI_CHECK(total <= hardware_cores(), "thread budgets would total ", total,
+              " threads but this host has ", hardware_cores(), " cores");
+  Budgets& b = budgets();
+  std::lock_guard<std::mutex> lock(b.mutex);
+  previous_ = b.threads;
+  b.threads = std::move(next);
+}
+
+ThreadBudgetScope::~ThreadBudgetScope() {
+  Budgets& b = budgets();
+  std::lock_guard<std::mutex> lock(b.mutex);
+  b.threads = std::move(previous_);
+}
+
 int thread_budget(Device device) {
   Budgets& b = budgets();
   std::lock_guard<std::mutex> lock(b.mutex);

@@ -8,6 +8,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <utility>
+#include <vector>
 
 #include "runtime/device.h"
 
@@ -17,6 +20,20 @@ int hardware_cores();
 // Throws InvalidArgument when the budgets of all CPU devices would exceed the cores.
 void set_thread_budget(Device device, int threads);
 int thread_budget(Device device);
+
+// Budgets for a scope: replaces every budget with `budgets` (devices not listed fall back to
+// the default, all cores, when used) and restores the previous ones when it ends. For ranks
+// on threads of one process (eager SPMD training), each computing on its own cpu:r.
+class ThreadBudgetScope {
+ public:
+  explicit ThreadBudgetScope(const std::vector<std::pair<Device, int>>& budgets);
+  ~ThreadBudgetScope();
+  ThreadBudgetScope(const ThreadBudgetScope&) = delete;
+  ThreadBudgetScope& operator=(const ThreadBudgetScope&) = delete;
+
+ private:
+  std::map<int, int> previous_;
+};
 
 // The device whose budget the calling thread uses (set by stage threads; default cpu:0).
 void set_current_cpu_device(Device device);

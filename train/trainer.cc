@@ -1,6 +1,8 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <mutex>
+#include <optional>
 
 #include "models/init.h"
 #include "ops/ops.h"
@@ -8,6 +10,7 @@
 #include "runtime/comm/mesh.h"
 #include "runtime/comm/spmd.h"
 #include "runtime/config/unimplemented.h"
+#include "runtime/threads.h"
 #include "train/pipeline_runner.h"
 #include "train/step_runner.h"
 
@@ -137,10 +140,25 @@ TrainResult run_training(const config::Config& cfg, const TrainerFlags& flags) {
   TrainResult result;
   const int world = dp * pp * tp;
   std::vector<TrainResult> per_rank(static_cast<size_t>(world));
+  // Note [Rank threads' budgets]: ranks on threads of this process each compute on their own
+  // cpu device with cores / world threads (at least 1; ranks beyond the cores share devices),
+  // so that their kernels and OpenBLAS calls never run more threads than the cores (on the
+  // default device, every rank's regions would queue on one pool of all the cores).
+  const int per_rank_threads = std::max(1, hardware_cores() / std::max(world, 1));
+  const int devices = std::max(1, std::min(world, hardware_cores() / per_rank_threads));
+  std::vector<std::pair<Device, int>> budgets;
+  for (int d = 0; d < devices; ++d) budgets.push_back({Device::cpu(d), per_rank_threads});
+  std::optional<ThreadBudgetScope> scope;
+  if (world > 1) scope.emplace(budgets);
+  auto on_own_device = [devices](int rank) {
+    set_current_cpu_device(Device::cpu(rank % devices));
+    sync_blas_threads();
+  };
   if (pp > 1) {
     const comm::DeviceMesh mesh{.dp = dp, .pp = pp, .tp = tp};
     auto shared = make_pipeline_process_state();
     comm::run_spmd_threads(world, [&](comm::Communicator& comm) {
+      on_own_device(comm.rank());
       run_pipeline_rank(cfg, flags, mesh, comm, shared,
                         comm.rank() == 0 ? result : per_rank[size_t(comm.rank())]);
     });
@@ -148,10 +166,13 @@ TrainResult run_training(const config::Config& cfg, const TrainerFlags& flags) {
     run_rank(cfg, flags, dp, tp, nullptr, result);
   } else {
     comm::run_spmd_threads(world, [&](comm::Communicator& comm) {
+      on_own_device(comm.rank());
       run_rank(cfg, flags, dp, tp, &comm,
                comm.rank() == 0 ? result : per_rank[size_t(comm.rank())]);
     });
   }
+  scope.reset();
+  sync_blas_threads();  // the rank threads left OpenBLAS at their budget
   return result;
 }
 
