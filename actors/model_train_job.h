@@ -39,6 +39,13 @@ GraphTrainSettings graph_train_settings(const config::Config& cfg, int nodes);
 // Note [Global sample order]).
 MicroBatchSource make_micro_batch_source(const config::Config& cfg, const GraphTrainSettings& s);
 
+// Every slot's validation micro-batches when the run evaluates (train.evaluation.enabled or
+// --eval-only; train/step_runner.h's validation_micro_batches of the loop's splits); null
+// otherwise or when the data has no validation split.
+using ValidationSource = std::function<std::vector<models::TensorMap>(int replica)>;
+ValidationSource make_validation_source(const config::Config& cfg, const train::TrainerFlags& flags,
+                                        const GraphTrainSettings& s);
+
 // The training job as the cluster runs it (node 0 drives the steps through train()).
 class ModelTrainJob : public ClusterJob {
  public:

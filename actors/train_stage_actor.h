@@ -35,6 +35,15 @@
 // credits above already bound. A credit for gradients would bound nothing more and would add a
 // round trip to every backward.
 //
+// Note [Train controls]
+// Checkpoints and evaluation run between steps, on every stage at once: the driver sends
+// (control_atom, TrainControl bytes) to every stage, each runs compute->control on its pinned
+// thread (which may run collectives with the other stages: gathering a checkpoint to world
+// rank 0, forwarding validation micro-batches through the stages) and answers
+// (control_done_atom, slot, StepSummary bytes). The driver starts a control only when no step
+// runs and the next step only when every stage answered, so a stage's thread never sees a
+// control and an action at once; a step asked for meanwhile is an error.
+//
 // Errors: an exception on the pinned thread (forward, backward, end_step, the data plane)
 // reaches the parent as (failed_atom, "<stage name>: <what>") and the stage stops.
 #pragma once
@@ -54,6 +63,8 @@ namespace libai::actors {
 
 using step_atom = caf::atom_constant<caf::atom("step")>;           // run training step k
 using step_done_atom = caf::atom_constant<caf::atom("stepdone")>;  // a stage ran its step
+using control_atom = caf::atom_constant<caf::atom("control")>;     // a TrainControl between steps
+using control_done_atom = caf::atom_constant<caf::atom("ctrldone")>;  // a stage ran its control
 
 // One model chunk's neighbours.
 struct TrainLink {

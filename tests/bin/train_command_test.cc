@@ -76,8 +76,8 @@ TEST_F(TrainCommand, FastDevRunWritesEveryOutput) {
 TEST_F(TrainCommand, BadConfigsNameTheKey) {
   const std::string gpt2 = "model: {weights: " + kModels + "gpt2}\n";
   // Graph mode (the actor runtime) refuses what it cannot do yet, naming the key.
-  expect_error("train " + config(gpt2, /*graph_off=*/false) + " train.evaluation.enabled=true",
-               {"train.evaluation.enabled", "graph.enabled: false"});
+  expect_error("train " + config(gpt2, /*graph_off=*/false) + " train.amp.enabled=true",
+               {"train.amp.enabled", "graph.enabled: false"});
   expect_error("train " + config("model: {weights: " + kModels + "gpt2, config: " + kModels +
                                  "gpt2/config.json}\n"),
                {"model.weights", "model.config"});
