@@ -3,7 +3,10 @@
 // loopback (activations, gradients and the groups' collectives over UCX), with dropout and
 // activation checkpointing on: the loss of every step equals eager training of the same
 // config on one device (graph.enabled false, the replicas' micro-batches accumulated there).
-// A node killed mid-step ends every other node within 5 s naming it.
+// A node killed mid-step ends every other node within 5 s naming it. Checkpoints: a graph-mode
+// run over two processes resumed from its step-3 checkpoint continues with the uninterrupted
+// run's losses (bitwise at the same layout, within 1e-5 at another layout and eagerly), an
+// eager checkpoint resumes in graph mode; evaluation equals the eager pipeline's.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -19,13 +22,14 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-std::map<int64_t, double> losses_of(const fs::path& metrics) {
+// metrics.json's `key` by iteration (a later record of an iteration wins).
+std::map<int64_t, double> losses_of(const fs::path& metrics, const std::string& key = "loss") {
   std::map<int64_t, double> out;
   std::ifstream in(metrics);
   for (std::string line; std::getline(in, line);) {
     const json record = json::parse(line);
-    if (record.contains("loss") && !record["loss"].is_null())
-      out[record["iteration"].get<int64_t>()] = record["loss"].get<double>();
+    if (record.contains(key) && !record[key].is_null())
+      out[record["iteration"].get<int64_t>()] = record[key].get<double>();
   }
   return out;
 }
@@ -35,6 +39,8 @@ struct Layout {
   std::string schedule = "1f1b";
   bool graph = true;
   int64_t steps = 20;
+  int64_t checkpoint_period = 100000;
+  bool evaluate = false;  // validation split 1/10, every 2 steps over 2 micro-batches
 };
 
 class TrainGraph : public ::testing::Test {
@@ -76,12 +82,15 @@ class TrainGraph : public ::testing::Test {
       << "graph: {enabled: " << (l.graph ? "true" : "false") << "}\n"
       << "model: {config: " << cluster_.dir() << "/config.json}\n"
       << "data: {_target_: gpt, prefix: " << cluster_.dir()
-      << "/corpus_text_document, seq_length: 16, splits: [1]}\n"
+      << "/corpus_text_document, seq_length: 16, splits: " << (l.evaluate ? "[9, 1]" : "[1]")
+      << "}\n"
       << "optim: {lr: 1.0e-3, clip_grad_norm: 1.0}\n"
       << "train:\n  output_dir: " << out.string() << "\n  train_micro_batch_size: 2\n"
       << "  num_accumulation_steps: " << l.accumulation << "\n  train_iter: " << l.steps
       << "\n  warmup_ratio: 0.2\n  log_period: 1\n  seed: 7\n"
-      << "  checkpointer: {period: 100000}\n"
+      << "  checkpointer: {period: " << l.checkpoint_period << "}\n"
+      << "  evaluation: {enabled: " << (l.evaluate ? "true" : "false")
+      << ", eval_period: 2, eval_iter: 2}\n"
       << "  activation_checkpoint: {enabled: true}\n"
       << "  dist: {data_parallel_size: " << l.dp << ", pipeline_parallel_size: " << l.pp
       << ", pipeline_schedule: " << l.schedule << ", virtual_pipeline_size: " << l.chunks
@@ -91,13 +100,17 @@ class TrainGraph : public ::testing::Test {
   }
 
   // Runs `l` on its nodes; returns the losses node 0 logged.
-  std::map<int64_t, double> train(const std::string& name, const Layout& l) {
+  std::map<int64_t, double> train(const std::string& name, const Layout& l,
+                                  const std::vector<std::string>& flags = {}) {
     const std::string config = write_config(name, l);
     const int port = free_port();
     std::vector<int> nodes;
-    for (int r = 0; r < l.nodes; ++r)
-      nodes.push_back(cluster_.launch({"train", config, "--node-rank", std::to_string(r),
-                                       "--port", std::to_string(port)}));
+    for (int r = 0; r < l.nodes; ++r) {
+      std::vector<std::string> args{"train", config, "--node-rank", std::to_string(r), "--port",
+                                    std::to_string(port)};
+      args.insert(args.end(), flags.begin(), flags.end());
+      nodes.push_back(cluster_.launch(args));
+    }
     for (int n : nodes) {
       const int code = cluster_.wait(n, 120s);
       EXPECT_EQ(code, 0) << name << " node " << n << ":\n" << cluster_.err(n) << cluster_.out(n);
@@ -114,6 +127,18 @@ class TrainGraph : public ::testing::Test {
     ASSERT_EQ(got.size(), size_t(l.steps));
     for (const auto& [iteration, loss] : expected)
       EXPECT_NEAR(got.at(iteration), loss, 1e-5 * std::abs(loss)) << name << " step " << iteration;
+  }
+
+  // A fresh output folder `name` holding `from`'s checkpoint `checkpoint`, named by
+  // last_checkpoint (what a stopped run leaves, copied where the resumed run writes).
+  void stage_checkpoint(const std::string& from, const std::string& checkpoint,
+                        const std::string& name) {
+    const fs::path dir = fs::path(cluster_.dir()) / name;
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::copy(fs::path(cluster_.dir()) / from / checkpoint, dir / checkpoint,
+             fs::copy_options::recursive);
+    std::ofstream(dir / "last_checkpoint") << checkpoint << "\n";
   }
 
   Cluster cluster_;
@@ -149,6 +174,67 @@ TEST_F(TrainGraph, AKilledNodeEndsTheTrainingEverywhereNamingIt) {
   EXPECT_EQ(cluster_.wait(1, 5s), 1) << "node 0 did not exit with an error within 5 s";
   EXPECT_LT(std::chrono::steady_clock::now() - killed, 5s);
   EXPECT_NE(cluster_.err(1).find("node 1 died"), std::string::npos) << cluster_.err(1);
+}
+
+}  // namespace
+}  // namespace libai::testing
+
+namespace libai::testing {
+namespace {
+
+// PP2 over two processes, 6 steps with a checkpoint after 3 (what a run stopped or killed
+// after it leaves); resumed with --resume from that checkpoint.
+TEST_F(TrainGraph, CheckpointResumesInGraphModeAndEagerlyAtAnyLayout) {
+  const Layout pp2{.nodes = 2, .pp = 2, .steps = 6, .checkpoint_period = 3};
+  const auto whole = train("ckpt_whole", pp2);
+  ASSERT_EQ(whole.size(), 6u);
+  ASSERT_TRUE(fs::exists(fs::path(cluster_.dir()) / "ckpt_whole/model_0000003/optimizer.safetensors"));
+  ASSERT_TRUE(fs::exists(fs::path(cluster_.dir()) / "ckpt_whole/model_final/model.safetensors"));
+
+  // The same layout: bitwise.
+  stage_checkpoint("ckpt_whole", "model_0000003", "ckpt_same");
+  const auto same = train("ckpt_same", pp2, {"--resume"});
+  ASSERT_EQ(same.size(), 3u);
+  for (int64_t i : {4, 5, 6}) EXPECT_EQ(same.at(i), whole.at(i)) << "step " << i;
+
+  // Another graph layout (dp 2, one stage per process) and eagerly on one device.
+  const std::pair<const char*, Layout> others[] = {
+      {"ckpt_dp2", {.nodes = 2, .dp = 2, .accumulation = 1, .steps = 6, .checkpoint_period = 3}},
+      {"ckpt_eager", {.accumulation = 2, .graph = false, .steps = 6, .checkpoint_period = 3}}};
+  for (const auto& [name, layout] : others) {
+    stage_checkpoint("ckpt_whole", "model_0000003", name);
+    const auto losses = train(name, layout, {"--resume"});
+    ASSERT_EQ(losses.size(), 3u) << name;
+    for (int64_t i : {4, 5, 6})
+      EXPECT_NEAR(losses.at(i), whole.at(i), 1e-5 * std::abs(whole.at(i))) << name << " step " << i;
+  }
+
+  // The other way: the eager run's checkpoint resumes in graph mode over two processes.
+  const auto eager = train("eager_whole", others[1].second);
+  ASSERT_EQ(eager.size(), 6u);
+  stage_checkpoint("eager_whole", "model_0000003", "eager_to_graph");
+  const auto resumed = train("eager_to_graph", pp2, {"--resume"});
+  ASSERT_EQ(resumed.size(), 3u);
+  for (int64_t i : {4, 5, 6})
+    EXPECT_NEAR(resumed.at(i), eager.at(i), 1e-5 * std::abs(eager.at(i))) << "step " << i;
+}
+
+// Evaluation through the stages (DP2 x PP2 over two processes) equals the eager pipeline's
+// (the same layout on threads of one process): every 2 steps and at the end.
+TEST_F(TrainGraph, EvaluationEqualsTheEagerPipeline) {
+  Layout graph{.nodes = 2, .dp = 2, .pp = 2, .accumulation = 1, .steps = 4, .evaluate = true};
+  Layout eager = graph;
+  eager.nodes = 1;
+  eager.graph = false;
+  train("eval_graph", graph);
+  train("eval_eager", eager);
+  const auto got = losses_of(fs::path(cluster_.dir()) / "eval_graph/metrics.json", "eval/loss");
+  const auto expected = losses_of(fs::path(cluster_.dir()) / "eval_eager/metrics.json", "eval/loss");
+  ASSERT_EQ(expected.size(), 2u);
+  ASSERT_EQ(got.size(), 2u);
+  for (const auto& [iteration, loss] : expected)
+    EXPECT_NEAR(got.at(iteration), loss, 1e-5 * std::abs(loss)) << "step " << iteration;
+  EXPECT_TRUE(fs::exists(fs::path(cluster_.dir()) / "eval_graph/model_best/model.safetensors"));
 }
 
 }  // namespace
