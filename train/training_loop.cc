@@ -167,9 +167,17 @@ void run_training_loop(const config::Config& cfg, const TrainerFlags& flags, con
       progress = runner->load(*folder);
       if (writer)
         logger("train")->info("resuming from {} at step {}", folder->string(), progress.iteration);
-    } else if (writer) {
-      logger("train")->info("--resume: no checkpoint in {}; starting at step 0",
-                            settings.output_dir.string());
+    } else {
+      // A run that wrote a checkpoint left last_checkpoint naming a complete folder: a pointer
+      // with nothing complete to resume from is a damaged folder, not a fresh start.
+      const fs::path pointer = settings.output_dir / "last_checkpoint";
+      LIBAI_CHECK_KIND(CorruptInput, !fs::exists(pointer), "--resume: ", pointer.string(),
+                       " names a checkpoint, but ", settings.output_dir.string(),
+                       " holds no complete checkpoint folder (a file missing, truncated or "
+                       "with a corrupt header); restore it or start without --resume");
+      if (writer)
+        logger("train")->info("--resume: no checkpoint in {}; starting at step 0",
+                              settings.output_dir.string());
     }
   }
   const int64_t first = runner->steps_done();
