@@ -237,5 +237,31 @@ TEST_F(TrainGraph, EvaluationEqualsTheEagerPipeline) {
   EXPECT_TRUE(fs::exists(fs::path(cluster_.dir()) / "eval_graph/model_best/model.safetensors"));
 }
 
+// A real interruption: PP2 over two processes, node 1 killed with SIGKILL once the step-5
+// checkpoint is written; node 0 ends naming it, and both nodes started again with --resume
+// continue from the newest complete checkpoint with the uninterrupted run's losses, bitwise.
+TEST_F(TrainGraph, KilledAfterACheckpointResumesBitwise) {
+  const Layout l{.nodes = 2, .pp = 2, .steps = 150, .checkpoint_period = 5};
+  const auto whole = train("kill_whole", l);
+  ASSERT_EQ(whole.size(), 150u);
+
+  const std::string config = write_config("killed", l);
+  const int port = free_port();
+  const int node0 = cluster_.launch({"train", config, "--node-rank", "0", "--port", std::to_string(port)});
+  const int node1 = cluster_.launch({"train", config, "--node-rank", "1", "--port", std::to_string(port)});
+  ASSERT_TRUE(cluster_.wait_for_log(node0, "killed/model_0000005", 60s)) << cluster_.err(node0);
+  cluster_.signal(node1, SIGKILL);
+  ASSERT_EQ(cluster_.wait(node0, 10s), 1) << "node 0 finished before the kill:\n" << cluster_.err(node0);
+  EXPECT_NE(cluster_.err(node0).find("node 1 died"), std::string::npos) << cluster_.err(node0);
+
+  const auto resumed = train("killed", l, {"--resume"});
+  ASSERT_EQ(resumed.size(), 150u);
+  for (const auto& [iteration, loss] : whole)
+    EXPECT_EQ(resumed.at(iteration), loss) << "step " << iteration;
+  // The resumed run started from a checkpoint, not from step 0.
+  const int last = node1 + 1;  // the resumed run's node 0 (train() launches it first)
+  EXPECT_NE(cluster_.err(last).find("resuming from"), std::string::npos) << cluster_.err(last);
+}
+
 }  // namespace
 }  // namespace libai::testing
