@@ -68,7 +68,14 @@ std::vector<caf::actor> spawn_train_slots(caf::actor_system& system, const Pipel
     setup.node = node;
     setup.device = slot.device;
     setup.slowdown = slot.slowdown;
-    setup.compute = make_compute(slot);
+    try {
+      setup.compute = make_compute(slot);
+    } catch (...) {
+      // The stages spawned so far would keep the actor system alive: end them first.
+      for (const caf::actor& stage : handles)
+        if (stage) caf::anon_send(stage, abort_atom::value, std::string("a slot failed to build"));
+      throw;
+    }
     setup.program = programs.programs[size_t(slot.stage)];
     setup.data_plane = data_plane;
     setup.parent = parent;
@@ -327,7 +334,16 @@ LocalTrainPipeline::LocalTrainPipeline(caf::actor_system& system, PipelineLayout
   outcome_->expected = layout_.slots.size();
   supervisor_ = system_.spawn(supervise_training, outcome_, client_);
   driver_ = spawn_train_driver(system_, client_);
-  stages_ = spawn_train_slots(system_, layout_, programs, 0, make_compute, nullptr, supervisor_, trace);
+  try {
+    stages_ = spawn_train_slots(system_, layout_, programs, 0, make_compute, nullptr, supervisor_,
+                                trace);
+  } catch (...) {
+    // No destructor runs for a constructor that throws: the driver and the supervisor would
+    // keep the actor system (and so the process) waiting for them.
+    caf::anon_send(driver_, abort_atom::value);
+    caf::anon_send(supervisor_, stop_atom::value);
+    throw;
+  }
   connect_train_slots(layout_, programs, 0, stages_, driver_);
 }
 

@@ -78,6 +78,10 @@ TEST_F(TrainCommand, BadConfigsNameTheKey) {
   // Graph mode (the actor runtime) refuses what it cannot do yet, naming the key.
   expect_error("train " + config(gpt2, /*graph_off=*/false) + " train.amp.enabled=true",
                {"train.amp.enabled", "graph.enabled: false"});
+  // A slot that cannot be built (3 heads over 2 tensor ranks) ends graph mode with its error
+  // (it used to leave the actor system waiting for the driver).
+  expect_error("train " + config(gpt2, /*graph_off=*/false) + " train.dist.tensor_parallel_size=2",
+               {"tensor_parallel_size 2", "heads 3"});
   expect_error("train " + config("model: {weights: " + kModels + "gpt2, config: " + kModels +
                                  "gpt2/config.json}\n"),
                {"model.weights", "model.config"});
