@@ -133,8 +133,10 @@ StepSummary ModelTrainCompute::end_step(int step) {
 
 StepSummary ModelTrainCompute::control(const wire::TrainControl& command) {
   switch (command.kind) {
-    case wire::TrainControlKind::save: return guarded("saving a checkpoint", [&] { return save(command); });
-    case wire::TrainControlKind::load: return guarded("loading a checkpoint", [&] { return load(command); });
+    case wire::TrainControlKind::save:
+      return guarded("saving a checkpoint", [&] { return save(command); });
+    case wire::TrainControlKind::load:
+      return guarded("loading a checkpoint", [&] { return load(command); });
     case wire::TrainControlKind::evaluate: return guarded("evaluation", [&] { return evaluate(); });
   }
   LIBAI_THROW(CorruptInput, "model training: an unknown control");

@@ -75,8 +75,7 @@ StepSummary ModelTrainCompute::save(const wire::TrainControl& command) {
   for (const auto& [key, t] : merged.state) state.insert(key);
   for (int s = 1; s < layout.pp; ++s) {
     const int from = options_.stage_roots[size_t(s)];
-    for (auto& [key, t] :
-         train::recv_tensor_map(*groups_.world, from, checkpoint_tag(s, false)))
+    for (auto& [key, t] : train::recv_tensor_map(*groups_.world, from, checkpoint_tag(s, false)))
       if (weights.insert(key).second) merged.weights.emplace_back(key, t);
     for (auto& [key, t] : train::recv_tensor_map(*groups_.world, from, checkpoint_tag(s, true)))
       if (state.insert(key).second) merged.state.emplace_back(key, t);
@@ -86,9 +85,8 @@ StepSummary ModelTrainCompute::save(const wire::TrainControl& command) {
                                          .best_metric = command.best_metric,
                                          .has_best = command.has_best,
                                          .seed = command.seed};
-  train::write_checkpoint(command.folder, command.name, *parts_[0], std::move(merged),
-                          *optimizer_, step.scaler(), progress, command.max_to_keep,
-                          {.schedule = &schedule_});
+  train::write_checkpoint(command.folder, command.name, *parts_[0], std::move(merged), *optimizer_,
+                          step.scaler(), progress, command.max_to_keep, {.schedule = &schedule_});
   return {};
 }
 

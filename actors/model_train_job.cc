@@ -100,15 +100,14 @@ MicroBatchSource make_micro_batch_source(const config::Config& cfg, const GraphT
   };
 }
 
-ValidationSource make_validation_source(const config::Config& cfg,
-                                        const train::TrainerFlags& flags,
+ValidationSource make_validation_source(const config::Config& cfg, const train::TrainerFlags& flags,
                                         const GraphTrainSettings& s) {
   if (!flags.eval_only && !cfg.get_or<bool>("train.evaluation.enabled", false)) return nullptr;
   const int layers = models::pipeline::pipeline_num_layers(s.model_config);
   auto probe = models::create_model(s.model_config, {}, models::StageSpec{0, 1, layers});
   // The loop's own needs (train/step_runner.h), so the splits are the ones it reads.
-  train::DataSplits data =
-      train::build_data(cfg, *probe, train::training_data_needs(cfg, flags, s.train, s.train_iter, s.dp));
+  train::DataSplits data = train::build_data(
+      cfg, *probe, train::training_data_needs(cfg, flags, s.train, s.train_iter, s.dp));
   if (!data.validation) return nullptr;
   auto validation = data.validation;
   const int64_t micro = s.train.batch.micro;

@@ -12,7 +12,10 @@
 // num_accumulation_steps micro-batches. train.cluster.device_threads compute threads per slot.
 // Node 0 runs the trainer's loop (train/step_runner.h: logging, metrics.json, TensorBoard, the
 // loss curve) with a runner whose steps go through the train driver; the losses equal eager
-// training's on one device (Note [Micro-batch order]).
+// training's on one device (Note [Micro-batch order]). Checkpoints, --resume and evaluation
+// are controls the driver runs on every slot between steps (Note [Graph-mode checkpoints] in
+// model_train_control.cc): the whole model in the eager runners' format, written by world
+// rank 0, read by every slot from train.output_dir (which every node must see).
 #pragma once
 
 #include "actors/cluster.h"

@@ -335,8 +335,8 @@ LocalTrainPipeline::LocalTrainPipeline(caf::actor_system& system, PipelineLayout
   supervisor_ = system_.spawn(supervise_training, outcome_, client_);
   driver_ = spawn_train_driver(system_, client_);
   try {
-    stages_ = spawn_train_slots(system_, layout_, programs, 0, make_compute, nullptr, supervisor_,
-                                trace);
+    stages_ =
+        spawn_train_slots(system_, layout_, programs, 0, make_compute, nullptr, supervisor_, trace);
   } catch (...) {
     // No destructor runs for a constructor that throws: the driver and the supervisor would
     // keep the actor system (and so the process) waiting for them.

@@ -7,10 +7,10 @@
 // Forward outputs go downstream as activations, backward outputs upstream as gradients. After
 // its last action it runs compute->end_step(k) and reports (step_done_atom, slot, k, summary).
 //
-//   TrainStageSetup setup{.name = "stage 1", .slot = 1, .compute = my_chunks, .program = p[1], ...};
-//   caf::actor stage = spawn_train_stage(system, setup);
-//   caf::anon_send(stage, routes_atom::value, TrainRoutesPtr(...));  // per chunk: its neighbours
-//   caf::anon_send(stage, step_atom::value, 0);   // ... (step_done_atom, 1, 0, summary) to the driver
+//   TrainStageSetup setup{.name = "stage 1", .slot = 1, .compute = my_chunks, .program = p[1],
+//   ...}; caf::actor stage = spawn_train_stage(system, setup); caf::anon_send(stage,
+//   routes_atom::value, TrainRoutesPtr(...));  // per chunk: its neighbours caf::anon_send(stage,
+//   step_atom::value, 0);   // ... (step_done_atom, 1, 0, summary) to the driver
 //   caf::anon_send(stage, stop_atom::value);      // (finished_atom, StageReport) to the parent
 //
 // Note [Training packets]

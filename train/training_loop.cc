@@ -85,10 +85,10 @@ DataNeeds training_data_needs(const config::Config& cfg, const TrainerFlags& fla
   const RunSettings settings = read_settings(cfg, flags);
   const int64_t evaluations =
       settings.eval_enabled ? std::max<int64_t>(1, train_iter / settings.eval_period + 1) : 1;
-  return DataNeeds{.train_samples = train_iter * t.batch.global,
-                   .validation_samples =
-                       settings.eval_iter * t.batch.micro * data_parallel_size * evaluations,
-                   .seed = t.step.seed};
+  return DataNeeds{
+      .train_samples = train_iter * t.batch.global,
+      .validation_samples = settings.eval_iter * t.batch.micro * data_parallel_size * evaluations,
+      .seed = t.step.seed};
 }
 
 std::vector<models::TensorMap> validation_micro_batches(const config::Config& cfg,

@@ -186,10 +186,15 @@ TEST(LocalTrainPipeline, ControlsRunOnEveryStageBetweenSteps) {
   const TrainPrograms programs{schedule::one_f_one_b(2, 4), 1};
   PipelineLayout layout = make_train_layout({.dp = 2, .pp = 2, .tp = 1});
   auto factory = [&](const SlotSpec& slot) -> std::shared_ptr<TrainStageCompute> {
-    SyntheticTrainCompute::Options o{.forward_seconds = 0, .backward_seconds = 0,
-                                     .device = slot.stage, .devices = 2, .chunks = 1,
-                                     .elements = 4, .fail_forward_at = {}};
-    return std::make_shared<ControlledCompute>(o, layout.index(slot.replica, slot.stage, slot.rank));
+    SyntheticTrainCompute::Options o{.forward_seconds = 0,
+                                     .backward_seconds = 0,
+                                     .device = slot.stage,
+                                     .devices = 2,
+                                     .chunks = 1,
+                                     .elements = 4,
+                                     .fail_forward_at = {}};
+    return std::make_shared<ControlledCompute>(o,
+                                               layout.index(slot.replica, slot.stage, slot.rank));
   };
   LocalTrainPipeline pipeline(*sys.system, layout, programs, factory);
   pipeline.client().run_step(0, std::chrono::seconds(30));

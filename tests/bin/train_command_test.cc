@@ -183,8 +183,8 @@ TEST_F(TrainCommand, GraphFastDevRunWritesEveryOutputAndEqualsEager) {
   EXPECT_EQ(generated.exit_code, 0) << generated.err;
 
   const fs::path eager = scratch_.file("eager");
-  const Result e =
-      run("train " + config(gpt2) + batch + " train.output_dir=" + eager.string() + " --fast-dev-run");
+  const Result e = run("train " + config(gpt2) + batch + " train.output_dir=" + eager.string() +
+                       " --fast-dev-run");
   ASSERT_EQ(e.exit_code, 0) << e.err;
   const auto eager_losses = records(eager, "loss"), eager_evaluations = records(eager, "eval/loss");
   for (const auto& [i, loss] : eager_losses)
@@ -198,9 +198,10 @@ TEST_F(TrainCommand, GraphEvalOnlyEqualsEager) {
   const std::string gpt2 = "model: {weights: " + kModels + "gpt2}\n";
   const std::string pp2 = " train.dist.pipeline_parallel_size=2";
   ASSERT_EQ(run("train " + config(gpt2, false) + pp2 + " --eval-only").exit_code, 0);
-  ASSERT_EQ(run("train " + config(gpt2) + " train.output_dir=" + scratch_.file("eager") +
-                " --eval-only").exit_code,
-            0);
+  ASSERT_EQ(
+      run("train " + config(gpt2) + " train.output_dir=" + scratch_.file("eager") + " --eval-only")
+          .exit_code,
+      0);
   auto eval_loss = [](const fs::path& dir) {
     std::ifstream metrics(dir / "metrics.json");
     for (std::string line; std::getline(metrics, line);) {

@@ -93,8 +93,7 @@ class TrainGraph : public ::testing::Test {
       << ", eval_period: 2, eval_iter: 2}\n"
       << "  activation_checkpoint: {enabled: true}\n"
       << "  dist: {data_parallel_size: " << l.dp << ", pipeline_parallel_size: " << l.pp
-      << ", pipeline_schedule: " << l.schedule << ", virtual_pipeline_size: " << l.chunks
-      << "}\n"
+      << ", pipeline_schedule: " << l.schedule << ", virtual_pipeline_size: " << l.chunks << "}\n"
       << "  cluster: {nodes: " << l.nodes << ", token: test-token, join_timeout: 30.0}\n";
     return path;
   }
@@ -106,8 +105,8 @@ class TrainGraph : public ::testing::Test {
     const int port = free_port();
     std::vector<int> nodes;
     for (int r = 0; r < l.nodes; ++r) {
-      std::vector<std::string> args{"train", config, "--node-rank", std::to_string(r), "--port",
-                                    std::to_string(port)};
+      std::vector<std::string> args{"train",           config,   "--node-rank",
+                                    std::to_string(r), "--port", std::to_string(port)};
       args.insert(args.end(), flags.begin(), flags.end());
       nodes.push_back(cluster_.launch(args));
     }
@@ -188,7 +187,8 @@ TEST_F(TrainGraph, CheckpointResumesInGraphModeAndEagerlyAtAnyLayout) {
   const Layout pp2{.nodes = 2, .pp = 2, .steps = 6, .checkpoint_period = 3};
   const auto whole = train("ckpt_whole", pp2);
   ASSERT_EQ(whole.size(), 6u);
-  ASSERT_TRUE(fs::exists(fs::path(cluster_.dir()) / "ckpt_whole/model_0000003/optimizer.safetensors"));
+  ASSERT_TRUE(
+      fs::exists(fs::path(cluster_.dir()) / "ckpt_whole/model_0000003/optimizer.safetensors"));
   ASSERT_TRUE(fs::exists(fs::path(cluster_.dir()) / "ckpt_whole/model_final/model.safetensors"));
 
   // The same layout: bitwise.
@@ -229,7 +229,8 @@ TEST_F(TrainGraph, EvaluationEqualsTheEagerPipeline) {
   train("eval_graph", graph);
   train("eval_eager", eager);
   const auto got = losses_of(fs::path(cluster_.dir()) / "eval_graph/metrics.json", "eval/loss");
-  const auto expected = losses_of(fs::path(cluster_.dir()) / "eval_eager/metrics.json", "eval/loss");
+  const auto expected =
+      losses_of(fs::path(cluster_.dir()) / "eval_eager/metrics.json", "eval/loss");
   ASSERT_EQ(expected.size(), 2u);
   ASSERT_EQ(got.size(), 2u);
   for (const auto& [iteration, loss] : expected)
@@ -247,11 +248,14 @@ TEST_F(TrainGraph, KilledAfterACheckpointResumesBitwise) {
 
   const std::string config = write_config("killed", l);
   const int port = free_port();
-  const int node0 = cluster_.launch({"train", config, "--node-rank", "0", "--port", std::to_string(port)});
-  const int node1 = cluster_.launch({"train", config, "--node-rank", "1", "--port", std::to_string(port)});
+  const int node0 =
+      cluster_.launch({"train", config, "--node-rank", "0", "--port", std::to_string(port)});
+  const int node1 =
+      cluster_.launch({"train", config, "--node-rank", "1", "--port", std::to_string(port)});
   ASSERT_TRUE(cluster_.wait_for_log(node0, "killed/model_0000005", 60s)) << cluster_.err(node0);
   cluster_.signal(node1, SIGKILL);
-  ASSERT_EQ(cluster_.wait(node0, 10s), 1) << "node 0 finished before the kill:\n" << cluster_.err(node0);
+  ASSERT_EQ(cluster_.wait(node0, 10s), 1) << "node 0 finished before the kill:\n"
+                                          << cluster_.err(node0);
   EXPECT_NE(cluster_.err(node0).find("node 1 died"), std::string::npos) << cluster_.err(node0);
 
   const auto resumed = train("killed", l, {"--resume"});

@@ -89,13 +89,13 @@ TEST(Unimplemented, RunJobs) {
 TEST(Unimplemented, GraphTraining) {
   // Pipeline, data and tensor parallelism, activation checkpointing and evaluation run on the
   // actor runtime.
-  EXPECT_TRUE(problems_of({"train.dist.pipeline_parallel_size=2", "train.dist.data_parallel_size=2",
-                           "train.activation_checkpoint.enabled=true",
-                           "train.evaluation.enabled=true",
-                           "train.dist.pipeline_schedule=interleaved",
-                           "train.dist.virtual_pipeline_size=2"},
-                          Purpose::graph_training)
-                  .empty());
+  EXPECT_TRUE(
+      problems_of(
+          {"train.dist.pipeline_parallel_size=2", "train.dist.data_parallel_size=2",
+           "train.activation_checkpoint.enabled=true", "train.evaluation.enabled=true",
+           "train.dist.pipeline_schedule=interleaved", "train.dist.virtual_pipeline_size=2"},
+          Purpose::graph_training)
+          .empty());
   EXPECT_TRUE(contains(only_problem({"train.zero_optimization.enabled=true",
                                      "train.dist.pipeline_parallel_size=2"},
                                     Purpose::graph_training),
