@@ -107,7 +107,8 @@ StepSummary ModelTrainCompute::load(const wire::TrainControl& command) {
 
 StepSummary ModelTrainCompute::evaluate() {
   LIBAI_CHECK(bool(options_.validation),
-              "evaluation: the run has no validation data (data.splits gives none)");
+              "evaluation: this slot has no validation data (data.splits gives none, or its "
+              "node was started without train.evaluation.enabled / --eval-only)");
   stage_step();  // the groups exist from here
   const train::StageLayout& layout = options_.layout;
   const std::vector<models::TensorMap> batches = options_.validation(layout.dp_rank);
