@@ -55,6 +55,7 @@ ModelTrainCompute::ModelTrainCompute(ModelTrainOptions options)
   pending_step_ = std::async(std::launch::async, [this, raw] {
     train::StageGroups groups = options_.groups();
     groups.tp = options_.tp;
+    groups_ = groups;
     return std::make_unique<train::StageStep>(raw, *optimizer_, &schedule_, options_.train.step,
                                               options_.layout, std::move(groups));
   });
@@ -128,6 +129,17 @@ StepSummary ModelTrainCompute::end_step(int step) {
     }
     return summary;
   });
+}
+
+StepSummary ModelTrainCompute::control(const wire::TrainControl& command) {
+  switch (command.kind) {
+    case wire::TrainControlKind::save:
+      return guarded("saving a checkpoint", [&] { return save(command); });
+    case wire::TrainControlKind::load:
+      return guarded("loading a checkpoint", [&] { return load(command); });
+    case wire::TrainControlKind::evaluate: return guarded("evaluation", [&] { return evaluate(); });
+  }
+  LIBAI_THROW(CorruptInput, "model training: an unknown control");
 }
 
 // ---------------------------------------------------------------------------------------------

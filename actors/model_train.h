@@ -58,6 +58,12 @@ struct ModelTrainOptions {
   // Called with the error before an action's exception leaves (breaks the groups, so the
   // other slots wake instead of waiting for the collectives' timeout).
   std::function<void(const std::string&)> on_error;
+  // Controls (Note [Graph-mode checkpoints] in model_train_control.cc). The world ranks of
+  // replica 0's tp rank 0 on every stage, by stage: they send their parts' whole tensors to
+  // world rank 0, which writes the checkpoint.
+  std::vector<int> stage_roots;
+  // This replica's validation micro-batches (null: the run has no validation data).
+  std::function<std::vector<models::TensorMap>(int replica)> validation;
 };
 
 class ModelTrainCompute : public TrainStageCompute {
@@ -69,6 +75,9 @@ class ModelTrainCompute : public TrainStageCompute {
   models::TensorMap backward(int step, int chunk, int micro_batch, const models::TensorMap& output_grads) override;
   // extra: lr, loss_scale, samples, targets (global), skipped as 0/1, and the loss's parts.
   StepSummary end_step(int step) override;
+  // Save, load (this slot's parts and their optimizer state) and evaluate:
+  // model_train_control.cc.
+  StepSummary control(const wire::TrainControl& command) override;
 
   // Checkpoints (on the stage's thread or while it is idle).
   const std::vector<std::unique_ptr<models::Model>>& parts() const { return parts_; }
@@ -80,6 +89,10 @@ class ModelTrainCompute : public TrainStageCompute {
   const models::TensorMap& batch(int step, int micro_batch);
   template <typename F>
   auto guarded(const char* what, F&& body);
+  StepSummary save(const wire::TrainControl& command);
+  StepSummary load(const wire::TrainControl& command);
+  StepSummary evaluate();
+  std::vector<models::Model*> raw_parts() const;
 
   ModelTrainOptions options_;
   std::vector<std::unique_ptr<models::Model>> parts_;
@@ -87,6 +100,7 @@ class ModelTrainCompute : public TrainStageCompute {
   train::LrScheduler schedule_;
   std::future<std::unique_ptr<train::StageStep>> pending_step_;
   std::unique_ptr<train::StageStep> step_;
+  train::StageGroups groups_;  // set with the StageStep (read after stage_step())
   int64_t steps_before_ = -1;  // resuming: set_steps_done before the StageStep exists
   std::map<std::pair<int, int>, models::TensorMap> batches_;  // (step, micro-batch)
 };

@@ -122,6 +122,23 @@ MicroBatchSource make_micro_batch_source(const config::Config& cfg, const GraphT
   };
 }
 
+ValidationSource make_validation_source(const config::Config& cfg, const train::TrainerFlags& flags,
+                                        const GraphTrainSettings& s) {
+  if (!flags.eval_only && !cfg.get_or<bool>("train.evaluation.enabled", false)) return nullptr;
+  const int layers = models::pipeline::pipeline_num_layers(s.model_config);
+  auto probe = models::create_model(s.model_config, {}, models::StageSpec{0, 1, layers});
+  // The loop's own needs (train/step_runner.h), so the splits are the ones it reads.
+  train::DataSplits data = train::build_data(
+      cfg, *probe, train::training_data_needs(cfg, flags, s.train, s.train_iter, s.dp));
+  if (!data.validation) return nullptr;
+  auto validation = data.validation;
+  const int64_t micro = s.train.batch.micro;
+  const int dp = s.dp;
+  return [cfg, flags, validation, micro, dp](int replica) {
+    return train::validation_micro_batches(cfg, flags, *validation, micro, dp, replica);
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 
 namespace {
@@ -132,7 +149,7 @@ TrainComputeFactory model_compute_factory(
     std::function<std::shared_ptr<comm::Communicator>(int slot)> tp_of,
     std::function<std::function<train::StageGroups()>(int slot)> groups_of,
     std::function<std::function<void(const std::string&)>(int slot)> on_error_of,
-    PipelineLayout layout) {
+    PipelineLayout layout, ValidationSource validation) {
   return [=](const SlotSpec& slot) -> std::shared_ptr<TrainStageCompute> {
     const int index = layout.index(slot.replica, slot.stage, slot.rank);
     ModelTrainOptions o;
@@ -152,6 +169,8 @@ TrainComputeFactory model_compute_factory(
     o.data = data;
     o.reports_loss = slot.stage == s.pp - 1 && slot.rank == 0;
     o.on_error = on_error_of(index);
+    for (int stage = 0; stage < s.pp; ++stage) o.stage_roots.push_back(layout.index(0, stage, 0));
+    o.validation = validation;
     return std::make_shared<ModelTrainCompute>(std::move(o));
   };
 }
@@ -197,18 +216,45 @@ class GraphRunner final : public train::StepRunner {
     return out;
   }
   int64_t steps_done() const override { return steps_; }
+  // The loop's validation micro-batches (replica 0's) are not sent: every slot reads its own.
   std::map<std::string, double> evaluate(const std::vector<std::vector<models::TensorMap>>&) override {
-    LIBAI_THROW(Unsupported, "evaluation through the training stage actors is not implemented yet");
+    const TrainStepResult r = client_.run_control({.kind = wire::TrainControlKind::evaluate});
+    LIBAI_CHECK(r.total.loss_count > 0, "evaluation: no stage reported a loss");
+    std::map<std::string, double> out;
+    for (const auto& [name, value] : r.total.extra) out[name] = value / double(r.total.loss_count);
+    return out;
   }
-  void save(const std::filesystem::path&, const std::string& name, const train::TrainingProgress&,
-            int) override {
-    if (!warned_)
-      logger("train")->warn("graph mode does not write checkpoints yet: {} was not written", name);
-    warned_ = true;
+  // Note [Graph-mode checkpoints] (actors/model_train_control.cc).
+  void save(const std::filesystem::path& output_dir, const std::string& name,
+            const train::TrainingProgress& progress, int max_to_keep) override {
+    client_.run_control({.kind = wire::TrainControlKind::save,
+                         .folder = output_dir.string(),
+                         .name = name,
+                         .max_to_keep = max_to_keep,
+                         .iteration = progress.iteration,
+                         .consumed_samples = progress.consumed_samples,
+                         .best_metric = progress.best_metric,
+                         .has_best = progress.has_best,
+                         .seed = progress.seed});
   }
   train::TrainingProgress load(const std::filesystem::path& folder) override {
-    LIBAI_THROW(Unsupported, "resuming graph-mode training from ", folder.string(),
-                " is not implemented yet");
+    const TrainStepResult r =
+        client_.run_control({.kind = wire::TrainControlKind::load, .folder = folder.string()});
+    const auto& extra = r.slots.at(0).extra;
+    auto value = [&](const char* name) {
+      auto it = extra.find(name);
+      LIBAI_CHECK_KIND(CorruptInput, it != extra.end(), "loading ", folder.string(),
+                       ": slot 0 did not report the checkpoint's ", name);
+      return it->second;
+    };
+    train::TrainingProgress progress;
+    progress.iteration = int64_t(value("iteration"));
+    progress.consumed_samples = int64_t(value("consumed_samples"));
+    progress.best_metric = value("best_metric");
+    progress.has_best = value("has_best") != 0;
+    progress.seed = uint64_t(value("seed"));
+    steps_ = progress.iteration;
+    return progress;
   }
 
  private:
@@ -216,7 +262,6 @@ class GraphRunner final : public train::StepRunner {
   const GraphTrainSettings& settings_;
   models::Task task_;
   int64_t steps_ = 0;
-  bool warned_ = false;
 };
 
 }  // namespace
@@ -224,6 +269,10 @@ class GraphRunner final : public train::StepRunner {
 ModelTrainJob::ModelTrainJob(const config::Config& cfg, const ClusterSpec& spec,
                              const train::TrainerFlags& flags)
     : cfg_(cfg), spec_(spec), flags_(flags), settings_(graph_train_settings(cfg, spec.nodes)) {
+  if (flags.fast_dev_run) {  // the loop's 2 steps (train/training_loop.cc, read_settings)
+    settings_.train_iter = 2;
+    settings_.train.schedule.max_iter = 2;
+  }
   per_node_ = settings_.dp * settings_.tp * settings_.pp / spec.nodes;
   const std::string name = settings_.weights.empty()
                                ? cfg.get_or<std::string>("model.config", "")
@@ -323,6 +372,7 @@ TrainComputeFactory ModelTrainJob::train_compute(const PipelineLayout& layout, c
                                                  const std::shared_ptr<comm::Communicator>& data_plane) {
   set_budgets(settings_, per_node_);
   MicroBatchSource data = make_micro_batch_source(cfg_, settings_);
+  ValidationSource validation = make_validation_source(cfg_, flags_, settings_);
   const auto timeout = std::chrono::milliseconds(60000);
   if (!data_plane) {  // one node: every slot here
     auto groups = std::make_shared<std::vector<train::StageGroups>>(local_train_groups(layout, timeout));
@@ -334,7 +384,7 @@ TrainComputeFactory ModelTrainJob::train_compute(const PipelineLayout& layout, c
             for (const auto& g : *groups) abort_local_groups(g, why);
           };
         },
-        layout);
+        layout, validation);
   }
   auto groups = std::make_shared<ClusterSlotGroups>(
       cluster_train_groups(layout, spec_.node_rank, *data_plane, spec_.addr, timeout));
@@ -345,7 +395,7 @@ TrainComputeFactory ModelTrainJob::train_compute(const PipelineLayout& layout, c
         return it == groups->tp.end() ? nullptr : it->second;
       },
       [groups](int i) { return [groups, i] { return groups->rest.at(i).get(); }; },
-      [groups](int) { return [](const std::string&) {}; }, layout);
+      [groups](int) { return [](const std::string&) {}; }, layout, validation);
   return factory;
 }
 
@@ -362,9 +412,6 @@ void ModelTrainJob::train(TrainClient& client, const PipelineLayout&) {
 
 train::TrainResult run_graph_training(const config::Config& cfg, const train::TrainerFlags& flags,
                                       const ClusterSpec& spec) {
-  LIBAI_CHECK(!flags.eval_only && !flags.fast_dev_run && !flags.resume,
-              "--eval-only, --fast-dev-run and --resume are not implemented with graph.enabled: "
-              "true yet");
   const std::filesystem::path out = cfg.get_or<std::string>("train.output_dir", "./output");
   if (spec.node_rank == 0) {
     std::filesystem::create_directories(out);

@@ -15,7 +15,10 @@
 // num_accumulation_steps micro-batches. train.cluster.device_threads compute threads per slot.
 // Node 0 runs the trainer's loop (train/step_runner.h: logging, metrics.json, TensorBoard, the
 // loss curve) with a runner whose steps go through the train driver; the losses equal eager
-// training's on one device (Note [Micro-batch order]).
+// training's on one device (Note [Micro-batch order]). Checkpoints, --resume and evaluation
+// are controls the driver runs on every slot between steps (Note [Graph-mode checkpoints] in
+// model_train_control.cc): the whole model in the eager runners' format, written by world
+// rank 0, read by every slot from train.output_dir (which every node must see).
 #pragma once
 
 #include "actors/cluster.h"
@@ -48,6 +51,13 @@ std::vector<models::StageSpec> virtual_stage_specs(const std::vector<int64_t>& s
 // The job's training data as every node reads it (train/data_config.h, the cyclic sampler of
 // Note [Global sample order]).
 MicroBatchSource make_micro_batch_source(const config::Config& cfg, const GraphTrainSettings& s);
+
+// Every slot's validation micro-batches when the run evaluates (train.evaluation.enabled or
+// --eval-only; train/step_runner.h's validation_micro_batches of the loop's splits); null
+// otherwise or when the data has no validation split.
+using ValidationSource = std::function<std::vector<models::TensorMap>(int replica)>;
+ValidationSource make_validation_source(const config::Config& cfg, const train::TrainerFlags& flags,
+                                        const GraphTrainSettings& s);
 
 // The training job as the cluster runs it (node 0 drives the steps through train()).
 class ModelTrainJob : public ClusterJob {

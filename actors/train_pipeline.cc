@@ -37,6 +37,10 @@ void check_train_programs(const PipelineLayout& layout, const TrainPrograms& pro
   }
 }
 
+StepSummary TrainStageCompute::control(const wire::TrainControl&) {
+  LIBAI_THROW(Unsupported, "this training stage takes no checkpoint or evaluation controls");
+}
+
 PipelineLayout make_train_layout(LayoutSizes sizes) { return make_layout(sizes, sizes.dp); }
 
 std::uint32_t train_channel(int slot, int chunk, bool gradient, int chunks) {
@@ -64,7 +68,14 @@ std::vector<caf::actor> spawn_train_slots(caf::actor_system& system, const Pipel
     setup.node = node;
     setup.device = slot.device;
     setup.slowdown = slot.slowdown;
-    setup.compute = make_compute(slot);
+    try {
+      setup.compute = make_compute(slot);
+    } catch (...) {
+      // The stages spawned so far would keep the actor system alive: end them first.
+      for (const caf::actor& stage : handles)
+        if (stage) caf::anon_send(stage, abort_atom::value, std::string("a slot failed to build"));
+      throw;
+    }
     setup.program = programs.programs[size_t(slot.stage)];
     setup.data_plane = data_plane;
     setup.parent = parent;
@@ -133,6 +144,20 @@ void TrainClient::attach(caf::actor driver) {
 }
 
 TrainStepResult TrainClient::run_step(int step, std::chrono::milliseconds timeout) {
+  return exchange(step, str_cat("training step ", step), caf::make_message(step_atom::value, step),
+                  timeout);
+}
+
+TrainStepResult TrainClient::run_control(const wire::TrainControl& command,
+                                         std::chrono::milliseconds timeout) {
+  const char* names[] = {"saving a checkpoint", "loading a checkpoint", "evaluation"};
+  return exchange(kControlStep, names[int(command.kind)],
+                  caf::make_message(control_atom::value, wire::encode(command)), timeout);
+}
+
+TrainStepResult TrainClient::exchange(int step, const std::string& what,
+                                      const caf::message& message,
+                                      std::chrono::milliseconds timeout) {
   caf::actor driver;
   {
     std::lock_guard lock(mutex_);
@@ -140,12 +165,12 @@ TrainStepResult TrainClient::run_step(int step, std::chrono::milliseconds timeou
     driver = driver_;
     result_.reset();
   }
-  LIBAI_CHECK(driver != nullptr, "TrainClient::run_step before the driver started");
+  LIBAI_CHECK(driver != nullptr, "TrainClient: ", what, " before the driver started");
   const auto start = std::chrono::steady_clock::now();
-  caf::anon_send(driver, step_atom::value, step);
+  caf::anon_send(driver, message);
   std::unique_lock lock(mutex_);
   if (!arrived_.wait_for(lock, timeout, [&] { return !failure_.empty() || result_.has_value(); }))
-    failure_ = str_cat("training step ", step, " did not finish within ", timeout.count(), " ms");
+    failure_ = str_cat(what, " did not finish within ", timeout.count(), " ms");
   if (!failure_.empty()) LIBAI_THROW(CommunicationError, failure_);
   TrainStepResult result = std::move(*result_);
   result_.reset();
@@ -215,6 +240,20 @@ caf::behavior train_driver(caf::stateful_actor<TrainDriverState>* self,
         st.summaries.assign(st.stages->size(), std::nullopt);
         st.missing = st.stages->size();
         for (const caf::actor& stage : *st.stages) self->send(stage, step_atom::value, step);
+      },
+      [=](control_atom, const wire::Bytes& command) {
+        auto& st = self->state;
+        if (!st.stages) {
+          st.client->fail("training driver: a control before the stages were connected");
+          return;
+        }
+        st.step = TrainClient::kControlStep;
+        st.summaries.assign(st.stages->size(), std::nullopt);
+        st.missing = st.stages->size();
+        for (const caf::actor& stage : *st.stages) self->send(stage, control_atom::value, command);
+      },
+      [=](control_done_atom, int slot, const wire::Bytes& bytes) {
+        self->send(self, step_done_atom::value, slot, int(TrainClient::kControlStep), bytes);
       },
       [=](step_done_atom, int slot, int step, const wire::Bytes& bytes) {
         auto& st = self->state;
@@ -295,7 +334,16 @@ LocalTrainPipeline::LocalTrainPipeline(caf::actor_system& system, PipelineLayout
   outcome_->expected = layout_.slots.size();
   supervisor_ = system_.spawn(supervise_training, outcome_, client_);
   driver_ = spawn_train_driver(system_, client_);
-  stages_ = spawn_train_slots(system_, layout_, programs, 0, make_compute, nullptr, supervisor_, trace);
+  try {
+    stages_ =
+        spawn_train_slots(system_, layout_, programs, 0, make_compute, nullptr, supervisor_, trace);
+  } catch (...) {
+    // No destructor runs for a constructor that throws: the driver and the supervisor would
+    // keep the actor system (and so the process) waiting for them.
+    caf::anon_send(driver_, abort_atom::value);
+    caf::anon_send(supervisor_, stop_atom::value);
+    throw;
+  }
   connect_train_slots(layout_, programs, 0, stages_, driver_);
 }
 

@@ -77,6 +77,12 @@ class TrainClient {
   // CommunicationError with the job's failure when the job failed first or meanwhile, or
   // when the step takes longer than `timeout` (the job then fails with that).
   TrainStepResult run_step(int step, std::chrono::milliseconds timeout = std::chrono::minutes(10));
+  // Runs `command` on every stage between steps (Note [Train controls] in
+  // train_stage_actor.h) and waits for every stage's answer (result.step: kControlStep), with
+  // run_step's errors.
+  static constexpr int kControlStep = -1;
+  TrainStepResult run_control(const wire::TrainControl& command,
+                              std::chrono::milliseconds timeout = std::chrono::minutes(10));
   // Tells every stage that the job is over (each then reports to its parent).
   void finish();
   void fail(const std::string& reason);
@@ -88,6 +94,9 @@ class TrainClient {
   void deliver(TrainStepResult result);
 
  private:
+  TrainStepResult exchange(int step, const std::string& what, const caf::message& message,
+                           std::chrono::milliseconds timeout);
+
   mutable std::mutex mutex_;
   std::condition_variable arrived_;
   caf::actor driver_;

@@ -37,6 +37,11 @@ class TrainStageCompute {
   // After the device's last action of the step: reductions, clipping, optimizer step (may run
   // blocking collectives with the other stages). Returns a small report for the driver.
   virtual StepSummary end_step(int step) = 0;
+  // Between steps, on every stage at once (Note [Train controls] in train_stage_actor.h):
+  // save or load a checkpoint, evaluate. Returns a report for the driver (a load: the
+  // checkpoint's progress, an evaluation: its metrics, in `extra`). Stages that cannot take
+  // controls keep this default, which refuses.
+  virtual StepSummary control(const wire::TrainControl& command);
 };
 
 }  // namespace libai::actors

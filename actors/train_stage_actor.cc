@@ -65,6 +65,7 @@ struct TrainState {
   size_t position = 0;       // the next action of the program
   std::deque<Action> fired;  // fired, not yet computed (at most kStageActionsInFlight)
   bool ending = false;       // end_step is on the thread
+  bool controlling = false;  // a control is on the thread (Note [Train controls])
   bool stopping = false;     // told to stop: its last sends drain, then it reports
   bool finished = false;     // failed or aborted
   std::map<Key, Arrival> arrivals;
@@ -233,8 +234,33 @@ void accept(Self* self, const Key& key, Arrival arrival) {
   try_fire(self);
 }
 
+void start_control(Self* self, const wire::Bytes& command) {
+  auto& st = self->state;
+  if (st.step >= 0 || st.controlling) {
+    fail(self, str_cat(st.setup.name, ": asked to run a control while ",
+                       st.step >= 0 ? str_cat("running step ", st.step) : "running another"));
+    return;
+  }
+  st.controlling = true;
+  caf::actor me = caf::actor_cast<caf::actor>(self);
+  auto compute = st.setup.compute;
+  const std::string name = st.setup.name;
+  st.thread->post([me, compute, name, command] {
+    try {
+      const wire::TrainControl control = wire::decode<wire::TrainControl>(command);
+      caf::anon_send(me, control_done_atom::value, wire::encode(compute->control(control)));
+    } catch (const std::exception& e) {
+      caf::anon_send(me, failed_atom::value, str_cat(name, ": ", e.what()));
+    }
+  });
+}
+
 void start_step(Self* self, int step) {
   auto& st = self->state;
+  if (st.controlling) {
+    fail(self, str_cat(st.setup.name, ": asked to run step ", step, " while running a control"));
+    return;
+  }
   if (st.step >= 0 || step <= st.last_step) {
     fail(self, str_cat(st.setup.name, ": asked to run step ", step, " while ",
                        st.step >= 0 ? str_cat("running step ", st.step)
@@ -318,6 +344,20 @@ caf::behavior train_stage_behavior(Self* self, TrainStageSetup setup) {
         else
           start_step(self, step);
       },
+      [=](control_atom, const wire::Bytes& command) {
+        if (self->state.finished) return;
+        start_control(self, command);
+      },
+      [=](control_done_atom, const wire::Bytes& summary) {
+        auto& s = self->state;
+        if (s.finished) return;
+        s.controlling = false;
+        if (!s.routes) {
+          fail(self, str_cat(s.setup.name, ": a control ended before the routes came"));
+          return;
+        }
+        self->send(s.routes->driver, control_done_atom::value, s.setup.slot, summary);
+      },
       [=](packet_atom, const PacketPtr& packet) {
         accept(self, Key{packet->step, packet->gradient, packet->chunk, packet->group},
                Arrival{packet, std::nullopt, {}, {}});
@@ -372,8 +412,9 @@ caf::behavior train_stage_behavior(Self* self, TrainStageSetup setup) {
       [=](stop_atom) {
         auto& s = self->state;
         if (s.finished || s.stopping) return;
-        if (s.step >= 0) {
-          fail(self, str_cat(s.setup.name, ": told to stop while running step ", s.step));
+        if (s.step >= 0 || s.controlling) {
+          fail(self, str_cat(s.setup.name, ": told to stop while running ",
+                             s.controlling ? std::string("a control") : str_cat("step ", s.step)));
           return;
         }
         finish(self);

@@ -7,10 +7,10 @@
 // Forward outputs go downstream as activations, backward outputs upstream as gradients. After
 // its last action it runs compute->end_step(k) and reports (step_done_atom, slot, k, summary).
 //
-//   TrainStageSetup setup{.name = "stage 1", .slot = 1, .compute = my_chunks, .program = p[1], ...};
-//   caf::actor stage = spawn_train_stage(system, setup);
-//   caf::anon_send(stage, routes_atom::value, TrainRoutesPtr(...));  // per chunk: its neighbours
-//   caf::anon_send(stage, step_atom::value, 0);   // ... (step_done_atom, 1, 0, summary) to the driver
+//   TrainStageSetup setup{.name = "stage 1", .slot = 1, .compute = my_chunks, .program = p[1],
+//   ...}; caf::actor stage = spawn_train_stage(system, setup); caf::anon_send(stage,
+//   routes_atom::value, TrainRoutesPtr(...));  // per chunk: its neighbours caf::anon_send(stage,
+//   step_atom::value, 0);   // ... (step_done_atom, 1, 0, summary) to the driver
 //   caf::anon_send(stage, stop_atom::value);      // (finished_atom, StageReport) to the parent
 //
 // Note [Training packets]
@@ -35,6 +35,15 @@
 // credits above already bound. A credit for gradients would bound nothing more and would add a
 // round trip to every backward.
 //
+// Note [Train controls]
+// Checkpoints and evaluation run between steps, on every stage at once: the driver sends
+// (control_atom, TrainControl bytes) to every stage, each runs compute->control on its pinned
+// thread (which may run collectives with the other stages: gathering a checkpoint to world
+// rank 0, forwarding validation micro-batches through the stages) and answers
+// (control_done_atom, slot, StepSummary bytes). The driver starts a control only when no step
+// runs and the next step only when every stage answered, so a stage's thread never sees a
+// control and an action at once; a step asked for meanwhile is an error.
+//
 // Errors: an exception on the pinned thread (forward, backward, end_step, the data plane)
 // reaches the parent as (failed_atom, "<stage name>: <what>") and the stage stops.
 #pragma once
@@ -54,6 +63,8 @@ namespace libai::actors {
 
 using step_atom = caf::atom_constant<caf::atom("step")>;           // run training step k
 using step_done_atom = caf::atom_constant<caf::atom("stepdone")>;  // a stage ran its step
+using control_atom = caf::atom_constant<caf::atom("control")>;     // a TrainControl between steps
+using control_done_atom = caf::atom_constant<caf::atom("ctrldone")>;  // a stage ran its control
 
 // One model chunk's neighbours.
 struct TrainLink {

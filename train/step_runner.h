@@ -30,6 +30,7 @@
 #include "models/model.h"
 #include "runtime/config/config.h"
 #include "train/checkpoint.h"
+#include "train/data_config.h"
 #include "train/train_config.h"
 #include "train/train_step.h"
 #include "train/trainer.h"
@@ -78,6 +79,19 @@ void run_training_loop(const config::Config& cfg, const TrainerFlags& flags, con
 std::map<std::string, double> eval_metrics(models::Task task, double loss_sum, int64_t batches,
                                            double correct, double seen,
                                            const std::shared_ptr<comm::Communicator>& dp);
+
+// What the loop asks of the data for `train_iter` steps (the validation samples its
+// evaluations take), so that a runner reading its own data (graph mode: every stage reads its
+// micro-batches) builds the same splits. train_iter: after --fast-dev-run and epochs.
+DataNeeds training_data_needs(const config::Config& cfg, const TrainerFlags& flags,
+                              const TrainConfig& t, int64_t train_iter, int data_parallel_size);
+// One evaluation's micro-batches of replica `replica`: eval_iter (1 under --fast-dev-run) from
+// the start of the split, fewer when it ends first; InvalidArgument when it has none.
+std::vector<models::TensorMap> validation_micro_batches(const config::Config& cfg,
+                                                        const TrainerFlags& flags,
+                                                        const data::Dataset& validation,
+                                                        int64_t micro_batch_size,
+                                                        int data_parallel_size, int replica);
 
 // The model's config of a training config (model.weights/config.json or model.config).
 models::HfConfig training_model_config(const config::Config& cfg);

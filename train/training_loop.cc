@@ -80,6 +80,39 @@ double mean_over(double value, const std::shared_ptr<comm::Communicator>& group)
 
 }  // namespace
 
+DataNeeds training_data_needs(const config::Config& cfg, const TrainerFlags& flags,
+                              const TrainConfig& t, int64_t train_iter, int data_parallel_size) {
+  const RunSettings settings = read_settings(cfg, flags);
+  const int64_t evaluations =
+      settings.eval_enabled ? std::max<int64_t>(1, train_iter / settings.eval_period + 1) : 1;
+  return DataNeeds{
+      .train_samples = train_iter * t.batch.global,
+      .validation_samples = settings.eval_iter * t.batch.micro * data_parallel_size * evaluations,
+      .seed = t.step.seed};
+}
+
+std::vector<models::TensorMap> validation_micro_batches(const config::Config& cfg,
+                                                        const TrainerFlags& flags,
+                                                        const data::Dataset& validation,
+                                                        int64_t micro_batch_size,
+                                                        int data_parallel_size, int replica) {
+  const RunSettings settings = read_settings(cfg, flags);
+  data::SingleRoundSampler sampler(
+      validation.size(),
+      {.micro_batch_size = micro_batch_size, .data_parallel_size = data_parallel_size},
+      /*drop_last=*/true);
+  data::SampleCursor cursor(sampler, replica);
+  std::vector<models::TensorMap> out;
+  for (int64_t b = 0; b < settings.eval_iter; ++b) {
+    std::vector<int64_t> indices = cursor.next();
+    if (indices.empty()) break;
+    out.push_back(data::make_batch(validation, indices));
+  }
+  LIBAI_CHECK(!out.empty(), "evaluation: the validation split has fewer than ", micro_batch_size,
+              " samples per rank");
+  return out;
+}
+
 models::HfConfig training_model_config(const config::Config& cfg) {
   const auto weights = cfg.get_or<std::string>("model.weights", "");
   const auto config_file = cfg.get_or<std::string>("model.config", "");
@@ -113,11 +146,7 @@ void run_training_loop(const config::Config& cfg, const TrainerFlags& flags, con
 
   // Data: enough samples for every step; epochs become steps over one epoch of the split.
   int64_t train_iter = settings.train_iter;
-  const int64_t evaluations =
-      settings.eval_enabled ? std::max<int64_t>(1, train_iter / settings.eval_period + 1) : 1;
-  DataNeeds needs{.train_samples = train_iter * global,
-                  .validation_samples = settings.eval_iter * micro * dp * evaluations,
-                  .seed = t.step.seed};
+  DataNeeds needs = training_data_needs(cfg, flags, t, train_iter, dp);
   if (settings.train_epoch > 0 && !flags.eval_only) {
     needs.train_samples = 0;
     const int64_t epoch = build_data(cfg, model_config, needs).train->size();
@@ -138,9 +167,17 @@ void run_training_loop(const config::Config& cfg, const TrainerFlags& flags, con
       progress = runner->load(*folder);
       if (writer)
         logger("train")->info("resuming from {} at step {}", folder->string(), progress.iteration);
-    } else if (writer) {
-      logger("train")->info("--resume: no checkpoint in {}; starting at step 0",
-                            settings.output_dir.string());
+    } else {
+      // A run that wrote a checkpoint left last_checkpoint naming a complete folder: a pointer
+      // with nothing complete to resume from is a damaged folder, not a fresh start.
+      const fs::path pointer = settings.output_dir / "last_checkpoint";
+      LIBAI_CHECK_KIND(CorruptInput, !fs::exists(pointer), "--resume: ", pointer.string(),
+                       " names a checkpoint, but ", settings.output_dir.string(),
+                       " holds no complete checkpoint folder (a file missing, truncated or "
+                       "with a corrupt header); restore it or start without --resume");
+      if (writer)
+        logger("train")->info("--resume: no checkpoint in {}; starting at step 0",
+                              settings.output_dir.string());
     }
   }
   const int64_t first = runner->steps_done();
@@ -158,21 +195,9 @@ void run_training_loop(const config::Config& cfg, const TrainerFlags& flags, con
   // each time, so evaluations compare.
   auto run_evaluation = [&](int64_t iteration) {
     if (!data.validation) return;
-    data::SingleRoundSampler sampler(data.validation->size(),
-                                     {.micro_batch_size = micro, .data_parallel_size = dp},
-                                     /*drop_last=*/true);
     std::vector<std::vector<models::TensorMap>> batches;
-    for (int replica : role.replicas) {
-      data::SampleCursor cursor(sampler, replica);
-      auto& mine = batches.emplace_back();
-      for (int64_t b = 0; b < settings.eval_iter; ++b) {
-        std::vector<int64_t> indices = cursor.next();
-        if (indices.empty()) break;
-        mine.push_back(data::make_batch(*data.validation, indices));
-      }
-      LIBAI_CHECK(!mine.empty(), "evaluation: the validation split has fewer than ", micro,
-                  " samples per rank");
-    }
+    for (int replica : role.replicas)
+      batches.push_back(validation_micro_batches(cfg, flags, *data.validation, micro, dp, replica));
     auto metrics = runner->evaluate(batches);
     last_eval = metrics.at("eval/loss");
     if (writer) writers.write({.iteration = iteration, .scalars = metrics});

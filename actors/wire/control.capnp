@@ -118,3 +118,22 @@ struct StepSummary {
   skipped @3 :Bool;
   extra @4 :List(NamedValue);
 }
+
+# What the train driver asks of every training stage between steps (TrainStageCompute::control).
+enum TrainControlKind {
+  save @0;       # write the whole-model checkpoint `folder`/`name` (world rank 0 writes)
+  load @1;       # read this stage's parts and their optimizer state from `folder`
+  evaluate @2;   # forward the validation micro-batches through the stages
+}
+
+struct TrainControl {
+  kind @0 :TrainControlKind;
+  folder @1 :Text;
+  name @2 :Text;
+  maxToKeep @3 :Int32;
+  iteration @4 :Int64;           # save: the trainer's progress, recorded in trainer.json
+  consumedSamples @5 :Int64;
+  bestMetric @6 :Float64;
+  hasBest @7 :Bool;
+  seed @8 :UInt64;
+}

@@ -375,4 +375,42 @@ StepSummary decode<StepSummary>(std::span<const std::uint8_t> bytes, const ReadL
       limits);
 }
 
+Bytes encode(const TrainControl& m) {
+  return build<schema::TrainControl>([&](schema::TrainControl::Builder root) {
+    root.setKind(static_cast<schema::TrainControlKind>(m.kind));
+    root.setFolder(m.folder);
+    root.setName(m.name);
+    root.setMaxToKeep(m.max_to_keep);
+    root.setIteration(m.iteration);
+    root.setConsumedSamples(m.consumed_samples);
+    root.setBestMetric(m.best_metric);
+    root.setHasBest(m.has_best);
+    root.setSeed(m.seed);
+  });
+}
+
+template <>
+TrainControl decode<TrainControl>(std::span<const std::uint8_t> bytes, const ReadLimits& limits) {
+  return read_message<schema::TrainControl>(
+      bytes,
+      [&](schema::TrainControl::Reader root) {
+        const auto kind = root.getKind();
+        if (kind != schema::TrainControlKind::SAVE && kind != schema::TrainControlKind::LOAD &&
+            kind != schema::TrainControlKind::EVALUATE)
+          corrupt(bytes.size(), str_cat("train control: unknown kind ", int(kind)));
+        TrainControl m;
+        m.kind = static_cast<TrainControlKind>(kind);
+        m.folder = root.getFolder().cStr();
+        m.name = root.getName().cStr();
+        m.max_to_keep = root.getMaxToKeep();
+        m.iteration = root.getIteration();
+        m.consumed_samples = root.getConsumedSamples();
+        m.best_metric = root.getBestMetric();
+        m.has_best = root.getHasBest();
+        m.seed = root.getSeed();
+        return m;
+      },
+      limits);
+}
+
 }  // namespace libai::wire

@@ -128,6 +128,22 @@ struct StepSummary {
   bool operator==(const StepSummary&) const = default;
 };
 
+// What the train driver asks of every training stage between steps (save and load a
+// checkpoint, evaluate); the progress fields are a save's (train::TrainingProgress).
+enum class TrainControlKind : std::uint8_t { save, load, evaluate };
+struct TrainControl {
+  TrainControlKind kind = TrainControlKind::save;
+  std::string folder;  // save: the output folder; load: the checkpoint folder
+  std::string name;    // save: the checkpoint's name (model_0000100, model_final, ...)
+  std::int32_t max_to_keep = 0;
+  std::int64_t iteration = 0;
+  std::int64_t consumed_samples = 0;
+  double best_metric = 0;
+  bool has_best = false;
+  std::uint64_t seed = 0;
+  bool operator==(const TrainControl&) const = default;
+};
+
 // Control messages are small: 1 Mi words (8 MiB) of traversal is far above any real one and
 // still stops amplification tricks (lists of empty structs) cold.
 struct ReadLimits {
@@ -145,6 +161,7 @@ Bytes encode(const Abort& message);
 Bytes encode(const Assignment& message);
 Bytes encode(const StageReport& message);
 Bytes encode(const StepSummary& message);
+Bytes encode(const TrainControl& message);
 
 // Defined for the value types above; throws CorruptInput on malformed bytes.
 template <typename T>

@@ -97,9 +97,6 @@ void graph_training(Problems& problems) {
   problems.add_if_true("train.amp.enabled",
                        "mixed precision through the training stage actors is not implemented "
                        "yet (set graph.enabled: false for amp)");
-  problems.add_if_true("train.evaluation.enabled",
-                       "evaluation through the training stage actors is not implemented yet "
-                       "(set graph.enabled: false, or evaluate the checkpoint eagerly)");
   if (const Node* epochs = problems.at("train.train_epoch");
       epochs != nullptr && !epochs->is_null() && epochs->is_scalar() &&
       epochs->kind() != Node::Kind::string && epochs->kind() != Node::Kind::boolean &&

@@ -163,6 +163,78 @@ TEST(LocalTrainPipeline, AnErrorInOneStageEndsTheJobWithItsName) {
   EXPECT_THROW(pipeline.finish(std::chrono::seconds(10)), CommunicationError);
 }
 
+// A stage that counts its controls and reports what it was asked (Note [Train controls]).
+class ControlledCompute : public SyntheticTrainCompute {
+ public:
+  ControlledCompute(Options o, int slot) : SyntheticTrainCompute(o), slot_(slot) {}
+  StepSummary control(const wire::TrainControl& command) override {
+    if (command.name == "fail" && slot_ == 1) LIBAI_THROW(CorruptInput, "a bad checkpoint");
+    StepSummary s;
+    s.loss_count = 1;
+    s.extra = {{"slot", double(slot_)}, {"iteration", double(command.iteration)}};
+    return s;
+  }
+
+ private:
+  int slot_;
+};
+
+// Controls run between steps on every stage, once each, and their answers reach the client;
+// a stage's failure fails the control with its name; the default refuses.
+TEST(LocalTrainPipeline, ControlsRunOnEveryStageBetweenSteps) {
+  System sys;
+  const TrainPrograms programs{schedule::one_f_one_b(2, 4), 1};
+  PipelineLayout layout = make_train_layout({.dp = 2, .pp = 2, .tp = 1});
+  auto factory = [&](const SlotSpec& slot) -> std::shared_ptr<TrainStageCompute> {
+    SyntheticTrainCompute::Options o{.forward_seconds = 0,
+                                     .backward_seconds = 0,
+                                     .device = slot.stage,
+                                     .devices = 2,
+                                     .chunks = 1,
+                                     .elements = 4,
+                                     .fail_forward_at = {}};
+    return std::make_shared<ControlledCompute>(o,
+                                               layout.index(slot.replica, slot.stage, slot.rank));
+  };
+  LocalTrainPipeline pipeline(*sys.system, layout, programs, factory);
+  pipeline.client().run_step(0, std::chrono::seconds(30));
+  const TrainStepResult r = pipeline.client().run_control(
+      {.kind = wire::TrainControlKind::save, .name = "model_0000001", .iteration = 1});
+  EXPECT_EQ(r.step, TrainClient::kControlStep);
+  ASSERT_EQ(r.slots.size(), 4u);
+  for (size_t i = 0; i < r.slots.size(); ++i) {
+    EXPECT_EQ(r.slots[i].extra.at("slot"), double(i));
+    EXPECT_EQ(r.slots[i].extra.at("iteration"), 1.0);
+  }
+  EXPECT_EQ(r.total.loss_count, 4);
+  pipeline.client().run_step(1, std::chrono::seconds(30));  // steps go on after a control
+  try {
+    pipeline.client().run_control({.kind = wire::TrainControlKind::load, .name = "fail"},
+                                  std::chrono::seconds(30));
+    ADD_FAILURE() << "a failing control returned";
+  } catch (const CommunicationError& e) {
+    EXPECT_NE(std::string(e.what()).find("a bad checkpoint"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(pipeline.finish(std::chrono::seconds(30)), CommunicationError);
+}
+
+TEST(LocalTrainPipeline, StagesWithoutControlsRefuseThem) {
+  System sys;
+  const TrainPrograms programs{schedule::one_f_one_b(2, 2), 1};
+  PipelineLayout layout = make_train_layout({.dp = 1, .pp = 2, .tp = 1});
+  LocalTrainPipeline pipeline(*sys.system, layout, programs, synthetic(programs, 2, 0, 0));
+  try {
+    pipeline.client().run_control({.kind = wire::TrainControlKind::evaluate},
+                                  std::chrono::seconds(30));
+    ADD_FAILURE() << "a synthetic stage took a control";
+  } catch (const CommunicationError& e) {
+    EXPECT_NE(std::string(e.what()).find("takes no checkpoint or evaluation controls"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(pipeline.finish(std::chrono::seconds(30)), CommunicationError);
+}
+
 TEST(TrainPrograms, BadProgramsAreRefusedNamingTheStage) {
   PipelineLayout layout = make_train_layout({.dp = 1, .pp = 2, .tp = 1});
   TrainPrograms programs = train_programs("1f1b", 2, 3);

@@ -145,6 +145,11 @@ TEST(Wire, PipelineMessagesRoundTrip) {
   EXPECT_EQ(decode<Assignment>(encode(a)), a);
   const StageReport r{"stage 1 (dp 0, tp 1)", 1, 0.25, 52, 1 << 20};
   EXPECT_EQ(decode<StageReport>(encode(r)), r);
+  const TrainControl save{
+      TrainControlKind::save, "/out", "model_0000100", 3, 100, 400, 2.5, true, 7};
+  EXPECT_EQ(decode<TrainControl>(encode(save)), save);
+  const TrainControl evaluate{.kind = TrainControlKind::evaluate};
+  EXPECT_EQ(decode<TrainControl>(encode(evaluate)), evaluate);
 }
 
 // A packet header that lies about its bytes would make the receiver read past its buffer or

@@ -76,8 +76,12 @@ TEST_F(TrainCommand, FastDevRunWritesEveryOutput) {
 TEST_F(TrainCommand, BadConfigsNameTheKey) {
   const std::string gpt2 = "model: {weights: " + kModels + "gpt2}\n";
   // Graph mode (the actor runtime) refuses what it cannot do yet, naming the key.
-  expect_error("train " + config(gpt2, /*graph_off=*/false) + " train.evaluation.enabled=true",
-               {"train.evaluation.enabled", "graph.enabled: false"});
+  expect_error("train " + config(gpt2, /*graph_off=*/false) + " train.amp.enabled=true",
+               {"train.amp.enabled", "graph.enabled: false"});
+  // A slot that cannot be built (3 heads over 2 tensor ranks) ends graph mode with its error
+  // (it used to leave the actor system waiting for the driver).
+  expect_error("train " + config(gpt2, /*graph_off=*/false) + " train.dist.tensor_parallel_size=2",
+               {"tensor_parallel_size 2", "heads 3"});
   expect_error("train " + config("model: {weights: " + kModels + "gpt2, config: " + kModels +
                                  "gpt2/config.json}\n"),
                {"model.weights", "model.config"});
@@ -144,6 +148,81 @@ TEST_F(TrainCommand, PipelineFastDevRunAndResumeAtAnotherLayout) {
     for (int64_t i : {3, 4})
       EXPECT_NEAR(losses.at(i), whole_run.at(i), 1e-5 * whole_run.at(i)) << layout << " step " << i;
   }
+}
+
+// Graph mode (graph.enabled true: the training stage actors, pp 2 in this process): a fast
+// dev run writes every output the eager one does, its losses and evaluation equal eager
+// training's on one device, and its final checkpoint is a model folder generate reads.
+TEST_F(TrainCommand, GraphFastDevRunWritesEveryOutputAndEqualsEager) {
+  const std::string gpt2 = "model: {weights: " + kModels + "gpt2}\n";
+  const std::string batch = " train.num_accumulation_steps=2 train.global_batch_size=4";
+  const fs::path out = scratch_.file("out");
+  const Result r = run("train " + config(gpt2, /*graph_off=*/false) + batch +
+                       " train.dist.pipeline_parallel_size=2 --fast-dev-run");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("trained steps 0 to 2"), std::string::npos) << r.out;
+  for (const char* name : {"metrics.json", "loss_curve.svg", "config.yaml", "last_checkpoint",
+                           "model_final/model.safetensors", "model_final/optimizer.safetensors",
+                           "model_final/trainer.json", "model_best/config.json"})
+    EXPECT_TRUE(fs::exists(out / name)) << name;
+  EXPECT_FALSE(fs::is_empty(out / "tensorboard"));
+  auto records = [](const fs::path& dir, const char* key) {
+    std::map<int64_t, double> values;
+    std::ifstream metrics(dir / "metrics.json");
+    for (std::string line; std::getline(metrics, line);) {
+      const json record = json::parse(line);
+      if (record.contains(key)) values[record.at("iteration")] = record.at(key);
+    }
+    return values;
+  };
+  const auto losses = records(out, "loss"), evaluations = records(out, "eval/loss");
+  ASSERT_EQ(losses.size(), 2u);
+  ASSERT_EQ(evaluations.size(), 1u);
+  const Result generated = run("generate --model " + (out / "model_final").string() +
+                               " --prompt-ids 5,6,7 --max-new-tokens 3 --json");
+  EXPECT_EQ(generated.exit_code, 0) << generated.err;
+
+  const fs::path eager = scratch_.file("eager");
+  const Result e = run("train " + config(gpt2) + batch + " train.output_dir=" + eager.string() +
+                       " --fast-dev-run");
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const auto eager_losses = records(eager, "loss"), eager_evaluations = records(eager, "eval/loss");
+  for (const auto& [i, loss] : eager_losses)
+    EXPECT_NEAR(losses.at(i), loss, 1e-5 * std::abs(loss)) << "step " << i;
+  for (const auto& [i, loss] : eager_evaluations)
+    EXPECT_NEAR(evaluations.at(i), loss, 1e-5 * std::abs(loss)) << "evaluation at " << i;
+}
+
+// Graph-mode --eval-only evaluates the checkpoint --resume names, as eager training does.
+TEST_F(TrainCommand, GraphEvalOnlyEqualsEager) {
+  const std::string gpt2 = "model: {weights: " + kModels + "gpt2}\n";
+  const std::string pp2 = " train.dist.pipeline_parallel_size=2";
+  ASSERT_EQ(run("train " + config(gpt2, false) + pp2 + " --eval-only").exit_code, 0);
+  ASSERT_EQ(
+      run("train " + config(gpt2) + " train.output_dir=" + scratch_.file("eager") + " --eval-only")
+          .exit_code,
+      0);
+  auto eval_loss = [](const fs::path& dir) {
+    std::ifstream metrics(dir / "metrics.json");
+    for (std::string line; std::getline(metrics, line);) {
+      const json record = json::parse(line);
+      if (record.contains("eval/loss")) return record.at("eval/loss").get<double>();
+    }
+    return -1.0;
+  };
+  const double expected = eval_loss(scratch_.file("eager"));
+  ASSERT_GT(expected, 0);
+  EXPECT_NEAR(eval_loss(scratch_.file("out")), expected, 1e-5 * expected);
+}
+
+// A damaged checkpoint folder is one clear error, not a silent fresh start.
+TEST_F(TrainCommand, ResumeFromADamagedCheckpointIsAnError) {
+  const std::string gpt2 = "model: {weights: " + kModels + "gpt2}\n";
+  const fs::path out = scratch_.file("out");
+  fs::create_directories(out / "model_0000002");
+  std::ofstream(out / "last_checkpoint") << "model_0000002\n";
+  expect_error("train " + config(gpt2, false) + " train.dist.pipeline_parallel_size=2 --resume",
+               {"last_checkpoint", "no complete checkpoint"});
 }
 
 }  // namespace

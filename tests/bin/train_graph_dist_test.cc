@@ -5,7 +5,10 @@
 // config on one device (graph.enabled false, the replicas' micro-batches accumulated there).
 // A node killed mid-step ends every other node within 5 s naming it. On devices of unequal
 // (emulated) speeds, train.dist.balance measured splits the layers by the plan
-// (actors/train_plan.h), the losses still one device's.
+// (actors/train_plan.h), the losses still one device's. Checkpoints: a graph-mode run over
+// two processes resumed from its step-3 checkpoint continues with the uninterrupted run's
+// losses (bitwise at the same layout, within 1e-5 at another layout and eagerly), an eager
+// checkpoint resumes in graph mode; evaluation equals the eager pipeline's.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -22,13 +25,14 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-std::map<int64_t, double> losses_of(const fs::path& metrics) {
+// metrics.json's `key` by iteration (a later record of an iteration wins).
+std::map<int64_t, double> losses_of(const fs::path& metrics, const std::string& key = "loss") {
   std::map<int64_t, double> out;
   std::ifstream in(metrics);
   for (std::string line; std::getline(in, line);) {
     const json record = json::parse(line);
-    if (record.contains("loss") && !record["loss"].is_null())
-      out[record["iteration"].get<int64_t>()] = record["loss"].get<double>();
+    if (record.contains(key) && !record[key].is_null())
+      out[record["iteration"].get<int64_t>()] = record[key].get<double>();
   }
   return out;
 }
@@ -42,6 +46,8 @@ struct Layout {
   std::string balance = "uniform";     // train.dist.balance (graph mode)
   std::string slowdown;                // train.cluster.device_slowdown (graph mode), e.g. "[2, 1]"
   std::string profiles;                // train.cluster.profiles (graph mode)
+  int64_t checkpoint_period = 100000;
+  bool evaluate = false;  // validation split 1/10, every 2 steps over 2 micro-batches
 };
 
 class TrainGraph : public ::testing::Test {
@@ -89,12 +95,15 @@ class TrainGraph : public ::testing::Test {
       << "graph: {enabled: " << (l.graph ? "true" : "false") << "}\n"
       << "model: {config: " << model_config(l.layers) << "}\n"
       << "data: {_target_: gpt, prefix: " << cluster_.dir()
-      << "/corpus_text_document, seq_length: 16, splits: [1]}\n"
+      << "/corpus_text_document, seq_length: 16, splits: " << (l.evaluate ? "[9, 1]" : "[1]")
+      << "}\n"
       << "optim: {lr: 1.0e-3, clip_grad_norm: 1.0}\n"
       << "train:\n  output_dir: " << out.string() << "\n  train_micro_batch_size: 2\n"
       << "  num_accumulation_steps: " << l.accumulation << "\n  train_iter: " << l.steps
       << "\n  warmup_ratio: 0.2\n  log_period: 1\n  seed: 7\n"
-      << "  checkpointer: {period: 100000}\n"
+      << "  checkpointer: {period: " << l.checkpoint_period << "}\n"
+      << "  evaluation: {enabled: " << (l.evaluate ? "true" : "false")
+      << ", eval_period: 2, eval_iter: 2}\n"
       << "  activation_checkpoint: {enabled: true}\n"
       << "  dist: {data_parallel_size: " << l.dp << ", pipeline_parallel_size: " << l.pp
       << ", pipeline_schedule: " << l.schedule << ", virtual_pipeline_size: " << l.chunks
@@ -106,15 +115,19 @@ class TrainGraph : public ::testing::Test {
     return path;
   }
 
-  // Runs `l` on its nodes; returns the losses node 0 logged (and its log in *log).
+  // Runs `l` on its nodes with `flags`; returns the losses node 0 logged (and its log in *log).
   std::map<int64_t, double> train(const std::string& name, const Layout& l,
+                                  const std::vector<std::string>& flags = {},
                                   std::string* log = nullptr) {
     const std::string config = write_config(name, l);
     const int port = free_port();
     std::vector<int> nodes;
-    for (int r = 0; r < l.nodes; ++r)
-      nodes.push_back(cluster_.launch({"train", config, "--node-rank", std::to_string(r),
-                                       "--port", std::to_string(port)}));
+    for (int r = 0; r < l.nodes; ++r) {
+      std::vector<std::string> args{"train",           config,   "--node-rank",
+                                    std::to_string(r), "--port", std::to_string(port)};
+      args.insert(args.end(), flags.begin(), flags.end());
+      nodes.push_back(cluster_.launch(args));
+    }
     for (int n : nodes) {
       const int code = cluster_.wait(n, 120s);
       EXPECT_EQ(code, 0) << name << " node " << n << ":\n" << cluster_.err(n) << cluster_.out(n);
@@ -128,11 +141,23 @@ class TrainGraph : public ::testing::Test {
     Layout reference{
         .accumulation = l.accumulation * l.dp, .graph = false, .steps = l.steps, .layers = l.layers};
     const auto expected = train(name + "_reference", reference);
-    const auto got = train(name, l, log);
+    const auto got = train(name, l, {}, log);
     ASSERT_EQ(expected.size(), size_t(l.steps));
     ASSERT_EQ(got.size(), size_t(l.steps));
     for (const auto& [iteration, loss] : expected)
       EXPECT_NEAR(got.at(iteration), loss, 1e-5 * std::abs(loss)) << name << " step " << iteration;
+  }
+
+  // A fresh output folder `name` holding `from`'s checkpoint `checkpoint`, named by
+  // last_checkpoint (what a stopped run leaves, copied where the resumed run writes).
+  void stage_checkpoint(const std::string& from, const std::string& checkpoint,
+                        const std::string& name) {
+    const fs::path dir = fs::path(cluster_.dir()) / name;
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    fs::copy(fs::path(cluster_.dir()) / from / checkpoint, dir / checkpoint,
+             fs::copy_options::recursive);
+    std::ofstream(dir / "last_checkpoint") << checkpoint << "\n";
   }
 
   Cluster cluster_;
@@ -207,6 +232,98 @@ TEST_F(TrainGraph, AKilledNodeEndsTheTrainingEverywhereNamingIt) {
   EXPECT_EQ(cluster_.wait(1, 5s), 1) << "node 0 did not exit with an error within 5 s";
   EXPECT_LT(std::chrono::steady_clock::now() - killed, 5s);
   EXPECT_NE(cluster_.err(1).find("node 1 died"), std::string::npos) << cluster_.err(1);
+}
+
+}  // namespace
+}  // namespace libai::testing
+
+namespace libai::testing {
+namespace {
+
+// PP2 over two processes, 6 steps with a checkpoint after 3 (what a run stopped or killed
+// after it leaves); resumed with --resume from that checkpoint.
+TEST_F(TrainGraph, CheckpointResumesInGraphModeAndEagerlyAtAnyLayout) {
+  const Layout pp2{.nodes = 2, .pp = 2, .steps = 6, .checkpoint_period = 3};
+  const auto whole = train("ckpt_whole", pp2);
+  ASSERT_EQ(whole.size(), 6u);
+  ASSERT_TRUE(
+      fs::exists(fs::path(cluster_.dir()) / "ckpt_whole/model_0000003/optimizer.safetensors"));
+  ASSERT_TRUE(fs::exists(fs::path(cluster_.dir()) / "ckpt_whole/model_final/model.safetensors"));
+
+  // The same layout: bitwise.
+  stage_checkpoint("ckpt_whole", "model_0000003", "ckpt_same");
+  const auto same = train("ckpt_same", pp2, {"--resume"});
+  ASSERT_EQ(same.size(), 3u);
+  for (int64_t i : {4, 5, 6}) EXPECT_EQ(same.at(i), whole.at(i)) << "step " << i;
+
+  // Another graph layout (dp 2, one stage per process) and eagerly on one device.
+  const std::pair<const char*, Layout> others[] = {
+      {"ckpt_dp2", {.nodes = 2, .dp = 2, .accumulation = 1, .steps = 6, .checkpoint_period = 3}},
+      {"ckpt_eager", {.accumulation = 2, .graph = false, .steps = 6, .checkpoint_period = 3}}};
+  for (const auto& [name, layout] : others) {
+    stage_checkpoint("ckpt_whole", "model_0000003", name);
+    const auto losses = train(name, layout, {"--resume"});
+    ASSERT_EQ(losses.size(), 3u) << name;
+    for (int64_t i : {4, 5, 6})
+      EXPECT_NEAR(losses.at(i), whole.at(i), 1e-5 * std::abs(whole.at(i))) << name << " step " << i;
+  }
+
+  // The other way: the eager run's checkpoint resumes in graph mode over two processes.
+  const auto eager = train("eager_whole", others[1].second);
+  ASSERT_EQ(eager.size(), 6u);
+  stage_checkpoint("eager_whole", "model_0000003", "eager_to_graph");
+  const auto resumed = train("eager_to_graph", pp2, {"--resume"});
+  ASSERT_EQ(resumed.size(), 3u);
+  for (int64_t i : {4, 5, 6})
+    EXPECT_NEAR(resumed.at(i), eager.at(i), 1e-5 * std::abs(eager.at(i))) << "step " << i;
+}
+
+// Evaluation through the stages (DP2 x PP2 over two processes) equals the eager pipeline's
+// (the same layout on threads of one process): every 2 steps and at the end.
+TEST_F(TrainGraph, EvaluationEqualsTheEagerPipeline) {
+  Layout graph{.nodes = 2, .dp = 2, .pp = 2, .accumulation = 1, .steps = 4, .evaluate = true};
+  Layout eager = graph;
+  eager.nodes = 1;
+  eager.graph = false;
+  train("eval_graph", graph);
+  train("eval_eager", eager);
+  const auto got = losses_of(fs::path(cluster_.dir()) / "eval_graph/metrics.json", "eval/loss");
+  const auto expected =
+      losses_of(fs::path(cluster_.dir()) / "eval_eager/metrics.json", "eval/loss");
+  ASSERT_EQ(expected.size(), 2u);
+  ASSERT_EQ(got.size(), 2u);
+  for (const auto& [iteration, loss] : expected)
+    EXPECT_NEAR(got.at(iteration), loss, 1e-5 * std::abs(loss)) << "step " << iteration;
+  EXPECT_TRUE(fs::exists(fs::path(cluster_.dir()) / "eval_graph/model_best/model.safetensors"));
+}
+
+// A real interruption: PP2 over two processes, node 1 killed with SIGKILL once the step-5
+// checkpoint is written; node 0 ends naming it, and both nodes started again with --resume
+// continue from the newest complete checkpoint with the uninterrupted run's losses, bitwise.
+TEST_F(TrainGraph, KilledAfterACheckpointResumesBitwise) {
+  const Layout l{.nodes = 2, .pp = 2, .steps = 150, .checkpoint_period = 5};
+  const auto whole = train("kill_whole", l);
+  ASSERT_EQ(whole.size(), 150u);
+
+  const std::string config = write_config("killed", l);
+  const int port = free_port();
+  const int node0 =
+      cluster_.launch({"train", config, "--node-rank", "0", "--port", std::to_string(port)});
+  const int node1 =
+      cluster_.launch({"train", config, "--node-rank", "1", "--port", std::to_string(port)});
+  ASSERT_TRUE(cluster_.wait_for_log(node0, "killed/model_0000005", 60s)) << cluster_.err(node0);
+  cluster_.signal(node1, SIGKILL);
+  ASSERT_EQ(cluster_.wait(node0, 10s), 1) << "node 0 finished before the kill:\n"
+                                          << cluster_.err(node0);
+  EXPECT_NE(cluster_.err(node0).find("node 1 died"), std::string::npos) << cluster_.err(node0);
+
+  const auto resumed = train("killed", l, {"--resume"});
+  ASSERT_EQ(resumed.size(), 150u);
+  for (const auto& [iteration, loss] : whole)
+    EXPECT_EQ(resumed.at(iteration), loss) << "step " << iteration;
+  // The resumed run started from a checkpoint, not from step 0.
+  const int last = node1 + 1;  // the resumed run's node 0 (train() launches it first)
+  EXPECT_NE(cluster_.err(last).find("resuming from"), std::string::npos) << cluster_.err(last);
 }
 
 }  // namespace

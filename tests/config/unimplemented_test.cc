@@ -87,21 +87,21 @@ TEST(Unimplemented, RunJobs) {
 }
 
 TEST(Unimplemented, GraphTraining) {
-  // Pipeline, data and tensor parallelism and activation checkpointing run on the actor runtime.
-  EXPECT_TRUE(problems_of({"train.dist.pipeline_parallel_size=2", "train.dist.data_parallel_size=2",
-                           "train.activation_checkpoint.enabled=true",
-                           "train.dist.pipeline_schedule=interleaved",
-                           "train.dist.virtual_pipeline_size=2"},
-                          Purpose::graph_training)
-                  .empty());
+  // Pipeline, data and tensor parallelism, activation checkpointing and evaluation run on the
+  // actor runtime.
+  EXPECT_TRUE(
+      problems_of(
+          {"train.dist.pipeline_parallel_size=2", "train.dist.data_parallel_size=2",
+           "train.activation_checkpoint.enabled=true", "train.evaluation.enabled=true",
+           "train.dist.pipeline_schedule=interleaved", "train.dist.virtual_pipeline_size=2"},
+          Purpose::graph_training)
+          .empty());
   EXPECT_TRUE(contains(only_problem({"train.zero_optimization.enabled=true",
                                      "train.dist.pipeline_parallel_size=2"},
                                     Purpose::graph_training),
                        "key 'train.zero_optimization.enabled' = true: ZeRO"));
   EXPECT_TRUE(contains(only_problem({"train.amp.enabled=true"}, Purpose::graph_training),
                        "mixed precision through the training stage actors"));
-  EXPECT_TRUE(contains(only_problem({"train.evaluation.enabled=true"}, Purpose::graph_training),
-                       "evaluation through the training stage actors"));
   EXPECT_TRUE(contains(only_problem({"train.train_epoch=2"}, Purpose::graph_training),
                        "graph-mode training counts steps"));
 }
