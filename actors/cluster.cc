@@ -84,7 +84,7 @@ struct Node {
     training = job.train_programs(assignment);
     if (training)
       return spawn_train_slots(*system, layout, *training, rank,
-                               job.train_compute(layout, assignment), data_plane,
+                               job.train_compute(layout, assignment, data_plane), data_plane,
                                caf::actor{me()});
     return spawn_slots(*system, layout, rank, job.compute(layout, assignment), data_plane,
                        caf::actor{me()});

@@ -57,7 +57,11 @@ class ClusterJob {
   // node 0 runs train() (its steps through the client; the cluster then ends the stages)
   // instead of compute() and drive().
   virtual std::optional<TrainPrograms> train_programs(const wire::Assignment&) { return std::nullopt; }
-  virtual TrainComputeFactory train_compute(const PipelineLayout&, const wire::Assignment&) {
+  // data_plane: the nodes' UCX communicator (null on a cluster of one node), for a job whose
+  // stages form groups of their own across nodes (actors/model_train.h).
+  virtual TrainComputeFactory train_compute(const PipelineLayout&, const wire::Assignment&,
+                                            const std::shared_ptr<comm::Communicator>& data_plane) {
+    (void)data_plane;
     return {};
   }
   virtual void train(TrainClient&, const PipelineLayout&) {}

@@ -236,6 +236,10 @@ JobShape ConfigJob::shape() const {
   // micro-batch (its split and devices; Note [Synthetic training jobs]).
   job.steps = training_ ? 1 : steps_;
   job.layer_seconds = layer_seconds_;
+  job.training = training_;  // Note [Synthetic training jobs]
+  job.schedule = schedule_;
+  job.chunks = chunks_;
+  job.backward_factor = backward_factor_;
   job.balance = balance_;
   job.custom_stage_ids = cfg_.get_or<std::optional<std::vector<int64_t>>>(
       "train.dist.custom_pipeline_stage_id", std::nullopt);
@@ -273,7 +277,8 @@ void ConfigJob::plan(wire::Assignment& assignment) {
   // s runs on pipeline slot stages[s].slot, and a slot's tp ranks are tp consecutive devices,
   // on one node since devices_per_node is a multiple of tp.
   assignment.device_of_stage.clear();
-  for (const auto& stage : plan_->stages) assignment.device_of_stage.push_back(stage.slot);
+  // (An interleaved training plan lists pp x chunks virtual stages: the first pp place them.)
+  for (int s = 0; s < pp_; ++s) assignment.device_of_stage.push_back(plan_->stages[size_t(s)].slot);
 }
 
 const schedule::Plan& ConfigJob::chosen_plan() const {
@@ -309,24 +314,35 @@ PipelineLayout ConfigJob::layout(const wire::Assignment& assignment) {
 
 // Note [Synthetic training jobs]
 // job._target_: synthetic_train runs training programs through training stage actors over
-// synthetic stages (actors/synthetic_train.h): every stage's forward takes job.forward_seconds
-// and its backward job.backward_seconds per micro-batch and chunk (times its device's
-// slow-down). The planner sees one layer per stage (train.dist.pipeline_num_layers, if set,
-// only refines the split it prints) at the forward's cost.
+// synthetic stages (actors/synthetic_train.h). The model is train.dist.pipeline_num_layers
+// layers (default: one per virtual stage) of job.layer_seconds of forward each per
+// micro-batch on a device of slow-down 1 (default: job.forward_seconds per stage's share of
+// them), and each layer's backward takes job.backward_factor times its forward (default
+// job.backward_seconds / job.forward_seconds, i.e. 2). Node 0 plans the split like any job's
+// (train.dist.balance: uniform, or measured from each device's timed layer, which includes its
+// train.cluster.device_slowdown), as a TRAINING plan of job.schedule: the partition balances
+// forward + backward, the prediction is one step's timeline. Each stage then sleeps its
+// chunk's layers x job.layer_seconds (backward: x job.backward_factor), stretched by its
+// device's slow-down (EmulatedSpeed in the stage actor).
 void ConfigJob::read_synthetic_training(const config::Config& cfg) {
-  num_layers_ = cfg.get_or<int>("train.dist.pipeline_num_layers", pp_);
-  LIBAI_CHECK(num_layers_ >= pp_, "train.dist.pipeline_num_layers ", num_layers_, " < ", pp_,
-              " pipeline stages");
-  forward_seconds_ = cfg.get_or<double>("job.forward_seconds", 0.002);
-  backward_seconds_ = cfg.get_or<double>("job.backward_seconds", 2 * forward_seconds_);
-  LIBAI_CHECK(forward_seconds_ >= 0 && backward_seconds_ >= 0,
+  schedule_ = cfg.get_or<std::string>("job.schedule", "1f1b");
+  chunks_ = cfg.get_or<int>("job.chunks", schedule_ == "interleaved" ? 2 : 1);
+  LIBAI_CHECK(chunks_ >= 1, "job.chunks must be at least 1, got ", chunks_);
+  num_layers_ = cfg.get_or<int>("train.dist.pipeline_num_layers", pp_ * chunks_);
+  LIBAI_CHECK(num_layers_ >= pp_ * chunks_, "train.dist.pipeline_num_layers ", num_layers_,
+              " < ", pp_, " pipeline stages x ", chunks_, " chunks");
+  const double forward = cfg.get_or<double>("job.forward_seconds", 0.002);
+  const double backward = cfg.get_or<double>("job.backward_seconds", 2 * forward);
+  LIBAI_CHECK(forward >= 0 && backward >= 0,
               "job.forward_seconds and job.backward_seconds must not be negative");
-  layer_seconds_ = forward_seconds_ * pp_ / num_layers_;
+  layer_seconds_ = cfg.get_or<double>("job.layer_seconds", forward * pp_ / num_layers_);
+  LIBAI_CHECK(layer_seconds_ >= 0, "job.layer_seconds must not be negative, got ", layer_seconds_);
+  backward_factor_ = cfg.get_or<double>("job.backward_factor", forward > 0 ? backward / forward : 2.0);
+  LIBAI_CHECK(backward_factor_ >= 0, "job.backward_factor must not be negative, got ",
+              backward_factor_);
   num_groups_ = cfg.get_or<int>("job.micro_batches", 4 * pp_);
   steps_ = cfg.get_or<int>("job.steps", 1);
   LIBAI_CHECK(steps_ >= 1, "job.steps must be at least 1, got ", steps_);
-  schedule_ = cfg.get_or<std::string>("job.schedule", "1f1b");
-  chunks_ = cfg.get_or<int>("job.chunks", schedule_ == "interleaved" ? 2 : 1);
   elements_ = cfg.get_or<int64_t>("job.elements", 2);
   LIBAI_CHECK(elements_ >= 2, "job.elements must be at least 2, got ", elements_);
   try {
@@ -342,17 +358,34 @@ std::optional<TrainPrograms> ConfigJob::train_programs(const wire::Assignment&) 
   return actors::train_programs(schedule_, pp_, num_groups_, chunks_);
 }
 
-TrainComputeFactory ConfigJob::train_compute(const PipelineLayout&, const wire::Assignment&) {
-  const SyntheticTrainCompute::Options base{.forward_seconds = forward_seconds_,
-                                            .backward_seconds = backward_seconds_,
+TrainComputeFactory ConfigJob::train_compute(const PipelineLayout&, const wire::Assignment& assignment,
+                                             const std::shared_ptr<comm::Communicator>&) {
+  // The plan's split: layers per virtual stage (chunk c of stage d is virtual stage c pp + d).
+  std::vector<int> layers_of(size_t(pp_ * chunks_), 0);
+  for (int64_t v : assignment.stage_of) {
+    LIBAI_CHECK(v >= 0 && v < pp_ * chunks_, "the assignment puts a layer on virtual stage ", v,
+                " of ", pp_ * chunks_);
+    ++layers_of[size_t(v)];
+  }
+  const SyntheticTrainCompute::Options base{.forward_seconds = 0,
+                                            .backward_seconds = 0,
+                                            .chunk_forward_seconds = {},
+                                            .chunk_backward_seconds = {},
                                             .device = 0,
                                             .devices = pp_,
                                             .chunks = chunks_,
                                             .elements = elements_,
                                             .fail_forward_at = {}};
-  return [base](const SlotSpec& slot) -> std::shared_ptr<TrainStageCompute> {
+  const int pp = pp_, chunks = chunks_;
+  const double layer_seconds = layer_seconds_, backward_factor = backward_factor_;
+  return [=](const SlotSpec& slot) -> std::shared_ptr<TrainStageCompute> {
     auto options = base;
     options.device = slot.stage;
+    for (int c = 0; c < chunks; ++c) {
+      const double forward = layers_of[size_t(c * pp + slot.stage)] * layer_seconds;
+      options.chunk_forward_seconds.push_back(forward);
+      options.chunk_backward_seconds.push_back(forward * backward_factor);
+    }
     return std::make_shared<SyntheticTrainCompute>(options);
   };
 }

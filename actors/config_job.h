@@ -16,9 +16,12 @@
 //                            job.layer_seconds per layer and micro-batch on a device of
 //                            slow-down 1, job.num_micro_batches, job.steps (default 1)
 //   job._target_: synthetic_train  training through training stage actors over synthetic
-//                            stages (Note [Synthetic training jobs]): job.forward_seconds
-//                            (default 0.002) and job.backward_seconds (default twice that)
-//                            per stage and micro-batch, job.micro_batches (default 4 pp),
+//                            stages (Note [Synthetic training jobs]): train.dist.
+//                            pipeline_num_layers layers (default one per virtual stage) of
+//                            job.layer_seconds forward (default job.forward_seconds, 0.002,
+//                            per stage's share) and job.backward_factor x that backward
+//                            (default job.backward_seconds / job.forward_seconds, 2), split
+//                            by train.dist.balance, job.micro_batches (default 4 pp),
 //                            job.schedule (gpipe, 1f1b or interleaved), job.chunks (interleaved:
 //                            model chunks per stage, default 2), job.steps, job.elements (floats
 //                            per packet, default 2). Results: each step's summary.
@@ -65,7 +68,8 @@ class ConfigJob : public ClusterJob {
   ComputeFactory compute(const PipelineLayout& layout, const wire::Assignment& assignment) override;
   void drive(PipelineClient& client, const PipelineLayout& layout) override;
   std::optional<TrainPrograms> train_programs(const wire::Assignment& assignment) override;
-  TrainComputeFactory train_compute(const PipelineLayout& layout, const wire::Assignment& assignment) override;
+  TrainComputeFactory train_compute(const PipelineLayout& layout, const wire::Assignment& assignment,
+                                    const std::shared_ptr<comm::Communicator>& data_plane) override;
   void train(TrainClient& client, const PipelineLayout& layout) override;
   bool training() const { return training_; }
   const std::vector<TrainStepResult>& train_results() const { return train_results_; }
@@ -123,7 +127,7 @@ class ConfigJob : public ClusterJob {
   std::optional<schedule::Plan> plan_;  // node 0, after plan()
   // synthetic_train (Note [Synthetic training jobs]).
   bool training_ = false;
-  double forward_seconds_ = 0, backward_seconds_ = 0;
+  double backward_factor_ = 2.0;  // layer_seconds_ is the layer's forward
   std::string schedule_;
   int chunks_ = 1;
   int64_t elements_ = 2;

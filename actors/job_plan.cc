@@ -16,6 +16,7 @@ namespace mp = models::pipeline;
 namespace {
 
 bool decodes(const JobShape& job) {
+  if (job.training) return false;
   return job.kind == JobKind::generate || (job.kind == JobKind::synthetic && job.steps > 1);
 }
 
@@ -189,6 +190,12 @@ schedule::PlanRequest plan_request(const JobShape& job,
   r.pp = job.pp;
   r.tp = job.tp;
   r.workload = decodes(job) ? schedule::Workload::decode : schedule::Workload::inference;
+  if (job.training) {
+    r.workload = schedule::Workload::train;
+    r.schedule = schedule::parse_schedule(job.schedule, "job.schedule");
+    r.num_chunks = r.schedule == schedule::PipelineSchedule::interleaved ? job.chunks : 1;
+    r.backward_factor = job.backward_factor;
+  }
   r.num_micro_batches = job.groups_per_replica();
   r.num_steps = decodes(job) ? job.steps : 1;
   r.items_per_micro_batch = job.kind == JobKind::synthetic ? 1.0 : double(job.rows);
@@ -251,8 +258,14 @@ void print_job_plan(std::ostream& out, const JobShape& job, const schedule::Plan
     out << "of " << models::HfConfig::load(job.model).model_type() << " (" << job.model.string()
         << ")";
   out << ", " << plan.pp << " stages, ";
+  const bool training = plan.workload == schedule::Workload::train;
   if (decoding)
     out << groups << " groups x " << job.steps << " steps" << per_replica << " (decoding)";
+  else if (training)
+    out << groups << " micro-batches" << per_replica << " (training, "
+        << schedule::schedule_name(plan.schedule)
+        << (plan.num_chunks > 1 ? str_cat(" over ", plan.num_chunks, " chunks per stage") : "")
+        << ", backward " << job.backward_factor << "x forward)";
   else
     out << groups << " micro-batches" << per_replica << " (inference)";
   out << ", balance " << (job.custom_stage_ids ? "custom" : job.balance) << "\n";
@@ -262,7 +275,8 @@ void print_job_plan(std::ostream& out, const JobShape& job, const schedule::Plan
       << plan.tp << "\n";
   const char* unit =
       decoding ? (job.kind == JobKind::generate ? "step of a group" : "step") : "micro-batch";
-  for (int s = 0; s < plan.pp; ++s) {
+  // Interleaved training plans list their virtual stages: chunk s / pp of pipeline rank s % pp.
+  for (int s = 0; s < int(plan.stages.size()); ++s) {
     const schedule::StagePlan& st = plan.stages[size_t(s)];
     const wire::DeviceProfile* slowest = &devices[size_t(st.devices[0])];
     for (int d : st.devices)
@@ -274,6 +288,7 @@ void print_job_plan(std::ostream& out, const JobShape& job, const schedule::Plan
         << format_seconds(decoding ? st.decode_time : st.forward_time) << " per " << unit;
     if (decoding && st.decode_time != st.forward_time)
       out << " (prefill " << format_seconds(st.forward_time) << ")";
+    if (training) out << " forward, " << format_seconds(plan.costs.backward[size_t(s)]) << " backward";
     out << ", " << st.input_slots << " input slot" << (st.input_slots == 1 ? "" : "s") << "\n";
   }
 
@@ -307,7 +322,7 @@ void print_job_plan(std::ostream& out, const JobShape& job, const schedule::Plan
   char line[200];
   std::snprintf(line, sizeof line, "%.4g %s per second (%g in all)", plan.throughput, items,
                 plan.items_per_step);
-  out << "\npredicted job time " << format_seconds(plan.timeline.step_time) << ": " << line
+  out << (training ? "\npredicted step time " : "\npredicted job time ") << format_seconds(plan.timeline.step_time) << ": " << line
       << ", mean utilisation " << std::lround(100.0 * plan.utilisation) << "%\n";
 }
 

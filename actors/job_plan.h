@@ -20,8 +20,9 @@
 //   synthetic    job.layer_seconds on the fastest device, times the measured slow-down of the
 //                others (fastest GFLOP/s / theirs); no memory.
 // Memory caps: each profile's free memory (the host's) divided by the devices of its node.
-// The workload: decoding for generate (num_groups groups of max_new_tokens steps) and for
-// synthetic jobs of job.steps > 1; one forward per micro-batch otherwise. Groups are per
+// The workload: training for synthetic_train (one step of its schedule); decoding for generate
+// (num_groups groups of max_new_tokens steps) and for synthetic jobs of job.steps > 1; one
+// forward per micro-batch otherwise. Groups are per
 // data-parallel replica: the prediction is replica 0's, the one with the most groups.
 #pragma once
 
@@ -51,6 +52,13 @@ struct JobShape {
   int64_t rows = 1;            // sequences of the largest group or micro-batch (beams included)
   int64_t input_tokens = 1;    // the longest prompt or text, in tokens (with special tokens)
   int64_t max_new_tokens = 0;  // generate
+  // synthetic_train (Note [Synthetic training jobs] in config_job.cc): the plan is a training
+  // plan of `schedule` (gpipe, 1f1b, interleaved over `chunks` per stage), num_groups
+  // micro-batches, backward = backward_factor x forward; layer_seconds is the forward's.
+  bool training = false;
+  std::string schedule = "1f1b";
+  int chunks = 1;
+  double backward_factor = 2.0;
   std::string balance = "uniform";                       // train.dist.balance
   std::optional<std::vector<int64_t>> custom_stage_ids;  // train.dist.custom_pipeline_stage_id
   // Measured by the cluster when it forms (0: not modelled): one packet hop between actors of

@@ -38,6 +38,10 @@ SyntheticTrainCompute::SyntheticTrainCompute(Options options) : options_(options
   LIBAI_CHECK(options_.devices >= 1 && options_.chunks >= 1 && options_.device >= 0 &&
                   options_.device < options_.devices,
               "synthetic training: device ", options_.device, " of ", options_.devices);
+  for (const auto* per_chunk : {&options_.chunk_forward_seconds, &options_.chunk_backward_seconds})
+    LIBAI_CHECK(per_chunk->empty() || int(per_chunk->size()) == options_.chunks,
+                "synthetic training: ", per_chunk->size(), " per-chunk costs for ",
+                options_.chunks, " chunks");
 }
 
 models::TensorMap SyntheticTrainCompute::forward(int step, int chunk, int micro_batch,
@@ -57,7 +61,7 @@ models::TensorMap SyntheticTrainCompute::forward(int step, int chunk, int micro_
   } else {
     x = checked_x(inputs, "activation", step, chunk, micro_batch, float(v)).clone_raw();
   }
-  sleep_for(options_.forward_seconds);
+  sleep_for(seconds(options_.chunk_forward_seconds, options_.forward_seconds, chunk));
   x.data<float>()[0] += 1.0f;
   if (v + 1 == virtual_stages()) {
     loss_sum_ += x.data<float>()[0] - 1.0f;
@@ -81,7 +85,7 @@ models::TensorMap SyntheticTrainCompute::backward(int step, int chunk, int micro
     g = checked_x(output_grads, "gradient", step, chunk, micro_batch,
                   float(virtual_stages() - 1 - v)).clone_raw();
   }
-  sleep_for(options_.backward_seconds);
+  sleep_for(seconds(options_.chunk_backward_seconds, options_.backward_seconds, chunk));
   g.data<float>()[0] += 1.0f;
   return {{"x", g}};
 }

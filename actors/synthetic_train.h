@@ -15,6 +15,7 @@
 #include <set>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "actors/train_pipeline.h"
 
@@ -25,6 +26,9 @@ class SyntheticTrainCompute : public TrainStageCompute {
   struct Options {
     double forward_seconds = 0;
     double backward_seconds = 0;
+    // Per model chunk, when chunks cost differently (a planned split: the chunk's layers x
+    // the layer's seconds); empty: forward_seconds and backward_seconds for every chunk.
+    std::vector<double> chunk_forward_seconds, chunk_backward_seconds;
     int device = 0, devices = 1, chunks = 1;  // where it sits: virtual stage c * devices + device
     int64_t elements = 2;                     // floats per packet (at least 2)
     std::optional<std::pair<int, int>> fail_forward_at;  // (step, micro-batch): forward throws
@@ -41,6 +45,9 @@ class SyntheticTrainCompute : public TrainStageCompute {
  private:
   int virtual_stage(int chunk) const { return chunk * options_.devices + options_.device; }
   int virtual_stages() const { return options_.chunks * options_.devices; }
+  double seconds(const std::vector<double>& per_chunk, double all, int chunk) const {
+    return per_chunk.empty() ? all : per_chunk[size_t(chunk)];
+  }
   Options options_;
   std::set<std::tuple<int, int, int>> stash_;  // (step, chunk, micro-batch)
   int forwards_ = 0, backwards_ = 0, peak_stash_ = 0;

@@ -24,6 +24,14 @@
 // layer_step_seconds}). It prints
 // seconds and bytes, and names the device that lacks memory by its name.
 //
+// A model's training (job._target_ train with model.config or model.weights and graph.enabled
+// true) is planned as `libai-actor train` plans it (actors/train_plan.h): per layer the
+// model's flops and bytes for a micro-batch of train_micro_batch_size x data.seq_length tokens,
+// calibrated by one layer's forward and backward timed on cpu:0 (every node assumed like this
+// machine, each device slowed by train.cluster.device_slowdown), weights + gradients + AdamW
+// state and the activations the schedule stashes per device, split by train.dist.balance over
+// train.cluster.nodes nodes. `--json` prints that plan as JSON.
+//
 // Otherwise (no model), every layer costs one unit of forward time (two of backward; a
 // decoding step as much as the prefill) on a device of speed 1, and what-if keys under
 // `train.dist` describe the devices and the model: `device_speed` (relative speed, per device
@@ -32,6 +40,7 @@
 // `generate`, each group's KV cache).
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -42,6 +51,7 @@
 
 #include "actors/config_job.h"
 #include "actors/job_plan.h"
+#include "actors/train_plan.h"
 #include "bin/commands.h"
 #include "runtime/config/libai_schema.h"
 #include "runtime/config/unimplemented.h"
@@ -59,6 +69,7 @@ struct PlanOptions {
   std::vector<std::string> overrides;
   std::string svg;
   int width = 72;
+  bool json = false;
 };
 
 // A per-device list given per device or per stage (each stage's value for all its devices).
@@ -156,6 +167,63 @@ bool has_real_costs(const config::Config& cfg) {
   return (target == "generate" || target == "encode") && weights && !weights->empty();
 }
 
+// A real model's training in graph mode: a model (model.config or model.weights) and
+// graph.enabled true under job._target_ train.
+bool is_model_training(const config::Config& cfg) {
+  if (cfg.get_or<std::string>("job._target_", "train") != "train") return false;
+  if (!cfg.get_or<bool>("graph.enabled", false)) return false;
+  const auto weights = cfg.get_or<std::string>("model.weights", "");
+  const auto config_file = cfg.get_or<std::string>("model.config", "");
+  return !weights.empty() || !config_file.empty();
+}
+
+// The training plan `libai-actor train` with graph.enabled true would choose on nodes like
+// this one (actors/train_plan.h): train.cluster.nodes nodes sharing the dp x pp x tp slots.
+int plan_model_training(const PlanOptions& options, const config::Config& cfg) {
+  const auto weights = cfg.get_or<std::string>("model.weights", "");
+  const auto config_file = cfg.get_or<std::string>("model.config", "");
+  LIBAI_CHECK(weights.empty() != config_file.empty(), options.config,
+              ": set one of model.weights and model.config");
+  const std::filesystem::path json_path = weights.empty()
+                                              ? std::filesystem::path(config_file)
+                                              : std::filesystem::path(weights) / "config.json";
+  const models::HfConfig hf = models::HfConfig::load(json_path);
+  LIBAI_CHECK_KIND(Unsupported, actors::has_train_costs(hf), options.config,
+                   ": the planner has no costs for model_type '", hf.model_type(),
+                   "' (gpt2, bert, roberta, t5, mt5)");
+  const int dp = cfg.get_or<int>("train.dist.data_parallel_size", 1);
+  const int tp = cfg.get_or<int>("train.dist.tensor_parallel_size", 1);
+  const int pp = cfg.get_or<int>("train.dist.pipeline_parallel_size", 1);
+  const int nodes = cfg.get_or<int>("train.cluster.nodes", 1);
+  LIBAI_CHECK(nodes >= 1 && (dp * tp * pp) % nodes == 0, options.config, ": train.dist: ", dp,
+              " x ", tp, " x ", pp, " = ", dp * tp * pp, " slots do not divide over ", nodes,
+              " nodes (train.cluster.nodes)");
+  const actors::ModelTrainShape shape = actors::model_train_shape(
+      cfg, hf, weights.empty() ? config_file : weights, dp * tp * pp / nodes);
+  const schedule::PlanRequest request = actors::train_plan_request(
+      shape, std::vector<wire::DeviceProfile>(size_t(dp * tp * pp), {.name = "?",
+                                                                      .matmul_gflops = 1,
+                                                                      .memory_bandwidth_gbs = 1}));
+  check_schedule(request, cfg, options.config);  // named by key before measuring anything
+  const std::vector<wire::DeviceProfile> profiles = actors::train_devices_like_this_node(cfg, shape);
+  const schedule::Plan plan = actors::compile_train_plan(shape, profiles);
+  if (options.json) {
+    std::cout << actors::train_plan_json(shape, plan, profiles).dump(2) << "\n" << std::flush;
+  } else {
+    std::ostringstream out;
+    out << "devices: every node like this one (cpu:0 measured with " << shape.threads
+        << " thread(s), a layer's forward and backward timed), train.cluster.device_slowdown and "
+           "train.cluster.profiles applied\n";
+    actors::print_train_plan(out, shape, plan, profiles, options.width);
+    std::cout << out.str() << std::flush;
+  }
+  if (!options.svg.empty())
+    write_svg(options, plan, {.title = "libai-actor plan " + options.config});
+  std::fflush(stdout);
+  actors::check_train_plan(plan, profiles, shape.devices_per_node);  // after it has been shown
+  return kExitOk;
+}
+
 // The plan `run` would choose on a cluster of nodes like this one (see the top of the file).
 int plan_job(const PlanOptions& options, const config::Config& cfg) {
   const int dp = cfg.get_or<int>("train.dist.data_parallel_size", 1);
@@ -185,6 +253,10 @@ int plan_job(const PlanOptions& options, const config::Config& cfg) {
 
 int plan(const PlanOptions& options) {
   const config::Config cfg = config::load_libai_config(options.config, options.overrides, {});
+  if (is_model_training(cfg)) return plan_model_training(options, cfg);
+  LIBAI_CHECK(!options.json, options.config,
+              ": --json is implemented for the training plans of models (model.config or "
+              "model.weights, graph.enabled true) only");
   if (has_real_costs(cfg)) return plan_job(options, cfg);  // ConfigJob checks it as a run job
   config::check_implemented(cfg, config::Purpose::what_if_plan);
   const std::string& file = options.config;
@@ -361,6 +433,9 @@ CommandAction setup_plan(CLI::App& command) {
   command.add_option("--width", options->width, "columns of the timeline chart")
       ->check(CLI::Range(20, 400));
   command.add_option("--svg", options->svg, "also write the timeline as an SVG picture");
+  command.add_flag("--json", options->json,
+                   "print the plan as JSON (training plans of models: model.config or "
+                   "model.weights with graph.enabled true)");
   return [options] { return plan(*options); };
 }
 

@@ -12,6 +12,10 @@
 //   pipeline slot; stage_devices: their names; stage_seconds: each stage's seconds per action
 //   (decoding: per step after the first); stage_memory_bytes: per device of each stage;
 //   predicted_seconds, predicted_utilisation, predicted_throughput: items per second),
+//   A training job (synthetic_train) adds to "plan": workload "train", schedule,
+//   stage_backward_seconds, transfer_seconds and predicted_step_seconds (one step;
+//   predicted_seconds is job.steps of them), and to "train": measured_step_seconds (Note
+//   [Training predictions]).
 //   "job_seconds" (measured: from the start until the last output was in), "finish_seconds"
 //   (until every stage had reported, after the groups' done packets), "stages" (each stage's
 //   actions, busy seconds, utilisation over job_seconds).
@@ -43,6 +47,21 @@ struct RunOptions {
   bool json = false;
   std::string svg;
 };
+
+// Note [Training predictions]
+// A training job's plan predicts ONE step of its schedule (schedule::simulate of the stages'
+// forward and backward seconds, the measured hop as transfer): it is compared with the median
+// measured step, the first left out when there are more (it pays for the first packets'
+// connections and the threads' first wake-ups).
+double measured_step_seconds(const actors::ConfigJob& job) {
+  const auto& steps = job.train_results();
+  std::vector<double> times;
+  for (size_t k = steps.size() > 1 ? 1 : 0; k < steps.size(); ++k) times.push_back(steps[k].seconds);
+  if (times.empty()) return 0;
+  std::sort(times.begin(), times.end());
+  const size_t n = times.size();
+  return n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+}
 
 int run(const RunOptions& options) {
   const config::Config cfg = config::load_libai_config(options.config, options.overrides, {});
@@ -80,6 +99,9 @@ int run(const RunOptions& options) {
             [](const auto& a, const auto& b) { return a.name < b.name; });
   const schedule::Timeline predicted = actors::predict_job(job, result.assignment);
   const int pp = job.pipeline_parallel_size();
+  // A training plan's timeline is one step; the job runs train_results().size() of them.
+  const double predicted_job =
+      predicted.step_time * (job.training() ? double(job.train_results().size()) : 1.0);
   if (!options.svg.empty()) {
     std::ofstream(options.svg) << schedule::render_timeline_svg(
         predicted, pp, {.title = "predicted timeline of " + options.config});
@@ -106,9 +128,18 @@ int run(const RunOptions& options) {
                    {"stage_devices", stage_devices},
                    {"stage_seconds", seconds},
                    {"stage_memory_bytes", memory},
-                   {"predicted_seconds", predicted.step_time},
+                   {"predicted_seconds", predicted_job},
                    {"predicted_utilisation", predicted.utilisation},
                    {"predicted_throughput", plan.throughput}};
+    doc["plan"]["workload"] = schedule::workload_name(plan.workload);
+    if (job.training()) {
+      // Note [Training predictions]: the plan predicts one step of the training schedule.
+      doc["plan"]["schedule"] = schedule::schedule_name(plan.schedule);
+      doc["plan"]["stage_backward_seconds"] = plan.costs.backward;
+      doc["plan"]["transfer_seconds"] = plan.costs.transfer;
+      doc["plan"]["predicted_step_seconds"] = predicted.step_time;
+      doc["train"]["measured_step_seconds"] = measured_step_seconds(job);
+    }
     doc["job_seconds"] = result.job_seconds;
     doc["finish_seconds"] = result.finish_seconds;
     nlohmann::json stages = nlohmann::json::array();
@@ -126,10 +157,19 @@ int run(const RunOptions& options) {
     out << "\n";
     job.print_results(out, false);
     char line[200];
+    if (job.training()) {
+      const double measured = measured_step_seconds(job);
+      std::snprintf(line, sizeof line,
+                    "\nstep: %.4f s measured (median%s), %.4f s predicted (%+.1f%%)",
+                    measured, job.train_results().size() > 1 ? " after the first" : "",
+                    predicted.step_time,
+                    100.0 * (predicted.step_time - measured) / std::max(1e-9, measured));
+      out << line;
+    }
     std::snprintf(line, sizeof line,
                   "\njob: %.3f s measured, %.3f s predicted (%+.1f%%); stages finished at %.3f s\n",
-                  result.job_seconds, predicted.step_time,
-                  100.0 * (predicted.step_time - result.job_seconds) / std::max(1e-9, result.job_seconds),
+                  result.job_seconds, predicted_job,
+                  100.0 * (predicted_job - result.job_seconds) / std::max(1e-9, result.job_seconds),
                   result.finish_seconds);
     out << line << "stages:\n";
     for (const auto& r : result.reports) {

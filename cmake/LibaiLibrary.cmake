@@ -64,7 +64,8 @@ target_include_directories(libai_models SYSTEM PRIVATE ${STB_INCLUDE_DIR}
                                                        ${SENTENCEPIECE_INCLUDE_DIR})
 
 libai_layer_library(libai_train train)
-target_link_libraries(libai_train PUBLIC libai_models)
+# The eager pipeline (train/pipeline_eager.h) runs schedule/ programs (pure: no cycle).
+target_link_libraries(libai_train PUBLIC libai_models libai_schedule)
 
 libai_layer_library(libai_schedule schedule)
 target_link_libraries(libai_schedule PUBLIC libai_runtime)

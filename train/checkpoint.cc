@@ -308,6 +308,74 @@ std::string checkpoint_name(int64_t iteration) {
   return buffer;
 }
 
+CheckpointTensors gather_checkpoint_tensors(const std::vector<models::Model*>& parts,
+                                            Optimizer& optimizer, comm::Communicator* tp) {
+  autograd::NoGradGuard no_grad;
+  CheckpointTensors out;
+  // Note [Checkpoints under tensor parallelism]: every tp rank gathers, in the same order.
+  std::map<std::string, models::ParameterInfo> infos;
+  for (models::Model* part : parts)
+    for (auto& info : part->parameter_infos()) {
+      if (!infos.emplace(info.name, info).second) continue;  // a tied copy held twice
+      out.weights.emplace_back(info.name, gather_whole(*info.tensor, info, tp));
+    }
+  for (auto& [key, tensor] : optimizer.state_tensors()) {
+    const models::ParameterInfo* info = shaped_like_parameter(key, infos);
+    out.state.emplace_back(key, info ? gather_whole(tensor, *info, tp) : tensor.detach());
+  }
+  return out;
+}
+
+fs::path write_checkpoint(const fs::path& output_dir, const std::string& name,
+                          const models::Model& model, CheckpointTensors tensors,
+                          Optimizer& optimizer, const GradScaler* scaler,
+                          const TrainingProgress& progress, int max_to_keep,
+                          const SaveOptions& options) {
+  LIBAI_CHECK(!name.empty() && name[0] != '.' && name.find('/') == std::string::npos &&
+                  name != "last_checkpoint",
+              "save_checkpoint: invalid checkpoint name \"", name, "\"");
+  const fs::path target = output_dir / name;
+  fs::create_directories(output_dir);
+  remove_stale(output_dir);
+  at_phase("start");
+  const fs::path temp = output_dir / (".tmp-" + name + "-" + std::to_string(::getpid()));
+  fs::create_directories(temp);
+  write_file_synced(temp / "config.json", model.config().json().dump(2) + "\n");
+  const fs::path assets = assets_folder(model, options);
+  if (!assets.empty())
+    for (const char* file : kAssetFiles)
+      if (fs::is_regular_file(assets / file))
+        write_file_synced(temp / file, read_file(assets / file));
+  write_file_synced(
+      temp / "model.safetensors",
+      checkpoint::serialize_safetensors(
+          tensors.weights, {{"format", "libai"}, {"model_type", model.config().model_type()}}));
+  tensors.weights.clear();
+  write_file_synced(temp / "optimizer.safetensors",
+                    checkpoint::serialize_safetensors(tensors.state, {{"format", "libai-optimizer"}}));
+  // Last: a folder with trainer.json has everything else (the rename makes that moot, but
+  // a copied-by-hand folder is then also checked).
+  write_file_synced(temp / "trainer.json",
+                    trainer_json(progress, optimizer, scaler, options).dump(2) + "\n");
+  fsync_directory(temp);
+  at_phase("files_synced");
+
+  rename_into_place(temp, target);
+  fsync_directory(output_dir);
+  at_phase("renamed");
+
+  const fs::path pointer_temp = output_dir / ".last_checkpoint.tmp";
+  write_file_synced(pointer_temp, name + "\n");
+  if (std::rename(pointer_temp.c_str(), (output_dir / "last_checkpoint").c_str()) != 0)
+    throw_io("rename into place", output_dir / "last_checkpoint");
+  fsync_directory(output_dir);
+  at_phase("last_checkpoint");
+
+  prune(output_dir, name, max_to_keep);
+  logger("train")->info("saved checkpoint {} (iteration {})", target.string(), progress.iteration);
+  return target;
+}
+
 fs::path save_checkpoint(const fs::path& output_dir, const std::string& name, models::Model& model,
                          Optimizer& optimizer, const GradScaler* scaler,
                          const TrainingProgress& progress, int max_to_keep,
@@ -315,74 +383,29 @@ fs::path save_checkpoint(const fs::path& output_dir, const std::string& name, mo
   LIBAI_CHECK(!name.empty() && name[0] != '.' && name.find('/') == std::string::npos &&
                   name != "last_checkpoint",
               "save_checkpoint: invalid checkpoint name \"", name, "\"");
-  autograd::NoGradGuard no_grad;
   comm::Communicator* tp = options.groups.tp.get();
   comm::Communicator* dp = options.groups.dp.get();
   const bool writer = (!tp || tp->rank() == 0) && (!dp || dp->rank() == 0);
-  const fs::path target = output_dir / name;
-
-  // Note [Checkpoints under tensor parallelism]: every tp rank gathers, in the same order.
-  std::map<std::string, models::ParameterInfo> infos;
-  checkpoint::NamedTensors weights;
-  for (auto& info : model.parameter_infos()) {
-    weights.emplace_back(info.name, gather_whole(*info.tensor, info, tp));
-    infos.emplace(info.name, info);
-  }
-  checkpoint::NamedTensors state;
-  for (auto& [key, tensor] : optimizer.state_tensors()) {
-    const models::ParameterInfo* info = shaped_like_parameter(key, infos);
-    state.emplace_back(key, info ? gather_whole(tensor, *info, tp) : tensor.detach());
-  }
-
-  if (writer) {
-    fs::create_directories(output_dir);
-    remove_stale(output_dir);
-    at_phase("start");
-    const fs::path temp = output_dir / (".tmp-" + name + "-" + std::to_string(::getpid()));
-    fs::create_directories(temp);
-    write_file_synced(temp / "config.json", model.config().json().dump(2) + "\n");
-    const fs::path assets = assets_folder(model, options);
-    if (!assets.empty())
-      for (const char* file : kAssetFiles)
-        if (fs::is_regular_file(assets / file))
-          write_file_synced(temp / file, read_file(assets / file));
-    write_file_synced(
-        temp / "model.safetensors",
-        checkpoint::serialize_safetensors(
-            weights, {{"format", "libai"}, {"model_type", model.config().model_type()}}));
-    weights.clear();
-    write_file_synced(temp / "optimizer.safetensors",
-                      checkpoint::serialize_safetensors(state, {{"format", "libai-optimizer"}}));
-    // Last: a folder with trainer.json has everything else (the rename makes that moot, but
-    // a copied-by-hand folder is then also checked).
-    write_file_synced(temp / "trainer.json",
-                      trainer_json(progress, optimizer, scaler, options).dump(2) + "\n");
-    fsync_directory(temp);
-    at_phase("files_synced");
-
-    rename_into_place(temp, target);
-    fsync_directory(output_dir);
-    at_phase("renamed");
-
-    const fs::path pointer_temp = output_dir / ".last_checkpoint.tmp";
-    write_file_synced(pointer_temp, name + "\n");
-    if (std::rename(pointer_temp.c_str(), (output_dir / "last_checkpoint").c_str()) != 0)
-      throw_io("rename into place", output_dir / "last_checkpoint");
-    fsync_directory(output_dir);
-    at_phase("last_checkpoint");
-
-    prune(output_dir, name, max_to_keep);
-    logger("train")->info("saved checkpoint {} (iteration {})", target.string(),
-                          progress.iteration);
-  }
+  CheckpointTensors tensors = gather_checkpoint_tensors({&model}, optimizer, tp);
+  if (writer)
+    write_checkpoint(output_dir, name, model, std::move(tensors), optimizer, scaler, progress,
+                     max_to_keep, options);
   // Every rank returns once the checkpoint is complete.
   if (tp) tp->barrier();
   if (dp) dp->barrier();
-  return target;
+  return output_dir / name;
 }
 
 TrainingProgress load_checkpoint(const fs::path& folder, models::Model& model, Optimizer& optimizer,
                                  GradScaler* scaler) {
+  return load_checkpoint_parts(folder, {&model}, optimizer, scaler, /*whole=*/true);
+}
+
+TrainingProgress load_checkpoint_parts(const fs::path& folder,
+                                       const std::vector<models::Model*>& parts,
+                                       Optimizer& optimizer, GradScaler* scaler, bool whole) {
+  LIBAI_CHECK(!parts.empty(), "load_checkpoint: no model part to load");
+  models::Model& model = *parts[0];
   LIBAI_CHECK_KIND(NotFound, fs::is_directory(folder), "load_checkpoint: ", folder.string(),
                    " is not a folder");
   for (const char* file : kRequiredFiles)
@@ -410,11 +433,12 @@ TrainingProgress load_checkpoint(const fs::path& folder, models::Model& model, O
                    "load_checkpoint: ", model_path.string(),
                    " is not in this project's layout (metadata format=libai)");
   std::map<std::string, models::ParameterInfo> infos;
-  for (auto& info : model.parameter_infos()) infos.emplace(info.name, info);
+  for (models::Model* part : parts)
+    for (auto& info : part->parameter_infos()) infos.emplace(info.name, info);
   std::vector<std::string> extra;
   for (const auto& name : source.names())
     if (!infos.count(name)) extra.push_back(name);
-  if (!extra.empty()) {
+  if (whole && !extra.empty()) {
     std::string list;
     for (size_t i = 0; i < extra.size() && i < 8; ++i) list += str_cat(i ? ", " : "", extra[i]);
     LIBAI_THROW(CorruptInput, "load_checkpoint: ", model_path.string(), " has ", extra.size(),
@@ -422,7 +446,11 @@ TrainingProgress load_checkpoint(const fs::path& folder, models::Model& model, O
                 extra.size() > 8 ? ", ..." : "");
   }
   try {
-    models::load_parameters(model, source, models::identity_map(model));  // missing, shapes
+    for (models::Model* part : parts) {
+      models::WeightMap map = models::identity_map(*part);
+      if (!whole) map.ignore("");  // the other parts' tensors (Note [Model parts])
+      models::load_parameters(*part, source, map);  // missing, shapes
+    }
   } catch (const Error& e) {
     detail::throw_error(e.kind(), e.what());  // as its own type (load_parameters throws Error)
   }
@@ -432,16 +460,19 @@ TrainingProgress load_checkpoint(const fs::path& folder, models::Model& model, O
   const auto file = checkpoint::SafetensorsFile::open(optimizer_path.string());
   std::map<std::string, Tensor> state;
   for (const auto& key : file.names()) {
-    Tensor whole = file.tensor(key);
+    // A part keeps the state of its own parameters (and the optimizer's step count).
+    const size_t dot = key.rfind('.');
+    if (!whole && dot != std::string::npos && !infos.count(key.substr(0, dot))) continue;
+    Tensor tensor = file.tensor(key);
     const models::ParameterInfo* info = shaped_like_parameter(key, infos);
     if (info) {
-      LIBAI_CHECK_KIND(CorruptInput, whole.shape() == info->logical_shape,
+      LIBAI_CHECK_KIND(CorruptInput, tensor.shape() == info->logical_shape,
                        "load_checkpoint: ", optimizer_path.string(), ": ", key, " has shape ",
-                       shape_str(whole.shape()), ", its parameter ", info->name, " is ",
+                       shape_str(tensor.shape()), ", its parameter ", info->name, " is ",
                        shape_str(info->logical_shape));
-      whole = local_slice(whole, *info, info->tensor->shape());
+      tensor = local_slice(tensor, *info, info->tensor->shape());
     }
-    state.emplace(key, whole);
+    state.emplace(key, tensor);
   }
   try {
     optimizer.load_state_tensors(state);

@@ -44,6 +44,9 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "runtime/checkpoint/safetensors.h"
 
 #include "models/model.h"
 #include "train/grad_scaler.h"
@@ -98,6 +101,32 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& output_dir,
 // the model's, a missing or extra tensor, a shape, a corrupt file. Never executes code.
 TrainingProgress load_checkpoint(const std::filesystem::path& folder, models::Model& model,
                                  Optimizer& optimizer, GradScaler* scaler);
+
+// Note [Checkpoints of pipeline parts]
+// A model trained as parts (pipeline stages, Note [Model parts]) is saved as the whole model:
+// every rank gathers its parts' tensors over its tensor-parallel group
+// (gather_checkpoint_tensors, a collective of that group), the writer merges every stage's
+// (a weight tied across stages once) and write_checkpoint writes them in the format above, so
+// the folder is what a one-device run writes and loads at any layout. load_checkpoint_parts
+// reads a rank's parts and the optimizer state of their parameters from such a folder.
+struct CheckpointTensors {
+  checkpoint::NamedTensors weights;  // whole tensors under the whole model's names
+  checkpoint::NamedTensors state;    // Optimizer::state_tensors, whole
+};
+CheckpointTensors gather_checkpoint_tensors(const std::vector<models::Model*>& parts,
+                                            Optimizer& optimizer, comm::Communicator* tp);
+// Writes output_dir/name from whole tensors (on one rank). `model` gives config.json and the
+// assets; `optimizer` the groups and step count recorded in trainer.json.
+std::filesystem::path write_checkpoint(const std::filesystem::path& output_dir,
+                                       const std::string& name, const models::Model& model,
+                                       CheckpointTensors tensors, Optimizer& optimizer,
+                                       const GradScaler* scaler, const TrainingProgress& progress,
+                                       int max_to_keep, const SaveOptions& options = {});
+// load_checkpoint for the parts one rank holds and the optimizer over their parameters;
+// whole: the parts are the whole model (a tensor of the file that none holds is an error).
+TrainingProgress load_checkpoint_parts(const std::filesystem::path& folder,
+                                       const std::vector<models::Model*>& parts,
+                                       Optimizer& optimizer, GradScaler* scaler, bool whole);
 
 // The checkpoint to resume from: the folder output_dir/last_checkpoint names, or a newer
 // complete checkpoint folder (a crash between the folder's rename and the last_checkpoint

@@ -73,7 +73,7 @@ DataSplits gpt_data(const config::Config& cfg, const DataNeeds& needs) {
   return out;
 }
 
-DataSplits bert_data(const config::Config& cfg, const models::Model& model,
+DataSplits bert_data(const config::Config& cfg, const models::HfConfig& model_config,
                      const DataNeeds& needs) {
   auto source = open_source(cfg);
   const auto& documents = source->dataset().document_indices();  // 0, then each document's end
@@ -81,12 +81,12 @@ DataSplits bert_data(const config::Config& cfg, const models::Model& model,
   const auto points = split_points(cfg, count);
   data::BertDatasetOptions options;
   options.seq_length = cfg.get_or<int64_t>("data.seq_length", 512);
-  options.vocab_size = model.config().require_int("vocab_size");
+  options.vocab_size = model_config.require_int("vocab_size");
   options.tokens.cls = cfg.get_or<int64_t>("data.cls_id", 101);
   options.tokens.sep = cfg.get_or<int64_t>("data.sep_id", 102);
   options.tokens.mask = cfg.get_or<int64_t>("data.mask_id", 103);
   options.tokens.pad =
-      cfg.get_or<int64_t>("data.pad_id", model.config().get_int("pad_token_id", 0));
+      cfg.get_or<int64_t>("data.pad_id", model_config.get_int("pad_token_id", 0));
   options.masked_lm_prob = cfg.get_or<double>("data.masked_lm_prob", 0.15);
   options.seed = uint64_t(cfg.get_or<std::optional<int64_t>>("data.seed", std::nullopt).value_or(int64_t(needs.seed)));
   auto split = [&](int64_t a, int64_t b) {
@@ -103,7 +103,7 @@ DataSplits bert_data(const config::Config& cfg, const models::Model& model,
   return out;
 }
 
-DataSplits t5_data(const config::Config& cfg, const models::Model& model, const DataNeeds& needs) {
+DataSplits t5_data(const config::Config& cfg, const models::HfConfig& model_config, const DataNeeds& needs) {
   auto source = open_source(cfg);
   data::T5DatasetOptions options;
   options.inputs_length = cfg.get_or<int64_t>("data.seq_length", 512);
@@ -111,9 +111,9 @@ DataSplits t5_data(const config::Config& cfg, const models::Model& model, const 
   options.mean_noise_span_length = cfg.get_or<double>("data.mean_noise_span_length", 3.0);
   options.sentinel_start =
       cfg.get_or<std::optional<int64_t>>("data.sentinel_start", std::nullopt)
-          .value_or(model.config().require_int("vocab_size") - 1);
-  options.eos_id = cfg.get_or<int64_t>("data.eos_id", model.config().get_int("eos_token_id", 1));
-  options.pad_id = cfg.get_or<int64_t>("data.pad_id", model.config().get_int("pad_token_id", 0));
+          .value_or(model_config.require_int("vocab_size") - 1);
+  options.eos_id = cfg.get_or<int64_t>("data.eos_id", model_config.get_int("eos_token_id", 1));
+  options.pad_id = cfg.get_or<int64_t>("data.pad_id", model_config.get_int("pad_token_id", 0));
   options.seed = uint64_t(cfg.get_or<std::optional<int64_t>>("data.seed", std::nullopt).value_or(int64_t(needs.seed)));
   options.num_samples = needs.train_samples;
   DataSplits out;
@@ -121,7 +121,7 @@ DataSplits t5_data(const config::Config& cfg, const models::Model& model, const 
   return out;
 }
 
-DataSplits image_data(const config::Config& cfg, const models::Model& model) {
+DataSplits image_data(const config::Config& cfg, const models::HfConfig& model_config) {
   const auto path = cfg.get_or<std::optional<std::string>>("data.path", std::nullopt).value_or("");
   LIBAI_CHECK(!path.empty(), where(cfg, "data"),
               ": data.path (a folder of class folders of images) is required");
@@ -131,7 +131,7 @@ DataSplits image_data(const config::Config& cfg, const models::Model& model) {
   if (!weights.empty() && std::filesystem::exists(weights / "preprocessor_config.json")) {
     processor = vision::ImageProcessor::load(weights);
   } else {
-    processor.height = processor.width = model.config().get_int("image_size", 224);
+    processor.height = processor.width = model_config.get_int("image_size", 224);
   }
   DataSplits out;
   out.shuffle = true;
@@ -147,11 +147,16 @@ DataSplits image_data(const config::Config& cfg, const models::Model& model) {
 
 DataSplits build_data(const config::Config& cfg, const models::Model& model,
                       const DataNeeds& needs) {
+  return build_data(cfg, model.config(), needs);
+}
+
+DataSplits build_data(const config::Config& cfg, const models::HfConfig& model_config,
+                      const DataNeeds& needs) {
   const auto target = cfg.get_or<std::string>("data._target_", "");
   if (target == "gpt") return gpt_data(cfg, needs);
-  if (target == "bert") return bert_data(cfg, model, needs);
-  if (target == "t5") return t5_data(cfg, model, needs);
-  if (target == "image_folder") return image_data(cfg, model);
+  if (target == "bert") return bert_data(cfg, model_config, needs);
+  if (target == "t5") return t5_data(cfg, model_config, needs);
+  if (target == "image_folder") return image_data(cfg, model_config);
   LIBAI_THROW(InvalidArgument, where(cfg, "data._target_"),
               ": the datasets are gpt, bert, t5 and image_folder");
 }

@@ -38,5 +38,8 @@ struct DataNeeds {
 
 DataSplits build_data(const config::Config& cfg, const models::Model& model,
                       const DataNeeds& needs);
+// The same from the model's config alone (all the data needs of the model).
+DataSplits build_data(const config::Config& cfg, const models::HfConfig& model_config,
+                      const DataNeeds& needs);
 
 }  // namespace libai::train

@@ -218,24 +218,7 @@ LossOutput seq2seq_lm(Model& model, const TensorMap& batch, const LossOptions& o
   const Tensor& labels = require_key(batch, "labels", model);
   LIBAI_CHECK(labels.dim() == 2, "compute_loss: labels should be [batch, target_len], got ",
               shape_str(labels.shape()));
-  TensorMap inputs = without(batch, {"labels"});
-  if (!inputs.count("decoder_input_ids") || !inputs.at("decoder_input_ids").defined()) {
-    const auto& c = model.config();
-    LIBAI_CHECK(c.has("decoder_start_token_id") && c.has("pad_token_id"), c.path(),
-                ": decoder_start_token_id and pad_token_id are needed to build decoder_input_ids "
-                "from labels");
-    const int64_t start = c.get_int("decoder_start_token_id", 0),
-                  pad = c.get_int("pad_token_id", 0);
-    const auto values = host_ids(labels);
-    const int64_t rows = labels.size(0), length = labels.size(1);
-    std::vector<int64_t> shifted(values.size());
-    for (int64_t b = 0; b < rows; ++b)
-      for (int64_t j = 0; j < length; ++j) {
-        const int64_t v = j == 0 ? start : values[b * length + j - 1];
-        shifted[b * length + j] = v == kIgnore ? pad : v;
-      }
-    inputs["decoder_input_ids"] = ids_like(shifted, labels);
-  }
+  TensorMap inputs = without(model_inputs(model, batch), {"labels"});
   TensorMap out = run_model(model, inputs);
   LossOutput result;
   result.loss =
@@ -245,6 +228,31 @@ LossOutput seq2seq_lm(Model& model, const TensorMap& batch, const LossOptions& o
 }
 
 }  // namespace
+
+TensorMap model_inputs(const models::Model& model, const TensorMap& batch) {
+  if (model.task() != Task::seq2seq_lm || !model.part().is_first()) return batch;
+  auto given = batch.find("decoder_input_ids");
+  if (given != batch.end() && given->second.defined()) return batch;
+  const Tensor& labels = require_key(batch, "labels", model);
+  LIBAI_CHECK(labels.dim() == 2, "compute_loss: labels should be [batch, target_len], got ",
+              shape_str(labels.shape()));
+  const auto& c = model.config();
+  LIBAI_CHECK(c.has("decoder_start_token_id") && c.has("pad_token_id"), c.path(),
+              ": decoder_start_token_id and pad_token_id are needed to build decoder_input_ids "
+              "from labels");
+  const int64_t start = c.get_int("decoder_start_token_id", 0), pad = c.get_int("pad_token_id", 0);
+  const auto values = host_ids(labels);
+  const int64_t rows = labels.size(0), length = labels.size(1);
+  std::vector<int64_t> shifted(values.size());
+  for (int64_t b = 0; b < rows; ++b)
+    for (int64_t j = 0; j < length; ++j) {
+      const int64_t v = j == 0 ? start : values[b * length + j - 1];
+      shifted[b * length + j] = v == kIgnore ? pad : v;
+    }
+  TensorMap inputs = batch;
+  inputs["decoder_input_ids"] = ids_like(shifted, labels);
+  return inputs;
+}
 
 LossOutput compute_loss(models::Model& model, const models::TensorMap& batch,
                         const LossOptions& options) {

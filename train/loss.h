@@ -50,4 +50,9 @@ struct LossOutput {
 LossOutput compute_loss(models::Model& model, const models::TensorMap& batch,
                         const LossOptions& options = {});
 
+// What `model` is run on for `batch`'s loss: the batch itself, except that a seq2seq model's
+// first part (or whole model) without decoder_input_ids gets them from labels as above. A
+// pipeline's first stage, which does not compute the loss, feeds its part this.
+models::TensorMap model_inputs(const models::Model& model, const models::TensorMap& batch);
+
 }  // namespace libai::train

@@ -49,9 +49,9 @@ namespace libai::train {
 
 // Where this rank sits in the job.
 struct StageLayout {
-  int pp = 1, stage = 0;       // pipeline stages (devices along the pipeline) and this one
-  int num_chunks = 1;          // model chunks per device (interleaved schedules)
-  int dp = 1, dp_rank = 0;     // data-parallel replicas and this one's index
+  int pp = 1, stage = 0;    // pipeline stages (devices along the pipeline) and this one
+  int num_chunks = 1;       // model chunks per device (interleaved schedules)
+  int dp = 1, dp_rank = 0;  // data-parallel replicas and this one's index
   int64_t micro_batch_size = 0;
 };
 
@@ -61,7 +61,16 @@ struct StageGroups {
   std::shared_ptr<comm::Communicator> dp;     // this slot in every replica
   std::shared_ptr<comm::Communicator> tied;   // first and last stage, same replica and tp rank
   std::shared_ptr<comm::Communicator> world;  // every rank of the job
+  // This slot (replica, tp rank) on every stage, in stage order: the gradient norm sums over
+  // it (Note [Each element counted once]). Required when pp > 1.
+  std::shared_ptr<comm::Communicator> pp;
 };
+
+// The optimizer's parameter groups over a rank's parts (default_param_groups per part,
+// Note [Parameter groups as LiBai forms them]): an override applies on the parts holding a
+// parameter it names, and must name one on some part; groups of equal hyper-parameters merge.
+std::vector<ParamGroup> stage_param_groups(const std::vector<models::Model*>& parts,
+                                           const ParamGroupOptions& options);
 
 class StageStep {
  public:

@@ -7,8 +7,10 @@
 //   model     model.weights (a Hugging Face folder or one of our checkpoints: fine-tuning) or
 //             model.config (a config.json: a new model, initialised by models::init_parameters)
 //   data      data._target_ gpt | bert | t5 | image_folder (train/data_config.h)
-//   layout    train.dist.data_parallel_size x tensor_parallel_size ranks on threads of this
-//             process (pipeline stages and several nodes: the actor runtime, issue 13)
+//   layout    train.dist.data_parallel_size x pipeline_parallel_size x tensor_parallel_size
+//             ranks on threads of this process; pp > 1 runs the eager SPMD pipeline
+//             (train/pipeline_runner.h: pipeline_schedule, virtual_pipeline_size); the loop
+//             and the step runners: train/step_runner.h
 //   loop      train_iter steps (or train_epoch epochs of the training split), each over
 //             num_accumulation_steps micro-batches per rank, prefetched on a thread
 //   hooks     every log_period: a console line, metrics.json, TensorBoard; every

@@ -77,13 +77,12 @@ void inference_job(Problems& problems) {
 void training(Problems& problems) {
   if (problems.is_true("graph.enabled"))
     problems.add("graph.enabled",
-                 "graph-mode training (on the actor runtime) is not implemented yet; training "
-                 "runs eagerly: set graph.enabled: false");
-  if (const Node* pp = problems.at("train.dist.pipeline_parallel_size");
-      pp != nullptr && pp->kind() == Node::Kind::integer && pp->as_int() > 1)
-    problems.add("train.dist.pipeline_parallel_size",
-                 "pipeline-parallel training (on the actor runtime) is not implemented yet; "
-                 "eager training is data- and tensor-parallel");
+                 "this is eager training (train::run_training); graph-mode training runs "
+                 "through the actor runtime: `libai-actor train` with graph.enabled: true");
+  // Eager pipeline training (train/pipeline_runner.h) cuts the layers evenly.
+  problems.add_if_set("train.dist.custom_pipeline_stage_id",
+                      "eager pipeline training cuts the layers evenly over the stages; a "
+                      "custom split is not implemented yet (leave it null)");
   for (const char* key : kWhatIfKeys)
     problems.add_if_set(key,
                         "a what-if planning key, read only by `libai-actor plan`; training "
@@ -92,6 +91,26 @@ void training(Problems& problems) {
     problems.add_if_set(key,
                         "a device key of the actor runtime (`libai-actor run` and `plan`); "
                         "eager training does not read it");
+}
+
+void graph_training(Problems& problems) {
+  problems.add_if_true("train.amp.enabled",
+                       "mixed precision through the training stage actors is not implemented "
+                       "yet (set graph.enabled: false for amp)");
+  problems.add_if_true("train.evaluation.enabled",
+                       "evaluation through the training stage actors is not implemented yet "
+                       "(set graph.enabled: false, or evaluate the checkpoint eagerly)");
+  if (const Node* epochs = problems.at("train.train_epoch");
+      epochs != nullptr && !epochs->is_null() && epochs->is_scalar() &&
+      epochs->kind() != Node::Kind::string && epochs->kind() != Node::Kind::boolean &&
+      epochs->as_float() != 0)
+    problems.add("train.train_epoch",
+                 "graph-mode training counts steps: set train.train_iter (train_epoch is read "
+                 "by eager training only)");
+  for (const char* key : kWhatIfKeys)
+    problems.add_if_set(key,
+                        "a what-if planning key, read only by `libai-actor plan`; training "
+                        "does not read it");
 }
 
 void what_if_plan(Problems& problems) {
@@ -125,13 +144,15 @@ const char* purpose_name(Purpose purpose) {
     case Purpose::inference_job: return "a run job";
     case Purpose::training: return "training";
     case Purpose::what_if_plan: return "a what-if plan";
+    case Purpose::graph_training: return "graph-mode training";
   }
   return "?";
 }
 
 std::vector<std::string> unimplemented_problems(const Node& root, Purpose purpose) {
   Problems problems(root);
-  // ZeRO (sharding optimizer state over data-parallel ranks) exists for no purpose yet.
+  // ZeRO (sharding optimizer state over data-parallel ranks) exists for no purpose yet (with
+  // pipeline stages neither).
   problems.add_if_true("train.zero_optimization.enabled",
                        "ZeRO (optimizer state sharded over data-parallel ranks) is not "
                        "implemented yet");
@@ -139,6 +160,7 @@ std::vector<std::string> unimplemented_problems(const Node& root, Purpose purpos
     case Purpose::inference_job: inference_job(problems); break;
     case Purpose::training: training(problems); break;
     case Purpose::what_if_plan: what_if_plan(problems); break;
+    case Purpose::graph_training: graph_training(problems); break;
   }
   return problems.take();
 }

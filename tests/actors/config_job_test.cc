@@ -212,6 +212,50 @@ TEST(ConfigJobPlan, SyntheticLayersCostWhatTheDevicesTimed) {
   EXPECT_THROW(plan_request(job.shape(), {fast, slow}), Error);
 }
 
+// A synthetic training job is planned as training (Note [Synthetic training jobs]): 8 layers
+// timed at 1 ms on the fast device and 4 ms on the slow one, backward 2x forward. The
+// partition balances forward + backward: 7 layers on the fast device (21 ms against 12 ms;
+// with 6, the slow one has 2 x 12 = 24 ms). One 1F1B step of 4 micro-batches through stages
+// of (7, 14) and (4, 8) ms, by hand: stage 0 F0 0-7, F1 7-14; stage 1 F0 7-11, B0 11-19;
+// stage 0 B0 19-33, F2 33-40; stage 1 F1 19-23, B1 23-31; stage 0 B1 40-54, F3 54-61; stage 1
+// F2 40-44, B2 44-52, F3 61-65, B3 65-73; stage 0 B2 61-75, B3 75-89: 89 ms.
+TEST(ConfigJobPlan, SyntheticTrainingIsPlannedAsTraining) {
+  const auto cfg = config::Config::parse(
+      "train:\n  dist: {pipeline_parallel_size: 2, pipeline_num_layers: 8, balance: measured}\n"
+      "job: {_target_: synthetic_train, layer_seconds: 0.001, backward_factor: 2, "
+      "micro_batches: 4, schedule: 1f1b}\n");
+  ConfigJob job(cfg, /*nodes=*/2);
+  wire::DeviceProfile fast = device("node0:cpu:0", 100), slow = device("node1:cpu:0", 25);
+  fast.layer_seconds = 0.001;
+  slow.layer_seconds = 0.004;
+  const schedule::PlanRequest request = plan_request(job.shape(), {fast, slow});
+  EXPECT_EQ(request.workload, schedule::Workload::train);
+  EXPECT_EQ(request.schedule, schedule::PipelineSchedule::one_f_one_b);
+  EXPECT_EQ(request.backward_factor, 2.0);
+  EXPECT_EQ(request.num_micro_batches, 4);
+  wire::Assignment a;
+  a.devices = {fast, slow};
+  job.plan(a);
+  EXPECT_EQ(split(a), (std::vector<int>{0, 0, 0, 0, 0, 0, 0, 1}));
+  EXPECT_EQ(slots(a), (std::vector<int>{0, 1}));
+  EXPECT_NEAR(predict_job(job, a).step_time, 0.089, 1e-12);
+  std::ostringstream text;
+  job.print_plan(text, a);
+  EXPECT_NE(text.str().find("(training, 1f1b, backward 2x forward)"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("predicted step time 89.000 ms"), std::string::npos) << text.str();
+
+  // Interleaved over 2 chunks: 4 virtual stages of 2 layers; the layout places the 2 stages.
+  const auto interleaved = config::Config::parse(
+      "train:\n  dist: {pipeline_parallel_size: 2, pipeline_num_layers: 8}\n"
+      "job: {_target_: synthetic_train, layer_seconds: 0.001, micro_batches: 4, "
+      "schedule: interleaved, chunks: 2}\n");
+  ConfigJob chunked(interleaved, 2);
+  chunked.plan(a);
+  EXPECT_EQ(split(a), (std::vector<int>{0, 0, 1, 1, 2, 2, 3, 3}));
+  EXPECT_EQ(slots(a), (std::vector<int>{0, 1}));
+  EXPECT_EQ(chunked.layout(a).slots.size(), 2u);
+}
+
 // Emulated slow-down of a synthetic layer, as a stage runs it: 2 ms at slow-down 3 takes 6 ms
 // (wide bounds: the host may be loaded; the point is the factor, not the timing).
 TEST(ConfigJobPlan, ASyntheticLayerIsTimedAtTheDeviceSlowdown) {

@@ -85,6 +85,45 @@ TEST(RunTrainCluster, InterleavedOnTwoProcesses) {
       {.nodes = 2, .schedule = "interleaved", .chunks = 2, .micro_batches = 4, .steps = 2});
 }
 
+// Mixed devices (Note [Synthetic training jobs]): node 0 emulates a device twice as slow as
+// node 1's; balance measured splits 24 layers by the devices' timed layers as a training plan
+// (16 on the fast device against 8: 8 ms each; timing noise may move one layer), and `run
+// --json` reports the training plan's predicted step beside the measured one.
+TEST(RunTrainCluster, MixedDevicesAreBalancedByATrainingPlan) {
+  Cluster cluster;
+  const std::string yaml = str_cat(
+      "_base_: [", LIBAI_SOURCE_DIR, "/configs/default.yaml]\n",
+      "train:\n  dist: {pipeline_parallel_size: 2, pipeline_num_layers: 24, balance: measured}\n",
+      "  cluster: {nodes: 2, token: test-token, join_timeout: 30.0, device_slowdown: [2, 1]}\n",
+      "job:\n  _target_: synthetic_train\n  layer_seconds: 0.0002\n  backward_factor: 2\n",
+      "  micro_batches: 4\n  schedule: 1f1b\n  steps: 2\n");
+  const std::string config = cluster.dir() + "/mixed.yaml";
+  std::ofstream(config) << yaml;
+  launch(cluster, config, 2, free_port());
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(cluster.wait(r, 120s), 0) << "node " << r << ":\n" << cluster.err(r) << cluster.out(r);
+  const json out = json::parse(cluster.out(0));
+  const json& plan = out["plan"];
+  EXPECT_EQ(plan["workload"], "train");
+  EXPECT_EQ(plan["schedule"], "1f1b");
+  // The stage on node 1 (the fast device) holds 15-17 of the 24 layers.
+  const auto stage_of = plan["stage_of"].get<std::vector<int>>();
+  const auto device_of_stage = plan["device_of_stage"].get<std::vector<int>>();
+  ASSERT_EQ(stage_of.size(), 24u);
+  ASSERT_EQ(device_of_stage.size(), 2u);
+  const int fast_stage = device_of_stage[0] == 1 ? 0 : 1;
+  const auto fast_layers = std::count(stage_of.begin(), stage_of.end(), fast_stage);
+  EXPECT_GE(fast_layers, 15) << plan.dump();
+  EXPECT_LE(fast_layers, 17) << plan.dump();
+  for (int s = 0; s < 2; ++s)
+    EXPECT_NEAR(plan["stage_backward_seconds"][size_t(s)].get<double>(),
+                2 * plan["stage_seconds"][size_t(s)].get<double>(), 1e-12);
+  EXPECT_GT(plan["predicted_step_seconds"].get<double>(), 0);
+  EXPECT_NEAR(plan["predicted_seconds"].get<double>(), 2 * plan["predicted_step_seconds"].get<double>(), 1e-9);
+  EXPECT_GT(out["train"]["measured_step_seconds"].get<double>(), 0);
+  EXPECT_EQ(out["train"]["steps"][0]["loss_count"], 4);
+}
+
 TEST(RunTrainCluster, AKilledNodeEndsTheTrainingJobEverywhereNamingIt) {
   Cluster cluster;
   // Minutes of training unless something ends it.

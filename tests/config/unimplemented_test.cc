@@ -86,15 +86,36 @@ TEST(Unimplemented, RunJobs) {
             4u);
 }
 
+TEST(Unimplemented, GraphTraining) {
+  // Pipeline, data and tensor parallelism and activation checkpointing run on the actor runtime.
+  EXPECT_TRUE(problems_of({"train.dist.pipeline_parallel_size=2", "train.dist.data_parallel_size=2",
+                           "train.activation_checkpoint.enabled=true",
+                           "train.dist.pipeline_schedule=interleaved",
+                           "train.dist.virtual_pipeline_size=2"},
+                          Purpose::graph_training)
+                  .empty());
+  EXPECT_TRUE(contains(only_problem({"train.zero_optimization.enabled=true",
+                                     "train.dist.pipeline_parallel_size=2"},
+                                    Purpose::graph_training),
+                       "key 'train.zero_optimization.enabled' = true: ZeRO"));
+  EXPECT_TRUE(contains(only_problem({"train.amp.enabled=true"}, Purpose::graph_training),
+                       "mixed precision through the training stage actors"));
+  EXPECT_TRUE(contains(only_problem({"train.evaluation.enabled=true"}, Purpose::graph_training),
+                       "evaluation through the training stage actors"));
+  EXPECT_TRUE(contains(only_problem({"train.train_epoch=2"}, Purpose::graph_training),
+                       "graph-mode training counts steps"));
+}
+
 TEST(Unimplemented, Training) {
   const std::string graph = only_problem({}, Purpose::training);
   EXPECT_TRUE(contains(graph,
-                       "key 'graph.enabled' = true: graph-mode training (on the actor "
-                       "runtime) is not implemented yet; training runs eagerly"))
+                       "key 'graph.enabled' = true: this is eager training"))
       << graph;
-  EXPECT_TRUE(contains(only_problem({"graph.enabled=false", "train.dist.pipeline_parallel_size=2"},
+  // Eager pipeline training exists; only a custom split of the layers is refused.
+  EXPECT_TRUE(contains(only_problem({"graph.enabled=false",
+                                     "train.dist.custom_pipeline_stage_id=[0, 0, 1, 1]"},
                                     Purpose::training),
-                       "key 'train.dist.pipeline_parallel_size' = 2: pipeline-parallel training"));
+                       "cuts the layers evenly"));
   EXPECT_TRUE(contains(only_problem({"graph.enabled=false", "train.cluster.device_slowdown=[1, 2]"},
                                     Purpose::training),
                        "a device key of the actor runtime"));

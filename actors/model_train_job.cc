@@ -1,0 +1,401 @@
+#include "actors/model_train_job.h"
+
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+
+#include "actors/messages.h"
+#include "actors/train_programs.h"
+#include "models/pipeline/stage.h"
+#include "runtime/config/unimplemented.h"
+#include "runtime/logging.h"
+#include "runtime/threads.h"
+#include "schedule/partition.h"
+#include "train/data/sampler.h"
+#include "train/data_config.h"
+#include "train/metrics.h"
+#include "train/step_runner.h"
+
+namespace libai::actors {
+
+namespace {
+
+models::HfConfig model_config_of(const config::Config& cfg, std::filesystem::path* weights) {
+  const auto folder = cfg.get_or<std::string>("model.weights", "");
+  const auto config_file = cfg.get_or<std::string>("model.config", "");
+  LIBAI_CHECK(folder.empty() != config_file.empty(),
+              "set one of model.weights (a model folder to fine-tune) and model.config (a "
+              "config.json to train from scratch)");
+  *weights = folder;
+  return models::HfConfig::load(folder.empty() ? std::filesystem::path(config_file)
+                                               : std::filesystem::path(folder) / "config.json");
+}
+
+}  // namespace
+
+GraphTrainSettings graph_train_settings(const config::Config& cfg, int nodes) {
+  config::check_implemented(cfg, config::Purpose::graph_training);
+  GraphTrainSettings s;
+  s.dp = cfg.get_or<int>("train.dist.data_parallel_size", 1);
+  s.tp = cfg.get_or<int>("train.dist.tensor_parallel_size", 1);
+  s.pp = cfg.get_or<int>("train.dist.pipeline_parallel_size", 1);
+  s.schedule = cfg.get_or<std::string>("train.dist.pipeline_schedule", "1f1b");
+  s.chunks = cfg.get_or<int>("train.dist.virtual_pipeline_size", 1);
+  s.threads = cfg.get_or<int>("train.cluster.device_threads", 1);
+  s.train_iter = cfg.get_or<int64_t>("train.train_iter", 0);
+  s.log_period = cfg.get_or<int64_t>("train.log_period", 20);
+  s.train = train::train_config_from(cfg);
+  s.train.schedule.max_iter = std::max<int64_t>(s.train_iter, 1);
+  s.model_config = model_config_of(cfg, &s.weights);
+  const int slots = s.dp * s.tp * s.pp;
+  LIBAI_CHECK(slots % nodes == 0, "train.dist: ", s.dp, " x ", s.tp, " x ", s.pp, " = ", slots,
+              " slots do not divide over ", nodes, " nodes");
+  LIBAI_CHECK((slots / nodes) % s.tp == 0, "train.dist.tensor_parallel_size ", s.tp,
+              " does not divide the ", slots / nodes,
+              " slots per node: the ranks of a stage must share a node");
+  const int64_t m = s.train.batch.accumulation;
+  try {
+    train_programs(s.schedule, s.pp, int(m), s.chunks);
+  } catch (const InvalidArgument& e) {
+    LIBAI_THROW(InvalidArgument, "train.dist.pipeline_schedule '", s.schedule, "' with ", m,
+                " micro-batches (train.num_accumulation_steps) and virtual_pipeline_size ",
+                s.chunks, ": ", e.what());
+  }
+  const int num_layers = models::pipeline::pipeline_num_layers(s.model_config);
+  const int virtual_stages = s.pp * s.chunks;
+  LIBAI_CHECK(virtual_stages <= num_layers, "train.dist: pipeline_parallel_size ", s.pp,
+              " x virtual_pipeline_size ", s.chunks, " = ", virtual_stages,
+              " virtual stages, but the model has ", num_layers, " layers");
+  auto custom = cfg.get_or<std::optional<std::vector<int64_t>>>("train.dist.custom_pipeline_stage_id",
+                                                                std::nullopt);
+  // Until node 0's plan says otherwise (ModelTrainJob::layout).
+  const schedule::StageAssignment stage_of =
+      custom ? schedule::custom_partition(*custom, num_layers, virtual_stages)
+             : schedule::uniform_partition(num_layers, virtual_stages);
+  s.stage_of.assign(stage_of.begin(), stage_of.end());
+  s.virtual_stages = virtual_stage_specs(s.stage_of, virtual_stages);
+  return s;
+}
+
+std::vector<models::StageSpec> virtual_stage_specs(const std::vector<int64_t>& stage_of,
+                                                   int virtual_stages) {
+  const int num_layers = int(stage_of.size());
+  std::vector<models::StageSpec> out;
+  for (int v = 0; v < virtual_stages; ++v) {
+    models::StageSpec spec{.first_layer = -1, .last_layer = -1, .num_layers = num_layers};
+    for (int l = 0; l < num_layers; ++l)
+      if (stage_of[size_t(l)] == v) {
+        LIBAI_CHECK(spec.first_layer < 0 || spec.last_layer == l, "the split puts layer ", l,
+                    " on virtual stage ", v, " apart from its other layers");
+        if (spec.first_layer < 0) spec.first_layer = l;
+        spec.last_layer = l + 1;
+      }
+    LIBAI_CHECK(spec.first_layer >= 0, "the split gives virtual stage ", v, " of ",
+                virtual_stages, " no layer of ", num_layers);
+    out.push_back(spec);
+  }
+  for (int64_t v : stage_of)
+    LIBAI_CHECK(v >= 0 && v < virtual_stages, "the split puts a layer on virtual stage ", v,
+                " of ", virtual_stages);
+  return out;
+}
+
+MicroBatchSource make_micro_batch_source(const config::Config& cfg, const GraphTrainSettings& s) {
+  // build_data reads the model's config only: a one-layer part stands in for the model.
+  const int layers = models::pipeline::pipeline_num_layers(s.model_config);
+  auto probe = models::create_model(s.model_config, {}, models::StageSpec{0, 1, layers});
+  const int64_t global = s.train.batch.global, micro = s.train.batch.micro;
+  train::DataSplits data = train::build_data(
+      cfg, *probe, {.train_samples = s.train_iter * global, .seed = s.train.step.seed});
+  auto sampler = std::make_shared<train::data::CyclicSampler>(
+      data.train->size(), train::data::SamplerOptions{.micro_batch_size = micro,
+                                                      .data_parallel_size = s.dp,
+                                                      .shuffle = data.shuffle,
+                                                      .seed = uint32_t(s.train.step.seed)});
+  auto dataset = data.train;
+  const int dp = s.dp;
+  return [dataset, sampler, global, micro, dp](int64_t step, int replica, int k) {
+    const int64_t consumed = step * global + int64_t(k) * micro * dp;
+    std::vector<int64_t> indices = sampler->micro_batch(consumed, replica);
+    LIBAI_CHECK(!indices.empty(), "the training data ran out at step ", step);
+    return train::data::make_batch(*dataset, indices);
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// The factory of a run's slots, given each slot's groups.
+TrainComputeFactory model_compute_factory(
+    const GraphTrainSettings& s, MicroBatchSource data,
+    std::function<std::shared_ptr<comm::Communicator>(int slot)> tp_of,
+    std::function<std::function<train::StageGroups()>(int slot)> groups_of,
+    std::function<std::function<void(const std::string&)>(int slot)> on_error_of,
+    PipelineLayout layout) {
+  return [=](const SlotSpec& slot) -> std::shared_ptr<TrainStageCompute> {
+    const int index = layout.index(slot.replica, slot.stage, slot.rank);
+    ModelTrainOptions o;
+    o.model_config = s.model_config;
+    o.weights = s.weights;
+    o.train = s.train;
+    for (int c = 0; c < s.chunks; ++c)
+      o.parts.push_back(s.virtual_stages[size_t(c * s.pp + slot.stage)]);
+    o.layout = {.pp = s.pp,
+                .stage = slot.stage,
+                .num_chunks = s.chunks,
+                .dp = s.dp,
+                .dp_rank = slot.replica,
+                .micro_batch_size = s.train.batch.micro};
+    o.tp = tp_of(index);
+    o.groups = groups_of(index);
+    o.data = data;
+    o.reports_loss = slot.stage == s.pp - 1 && slot.rank == 0;
+    o.on_error = on_error_of(index);
+    return std::make_shared<ModelTrainCompute>(std::move(o));
+  };
+}
+
+void set_budgets(const GraphTrainSettings& s, int per_node) {
+  for (int d = 0; d < per_node; ++d)
+    if (thread_budget(Device::cpu(d)) != s.threads) set_thread_budget(Device::cpu(d), s.threads);
+}
+
+}  // namespace
+
+namespace {
+
+// The trainer's loop (train/step_runner.h) runs the steps through the train driver: the
+// stages read their own micro-batches, so the loop's (replica 0's, for its token counts) are
+// not sent anywhere.
+class GraphRunner final : public train::StepRunner {
+ public:
+  GraphRunner(TrainClient& client, const GraphTrainSettings& s, models::Task task)
+      : client_(client), settings_(s), task_(task) {}
+  const models::HfConfig& model_config() const override { return settings_.model_config; }
+  models::Task task() const override { return task_; }
+  train::StepResult run(const std::vector<std::vector<models::TensorMap>>&) override {
+    const TrainStepResult r = client_.run_step(int(steps_));
+    LIBAI_CHECK(r.total.loss_count > 0, "step ", steps_, ": no stage reported a loss");
+    const double n = double(r.total.loss_count);  // one report per replica, all alike
+    auto extra = [&](const char* name) {
+      auto it = r.total.extra.find(name);
+      return it == r.total.extra.end() ? 0.0 : it->second / n;
+    };
+    train::StepResult out;
+    out.step = steps_++;
+    out.loss = r.total.loss_sum / n;
+    out.grad_norm = r.total.grad_norm;
+    out.lr = extra("lr");
+    out.skipped = r.total.skipped;
+    out.loss_scale = extra("loss_scale");
+    out.samples = int64_t(extra("samples"));
+    out.targets = int64_t(extra("targets"));
+    for (const auto& [name, value] : r.total.extra)
+      if (name != "lr" && name != "loss_scale" && name != "samples" && name != "targets")
+        out.parts[name] = value / n;
+    return out;
+  }
+  int64_t steps_done() const override { return steps_; }
+  std::map<std::string, double> evaluate(const std::vector<std::vector<models::TensorMap>>&) override {
+    LIBAI_THROW(Unsupported, "evaluation through the training stage actors is not implemented yet");
+  }
+  void save(const std::filesystem::path&, const std::string& name, const train::TrainingProgress&,
+            int) override {
+    if (!warned_)
+      logger("train")->warn("graph mode does not write checkpoints yet: {} was not written", name);
+    warned_ = true;
+  }
+  train::TrainingProgress load(const std::filesystem::path& folder) override {
+    LIBAI_THROW(Unsupported, "resuming graph-mode training from ", folder.string(),
+                " is not implemented yet");
+  }
+
+ private:
+  TrainClient& client_;
+  const GraphTrainSettings& settings_;
+  models::Task task_;
+  int64_t steps_ = 0;
+  bool warned_ = false;
+};
+
+}  // namespace
+
+ModelTrainJob::ModelTrainJob(const config::Config& cfg, const ClusterSpec& spec,
+                             const train::TrainerFlags& flags)
+    : cfg_(cfg), spec_(spec), flags_(flags), settings_(graph_train_settings(cfg, spec.nodes)) {
+  per_node_ = settings_.dp * settings_.tp * settings_.pp / spec.nodes;
+  const std::string name = settings_.weights.empty()
+                               ? cfg.get_or<std::string>("model.config", "")
+                               : settings_.weights.string();
+  shape_ = model_train_shape(cfg, settings_.model_config, name, per_node_);
+}
+
+std::vector<wire::DeviceProfile> ModelTrainJob::profile_devices(int node_rank) {
+  // Measured rates and a timed layer (forward and backward) at each device's slow-down.
+  return profile_train_devices(cfg_, shape_, node_rank);
+}
+
+// Note [Planning a model's training]
+// Node 0 compiles the training plan (actors/train_plan.h) from the profiles every node sent:
+// its split of the layers over the virtual stages (train.dist.balance) and, for a balanced
+// plan, which pipeline slot runs which stage (slots are interchangeable when they only differ
+// in speed, and the head's stage wants the fast one). The assignment carries both to every
+// node (stage_of: [layer] virtual stage; device_of_stage: [stage] pipeline slot), and
+// layout() builds the parts and places the slots from them, so every node agrees. Parameters
+// are initialised by their whole-model names (Note [Model parts]), so any split trains the
+// same model: the losses equal one device's whatever the plan chose.
+void ModelTrainJob::plan(wire::Assignment& assignment) {
+  const int virtual_stages = settings_.pp * settings_.chunks;
+  assignment.stage_of.assign(settings_.stage_of.begin(), settings_.stage_of.end());
+  assignment.device_of_stage.clear();
+  for (int s = 0; s < settings_.pp; ++s) assignment.device_of_stage.push_back(s);
+  auto log = logger("train");
+  const bool custom = shape_.custom_stage_ids.has_value();
+  if (!has_train_costs(settings_.model_config)) {
+    LIBAI_CHECK(shape_.balance == "uniform" || custom, "train.dist.balance is ", shape_.balance,
+                ", but the planner has no costs for model_type '",
+                settings_.model_config.model_type(),
+                "' (gpt2, bert, roberta, t5, mt5): set train.dist.balance uniform or "
+                "train.dist.custom_pipeline_stage_id");
+    log->info("no training plan: no cost model for model_type '{}'; the layers split {}",
+              settings_.model_config.model_type(), custom ? "as custom_pipeline_stage_id says" : "uniformly");
+    return;
+  }
+  if (custom && virtual_stages > settings_.pp) {
+    log->info("no training plan: custom_pipeline_stage_id over {} virtual stages", virtual_stages);
+    return;
+  }
+  if (shape_.local_hop_seconds == 0) shape_.local_hop_seconds = assignment.local_hop_seconds;
+  if (shape_.remote_hop_seconds == 0) shape_.remote_hop_seconds = assignment.remote_hop_seconds;
+  plan_ = compile_train_plan(shape_, assignment.devices);
+  std::ostringstream text;
+  print_train_plan(text, shape_, *plan_, assignment.devices);
+  log->info("{}", text.str());
+  check_train_plan(*plan_, assignment.devices, per_node_);
+  assignment.stage_of.assign(plan_->stage_of.begin(), plan_->stage_of.end());
+  for (int s = 0; s < settings_.pp; ++s)
+    assignment.device_of_stage[size_t(s)] = plan_->stages[size_t(s)].slot;
+}
+
+PipelineLayout ModelTrainJob::layout(const wire::Assignment& assignment) {
+  const int virtual_stages = settings_.pp * settings_.chunks;
+  if (!assignment.stage_of.empty()) {
+    LIBAI_CHECK(assignment.stage_of.size() == settings_.stage_of.size(), "the assignment splits ",
+                assignment.stage_of.size(), " layers but the model has ", settings_.stage_of.size());
+    settings_.stage_of.assign(assignment.stage_of.begin(), assignment.stage_of.end());
+    settings_.virtual_stages = virtual_stage_specs(settings_.stage_of, virtual_stages);
+  }
+  std::vector<int> position(size_t(settings_.pp));
+  for (int s = 0; s < settings_.pp; ++s) position[size_t(s)] = s;
+  if (!assignment.device_of_stage.empty()) {
+    position.assign(assignment.device_of_stage.begin(), assignment.device_of_stage.end());
+    std::vector<int> sorted = position;
+    std::sort(sorted.begin(), sorted.end());
+    bool permutation = int(sorted.size()) == settings_.pp;
+    for (int s = 0; permutation && s < settings_.pp; ++s) permutation = sorted[size_t(s)] == s;
+    LIBAI_CHECK(permutation, "the assignment places ", position.size(),
+                " stages on pipeline slots that are not a permutation of the ", settings_.pp,
+                " slots");
+  }
+  PipelineLayout layout = make_train_layout({.dp = settings_.dp, .pp = settings_.pp, .tp = settings_.tp});
+  for (SlotSpec& slot : layout.slots) {
+    // Devices in mesh order [dp, pp, tp], as the plan numbers them.
+    const int device =
+        (slot.replica * settings_.pp + position[size_t(slot.stage)]) * settings_.tp + slot.rank;
+    slot.node = device / per_node_;
+    slot.device = Device::cpu(device % per_node_);
+    slot.slowdown = shape_.slowdown[size_t(device)];
+  }
+  return layout;
+}
+
+ComputeFactory ModelTrainJob::compute(const PipelineLayout&, const wire::Assignment&) {
+  LIBAI_THROW(InvalidArgument, "a training job runs training stages only");
+}
+
+std::optional<TrainPrograms> ModelTrainJob::train_programs(const wire::Assignment&) {
+  return actors::train_programs(settings_.schedule, settings_.pp,
+                                int(settings_.train.batch.accumulation), settings_.chunks);
+}
+
+TrainComputeFactory ModelTrainJob::train_compute(const PipelineLayout& layout, const wire::Assignment&,
+                                                 const std::shared_ptr<comm::Communicator>& data_plane) {
+  set_budgets(settings_, per_node_);
+  MicroBatchSource data = make_micro_batch_source(cfg_, settings_);
+  const auto timeout = std::chrono::milliseconds(60000);
+  if (!data_plane) {  // one node: every slot here
+    auto groups = std::make_shared<std::vector<train::StageGroups>>(local_train_groups(layout, timeout));
+    return model_compute_factory(
+        settings_, data, [groups](int i) { return (*groups)[size_t(i)].tp; },
+        [groups](int i) { return [groups, i] { return (*groups)[size_t(i)]; }; },
+        [groups](int) {
+          return [groups](const std::string& why) {
+            for (const auto& g : *groups) abort_local_groups(g, why);
+          };
+        },
+        layout);
+  }
+  auto groups = std::make_shared<ClusterSlotGroups>(
+      cluster_train_groups(layout, spec_.node_rank, *data_plane, spec_.addr, timeout));
+  auto factory = model_compute_factory(
+      settings_, data,
+      [groups](int i) {
+        auto it = groups->tp.find(i);
+        return it == groups->tp.end() ? nullptr : it->second;
+      },
+      [groups](int i) { return [groups, i] { return groups->rest.at(i).get(); }; },
+      [groups](int) { return [](const std::string&) {}; }, layout);
+  return factory;
+}
+
+void ModelTrainJob::train(TrainClient& client, const PipelineLayout&) {
+  const int layers = models::pipeline::pipeline_num_layers(settings_.model_config);
+  const models::Task task =
+      models::create_model(settings_.model_config, {}, models::StageSpec{0, 1, layers})->task();
+  const train::LoopRole role{.data_parallel_size = settings_.dp, .replicas = {0}, .writer = true};
+  train::run_training_loop(
+      cfg_, flags_, role,
+      [&](const train::TrainConfig&) { return std::make_unique<GraphRunner>(client, settings_, task); },
+      result_);
+}
+
+train::TrainResult run_graph_training(const config::Config& cfg, const train::TrainerFlags& flags,
+                                      const ClusterSpec& spec) {
+  LIBAI_CHECK(!flags.eval_only && !flags.fast_dev_run && !flags.resume,
+              "--eval-only, --fast-dev-run and --resume are not implemented with graph.enabled: "
+              "true yet");
+  const std::filesystem::path out = cfg.get_or<std::string>("train.output_dir", "./output");
+  if (spec.node_rank == 0) {
+    std::filesystem::create_directories(out);
+    config::write_resolved(cfg, out.string());
+  }
+  ModelTrainJob job(cfg, spec, flags);
+  if (spec.nodes == 1) {
+    caf::actor_system_config config;
+    configure_actor_system(config);
+    caf::actor_system system(config);
+    wire::Assignment assignment;
+    assignment.devices = job.profile_devices(0);
+    job.plan(assignment);
+    const PipelineLayout layout = job.layout(assignment);
+    LocalTrainPipeline pipeline(system, layout, *job.train_programs(assignment),
+                                job.train_compute(layout, assignment, nullptr));
+    try {
+      job.train(pipeline.client(), layout);
+    } catch (...) {
+      pipeline.client().fail("the training loop failed");
+      throw;
+    }
+    pipeline.finish();
+    return job.result();
+  }
+  ClusterOptions options;
+  options.config_yaml = cfg.to_yaml();
+  options.join_timeout = std::chrono::milliseconds(
+      int64_t(cfg.get_or<double>("train.cluster.join_timeout", 60.0) * 1000));
+  run_cluster(spec, job, options);
+  return job.result();
+}
+
+}  // namespace libai::actors

@@ -1,0 +1,213 @@
+// `libai-actor train` with graph.enabled: true: a small random GPT-2 (4 layers, hidden 32)
+// trained through the training stage actors, in one process and on several real processes on
+// loopback (activations, gradients and the groups' collectives over UCX), with dropout and
+// activation checkpointing on: the loss of every step equals eager training of the same
+// config on one device (graph.enabled false, the replicas' micro-batches accumulated there).
+// A node killed mid-step ends every other node within 5 s naming it. On devices of unequal
+// (emulated) speeds, train.dist.balance measured splits the layers by the plan
+// (actors/train_plan.h), the losses still one device's.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <regex>
+
+#include "tests/bin/cluster.h"
+
+namespace libai::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::map<int64_t, double> losses_of(const fs::path& metrics) {
+  std::map<int64_t, double> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    const json record = json::parse(line);
+    if (record.contains("loss") && !record["loss"].is_null())
+      out[record["iteration"].get<int64_t>()] = record["loss"].get<double>();
+  }
+  return out;
+}
+
+struct Layout {
+  int nodes = 1, dp = 1, pp = 1, chunks = 1, accumulation = 2;
+  std::string schedule = "1f1b";
+  bool graph = true;
+  int64_t steps = 20;
+  int layers = 4;                      // of the random GPT-2
+  std::string balance = "uniform";     // train.dist.balance (graph mode)
+  std::string slowdown;                // train.cluster.device_slowdown (graph mode), e.g. "[2, 1]"
+  std::string profiles;                // train.cluster.profiles (graph mode)
+};
+
+class TrainGraph : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kBinary)) GTEST_SKIP() << "libai-actor is not built";
+    // The fixture tokenizer's corpus as an indexed dataset, and a random 4-layer GPT-2.
+    const std::string text = cluster_.dir() + "/corpus.txt";
+    {
+      std::ofstream f(text);
+      std::mt19937 rng(5);
+      const char* words[] = {"the", "quick", "brown", "fox",  "jumps", "over", "lazy",  "dog",
+                             "and", "runs",  "far",   "away", "from",  "home", "today", "again"};
+      for (int line = 0; line < 300; ++line) {
+        for (int w = 0; w < 12; ++w) f << (w ? " " : "") << words[rng() % 16];
+        f << "\n";
+      }
+    }
+    const int node = cluster_.launch({"preprocess", "--input", text, "--tokenizer",
+                                      kModels + "gpt2", "--output-prefix",
+                                      cluster_.dir() + "/corpus", "--append-eod"});
+    ASSERT_EQ(cluster_.wait(node, 60s), 0) << cluster_.err(node);
+    for (int layers : {4, 8})
+      std::ofstream(model_config(layers))
+          << R"({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": )"
+          << layers << R"(,
+               "n_embd": 32, "n_head": 4, "n_inner": 64, "n_positions": 64, "vocab_size": 503,
+               "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
+               "attn_pdrop": 0.1, "embd_pdrop": 0.1, "resid_pdrop": 0.1,
+               "initializer_range": 0.02, "bos_token_id": 2, "eos_token_id": 2,
+               "tie_word_embeddings": true})";
+  }
+
+  std::string model_config(int layers) {
+    return cluster_.dir() + "/config" + std::to_string(layers) + ".json";
+  }
+
+  std::string write_config(const std::string& name, const Layout& l) {
+    const std::string configs = LIBAI_SOURCE_DIR "/configs/common/";
+    const fs::path out = fs::path(cluster_.dir()) / name;
+    const std::string path = cluster_.dir() + "/" + name + ".yaml";
+    std::ofstream f(path);
+    f << "_base_: [" << configs << "train.yaml, " << configs << "optim.yaml, " << configs
+      << "graph.yaml]\n"
+      << "graph: {enabled: " << (l.graph ? "true" : "false") << "}\n"
+      << "model: {config: " << model_config(l.layers) << "}\n"
+      << "data: {_target_: gpt, prefix: " << cluster_.dir()
+      << "/corpus_text_document, seq_length: 16, splits: [1]}\n"
+      << "optim: {lr: 1.0e-3, clip_grad_norm: 1.0}\n"
+      << "train:\n  output_dir: " << out.string() << "\n  train_micro_batch_size: 2\n"
+      << "  num_accumulation_steps: " << l.accumulation << "\n  train_iter: " << l.steps
+      << "\n  warmup_ratio: 0.2\n  log_period: 1\n  seed: 7\n"
+      << "  checkpointer: {period: 100000}\n"
+      << "  activation_checkpoint: {enabled: true}\n"
+      << "  dist: {data_parallel_size: " << l.dp << ", pipeline_parallel_size: " << l.pp
+      << ", pipeline_schedule: " << l.schedule << ", virtual_pipeline_size: " << l.chunks
+      << (l.graph ? ", balance: " + l.balance : std::string()) << "}\n"
+      << "  cluster: {nodes: " << l.nodes << ", token: test-token, join_timeout: 30.0"
+      << (l.graph && !l.slowdown.empty() ? ", device_slowdown: " + l.slowdown : std::string())
+      << (l.graph && !l.profiles.empty() ? ", profiles: " + l.profiles : std::string())
+      << "}\n";
+    return path;
+  }
+
+  // Runs `l` on its nodes; returns the losses node 0 logged (and its log in *log).
+  std::map<int64_t, double> train(const std::string& name, const Layout& l,
+                                  std::string* log = nullptr) {
+    const std::string config = write_config(name, l);
+    const int port = free_port();
+    std::vector<int> nodes;
+    for (int r = 0; r < l.nodes; ++r)
+      nodes.push_back(cluster_.launch({"train", config, "--node-rank", std::to_string(r),
+                                       "--port", std::to_string(port)}));
+    for (int n : nodes) {
+      const int code = cluster_.wait(n, 120s);
+      EXPECT_EQ(code, 0) << name << " node " << n << ":\n" << cluster_.err(n) << cluster_.out(n);
+    }
+    if (log) *log = cluster_.err(nodes[0]) + cluster_.out(nodes[0]);
+    return losses_of(fs::path(cluster_.dir()) / name / "metrics.json");
+  }
+
+  // The same run on one device, eagerly: the replicas' micro-batches accumulated there.
+  void expect_equals_one_device(const std::string& name, const Layout& l, std::string* log = nullptr) {
+    Layout reference{
+        .accumulation = l.accumulation * l.dp, .graph = false, .steps = l.steps, .layers = l.layers};
+    const auto expected = train(name + "_reference", reference);
+    const auto got = train(name, l, log);
+    ASSERT_EQ(expected.size(), size_t(l.steps));
+    ASSERT_EQ(got.size(), size_t(l.steps));
+    for (const auto& [iteration, loss] : expected)
+      EXPECT_NEAR(got.at(iteration), loss, 1e-5 * std::abs(loss)) << name << " step " << iteration;
+  }
+
+  Cluster cluster_;
+};
+
+TEST_F(TrainGraph, PipelineInOneProcessEqualsOneDevice) {
+  expect_equals_one_device("pp2_local", {.nodes = 1, .pp = 2});
+}
+
+TEST_F(TrainGraph, OneFOneBOnTwoProcessesEqualsOneDevice) {
+  expect_equals_one_device("pp2", {.nodes = 2, .pp = 2, .accumulation = 4});
+}
+
+TEST_F(TrainGraph, DataTimesPipelineOnTwoProcessesEqualsOneDevice) {
+  expect_equals_one_device("dp2_pp2", {.nodes = 2, .dp = 2, .pp = 2});
+}
+
+TEST_F(TrainGraph, InterleavedOnTwoProcessesEqualsOneDevice) {
+  expect_equals_one_device(
+      "interleaved", {.nodes = 2, .pp = 2, .chunks = 2, .accumulation = 4, .schedule = "interleaved"});
+}
+
+// Node 0's device is emulated 2x slower than node 1's: the measured plan gives node 1's stage
+// more of the 8 layers (node 0 logs the plan), and the losses are still one device's.
+TEST_F(TrainGraph, MeasuredBalanceOnUnequalDevicesGivesTheFastOneMoreLayers) {
+  std::string log;
+  expect_equals_one_device("balanced",
+                           {.nodes = 2, .pp = 2, .accumulation = 4, .steps = 8, .layers = 8,
+                            .balance = "measured", .slowdown = "[2, 1]"},
+                           &log);
+  std::map<std::string, int> layers_on;  // device name -> layers
+  const std::regex stage(R"(stage \d: layers \d+-\d+ \((\d+)\), (node\d:cpu:\d))");
+  for (std::sregex_iterator it(log.begin(), log.end(), stage), end; it != end; ++it)
+    layers_on[(*it)[2]] += std::stoi((*it)[1]);
+  ASSERT_EQ(layers_on.size(), 2u) << log;
+  EXPECT_EQ(layers_on["node0:cpu:0"] + layers_on["node1:cpu:0"], 8) << log;
+  EXPECT_GT(layers_on["node1:cpu:0"], layers_on["node0:cpu:0"]) << log;
+  EXPECT_NE(log.find("balance measured"), std::string::npos) << log;
+}
+
+// The fast device first: the plan puts the head's stage on it, so stage 0 (and slot 0, which
+// hosts the groups' rendezvous) runs on node 1. The profiles fix the timings the plan sees (as
+// measured at these speeds, without the noise of a busy host), so the plan is always this one.
+TEST_F(TrainGraph, MeasuredBalanceMayPutStageZeroOnAnotherNode) {
+  std::string log;
+  expect_equals_one_device(
+      "balanced_swapped",
+      {.nodes = 2, .pp = 2, .accumulation = 4, .steps = 4, .layers = 8, .balance = "measured",
+       .slowdown = "[1, 2]",
+       .profiles = "{node0:cpu:0: {matmul_gflops: 100, memory_bandwidth_gbs: 10, layer_seconds: "
+                   "0.001, layer_step_seconds: 0.002}, node1:cpu:0: {matmul_gflops: 50, "
+                   "memory_bandwidth_gbs: 5, layer_seconds: 0.002, layer_step_seconds: 0.004}}"},
+      &log);
+  EXPECT_TRUE(std::regex_search(log, std::regex(R"(stage 0: layers [^,]+, node1:cpu:0)"))) << log;
+  std::map<std::string, int> layers_on;
+  const std::regex stage(R"(stage \d: layers \d+-\d+ \((\d+)\), (node\d:cpu:\d))");
+  for (std::sregex_iterator it(log.begin(), log.end(), stage), end; it != end; ++it)
+    layers_on[(*it)[2]] += std::stoi((*it)[1]);
+  EXPECT_GT(layers_on["node0:cpu:0"], layers_on["node1:cpu:0"]) << log;
+}
+
+TEST_F(TrainGraph, AKilledNodeEndsTheTrainingEverywhereNamingIt) {
+  const std::string config = write_config("killed", {.nodes = 2, .pp = 2, .steps = 100000});
+  const int port = free_port();
+  for (int r = 0; r < 2; ++r)
+    cluster_.launch({"train", config, "--node-rank", std::to_string(r), "--port", std::to_string(port)});
+  // node 0 is cluster_ index 1 (index 0 ran preprocess).
+  ASSERT_TRUE(cluster_.wait_for_log(1, "iter 3/", 60s)) << cluster_.err(1);
+  ASSERT_EQ(cluster_.wait(1, 0s), -1) << "node 0 ended early:\n" << cluster_.err(1);
+  cluster_.signal(2, SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  EXPECT_EQ(cluster_.wait(1, 5s), 1) << "node 0 did not exit with an error within 5 s";
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, 5s);
+  EXPECT_NE(cluster_.err(1).find("node 1 died"), std::string::npos) << cluster_.err(1);
+}
+
+}  // namespace
+}  // namespace libai::testing

@@ -1,0 +1,144 @@
+// `libai-actor plan` of a real model's training config (graph.enabled true, model.config): the
+// training plan from the model's costs (actors/train_plan.h). The devices' timings are fixed by
+// train.cluster.profiles, so the split is deterministic; the memory is checked against GPT-2's
+// parameters counted from its architecture (16 bytes each: weight, gradient, AdamW's moments).
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/bin/cli_fixture.h"
+
+namespace libai::testing {
+namespace {
+
+// A random GPT-2 of 8 layers, width 32, inner 64, 503 tokens, 64 positions, tied head.
+constexpr int64_t kHidden = 32, kInner = 64, kVocab = 503, kPositions = 64;
+// Per layer: attention (c_attn 3h x h + 3h, c_proj h x h + h), MLP (h x ff + ff, ff x h + h),
+// two norms (2h each).
+constexpr int64_t kLayerParams =
+    (4 * kHidden * kHidden + 4 * kHidden) + (2 * kHidden * kInner + kInner + kHidden) + 4 * kHidden;
+constexpr int64_t kEmbeddingParams = (kVocab + kPositions) * kHidden;  // wte, wpe
+constexpr int64_t kHeadParams = 2 * kHidden + kVocab * kHidden;        // ln_f, the tied table
+
+class TrainPlan : public ModelCommands {
+ protected:
+  // A training config of the model over two nodes, node 0's device `slow` times slower (its
+  // profile fixed: a layer 1 ms forward, 2 ms backward at speed 1).
+  std::string config(const std::string& dist, double slow = 2, const std::string& extra = "",
+                     const std::string& node0_extra = "") {
+    std::ofstream(scratch_.file("config.json"))
+        << R"({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 8,
+               "n_embd": 32, "n_head": 4, "n_inner": 64, "n_positions": 64, "vocab_size": 503,
+               "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5,
+               "initializer_range": 0.02, "bos_token_id": 2, "eos_token_id": 2,
+               "tie_word_embeddings": true})";
+    const std::string configs = LIBAI_SOURCE_DIR "/configs/common/";
+    const std::string path = scratch_.file("train.yaml");
+    auto device = [&](double s, const std::string& more) {
+      return "{matmul_gflops: " + std::to_string(100 / s) +
+             ", memory_bandwidth_gbs: " + std::to_string(10 / s) +
+             ", layer_seconds: " + std::to_string(0.001 * s) +
+             ", layer_step_seconds: " + std::to_string(0.002 * s) + more + "}";
+    };
+    std::ofstream(path) << "_base_: [" << configs << "train.yaml, " << configs << "optim.yaml, "
+                        << configs << "graph.yaml]\n"
+                        << "graph: {enabled: true}\n"
+                        << "model: {config: " << scratch_.file("config.json") << "}\n"
+                        << "data: {_target_: gpt, prefix: unused, seq_length: 16}\n"
+                        << "train:\n  train_micro_batch_size: 2\n  num_accumulation_steps: 4\n"
+                        << "  dist: " << dist << "\n"
+                        << "  cluster: {nodes: 2, profiles: {node0:cpu:0: "
+                        << device(slow, node0_extra) << ", node1:cpu:0: " << device(1, "") << "}}\n"
+                        << extra;
+    return path;
+  }
+
+  static int64_t layers_of(const json& stage) { return stage["layers"].get<int64_t>(); }
+};
+
+TEST_F(TrainPlan, MeasuredBalanceGivesTheFastDeviceMoreLayersAndCountsTheMemory) {
+  const std::string path = config("{pipeline_parallel_size: 2, balance: measured}");
+  const json plan = run_json("plan '" + path + "'");
+  ASSERT_TRUE(plan.is_object());
+  EXPECT_EQ(plan["workload"], "train");
+  EXPECT_EQ(plan["schedule"], "1f1b");
+  EXPECT_DOUBLE_EQ(plan["backward_factor"].get<double>(), 2.0);  // 2 ms / 1 ms, as timed
+  EXPECT_TRUE(plan["backward_factor_measured"].get<bool>());
+  const json& stages = plan["stages"];
+  ASSERT_EQ(stages.size(), 2u);
+  std::map<std::string, int64_t> layers_on;
+  for (const json& s : stages) layers_on[s["devices"][0].get<std::string>()] = layers_of(s);
+  EXPECT_EQ(layers_on["node0:cpu:0"] + layers_on["node1:cpu:0"], 8);
+  EXPECT_GT(layers_on["node1:cpu:0"], layers_on["node0:cpu:0"]) << plan.dump(2);
+  for (const json& s : stages)  // backward = 2 x forward everywhere
+    EXPECT_NEAR(s["backward_seconds"].get<double>(), 2 * s["forward_seconds"].get<double>(), 1e-12);
+
+  // Memory: weights as counted from the architecture (f32), gradients as much, AdamW twice.
+  const json& memory = plan["memory"];
+  ASSERT_EQ(memory.size(), 2u);
+  for (int k = 0; k < 2; ++k) {
+    const int64_t params = layers_of(stages[size_t(k)]) * kLayerParams +
+                           (k == 0 ? kEmbeddingParams : 0) + (k == 1 ? kHeadParams : 0);
+    EXPECT_DOUBLE_EQ(memory[size_t(k)]["weight_bytes"].get<double>(), 4.0 * double(params)) << k;
+    EXPECT_DOUBLE_EQ(memory[size_t(k)]["gradient_bytes"].get<double>(), 4.0 * double(params));
+    EXPECT_DOUBLE_EQ(memory[size_t(k)]["optimizer_bytes"].get<double>(), 8.0 * double(params));
+  }
+  // 1F1B over 2 stages: stage 0 stashes 2 micro-batches at its peak, stage 1 one; the same
+  // bytes per layer and micro-batch on both.
+  EXPECT_EQ(memory[0]["stashed_micro_batches"], 2);
+  EXPECT_EQ(memory[1]["stashed_micro_batches"], 1);
+  EXPECT_NEAR(memory[0]["activation_bytes"].get<double>() / (2.0 * double(layers_of(stages[0]))),
+              memory[1]["activation_bytes"].get<double>() / double(layers_of(stages[1])), 1e-6);
+
+  // The text: the split, forward and backward per stage, memory, timeline and bubble.
+  const Result text = run("plan '" + path + "'");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  for (const char* expected :
+       {"training plan: 8 layers of gpt2", "balance measured", " forward + ",
+        " backward per micro-batch", "memory per device (weights + gradients + optimizer state",
+        "predicted timeline of one step", "predicted step time", "bubble ",
+        "ideal (p-1)/(m+p-1) = 1/5 = 20.0%"})
+    EXPECT_NE(text.out.find(expected), std::string::npos) << expected << "\nin:\n" << text.out;
+
+  // Against the uniform split of the same devices: a shorter predicted step.
+  const json uniform = run_json("plan '" + config("{pipeline_parallel_size: 2}") + "'");
+  EXPECT_EQ(layers_of(uniform["stages"][0]), 4);
+  EXPECT_LT(plan["step_seconds"].get<double>(), uniform["step_seconds"].get<double>());
+}
+
+// Under activation checkpointing a layer keeps only its input: tokens x hidden f32 per
+// micro-batch, 2 x 16 x 32 x 4 = 4096 bytes.
+TEST_F(TrainPlan, ActivationCheckpointingStashesEachLayersInput) {
+  const json plan = run_json("plan '" +
+                             config("{pipeline_parallel_size: 2, pipeline_schedule: gpipe}", 2,
+                                    "  activation_checkpoint: {enabled: true}\n") +
+                             "'");
+  ASSERT_TRUE(plan.is_object());
+  for (int k = 0; k < 2; ++k)  // GPipe: all 4 micro-batches stashed on every stage
+    EXPECT_DOUBLE_EQ(plan["memory"][size_t(k)]["activation_bytes"].get<double>(),
+                     4.0 * double(layers_of(plan["stages"][size_t(k)])) * 4096.0)
+        << k;
+}
+
+TEST_F(TrainPlan, ADeviceWithoutTheMemoryIsNamed) {
+  const std::string path =
+      config("{pipeline_parallel_size: 2}", 2, "", ", free_memory_bytes: 100000");
+  const Result r = run("plan '" + path + "'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("DOES NOT FIT"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("the training plan does not fit: pipeline rank 0"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("node0:cpu:0"), std::string::npos) << r.err;
+}
+
+TEST_F(TrainPlan, JsonIsRefusedWhereItIsNotImplemented) {
+  const std::string path = scratch_.file("what_if.yaml");
+  std::ofstream(path) << "train: {dist: {pipeline_parallel_size: 2, pipeline_num_layers: 4}}\n";
+  const Result r = run("plan '" + path + "' --json");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.err.find("--json is implemented for the training plans of models"), std::string::npos)
+      << r.err;
+}
+
+}  // namespace
+}  // namespace libai::testing
