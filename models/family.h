@@ -66,20 +66,22 @@ struct FlopsShape {
 };
 
 // An inference pipeline stage (models/pipeline/stage.h): layers [first, last) with the KV
-// caches decoding keeps. The spec is checked by the caller.
+// caches decoding keeps; pipeline::make_part_stage makes it from the config's head built for
+// that part (Note [Decoding through parts] in models/model.h). The spec is checked by the
+// caller.
 using MakeStage = std::unique_ptr<pipeline::PipelineStage> (*)(const HfConfig&, const StageSpec&,
                                                                const LayerContext&);
 
 struct Family {
-  std::string model_type;          // config.json "model_type"
-  std::vector<FamilyHead> heads;   // by architecture; one with "" is the default
+  std::string model_type;         // config.json "model_type"
+  std::vector<FamilyHead> heads;  // by architecture; one with "" is the default
   // The layers a pipeline cuts (StageSpec::num_layers): T5's encoder + decoder layers.
   int (*num_layers)(const HfConfig&) = nullptr;
   GenerationKind generates = GenerationKind::none;
   GenerationInfo (*generation)(const HfConfig&) = nullptr;  // set when it generates
   FamilyCosts costs;                                        // null members: no cost model
   FlopsShape (*flops)(const HfConfig&) = nullptr;           // null: no FLOPs count
-  MakeStage make_stage = nullptr;  // null: no inference pipeline stages
+  MakeStage make_stage = nullptr;                           // null: no inference pipeline stages
   // init_parameters scales the residual output projections by 1 / sqrt(2 num_layers) (GPT-2).
   bool scaled_residual_init = false;
 

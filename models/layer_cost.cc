@@ -2,8 +2,7 @@
 
 namespace libai::models {
 
-LayerCost transformer_layer_cost(const LayerShape& s, double tokens, double context,
-                                 double bytes) {
+LayerCost transformer_layer_cost(const LayerShape& s, double tokens, double context, double bytes) {
   const double h = s.hidden, inner = s.inner, ff = s.ff;
   const double attention_params = 4 * h * inner + (s.bias ? 3 * inner + h : 0);  // q, k, v, out
   const double mlp_matrices = (s.gated ? 3 : 2) * h * ff;

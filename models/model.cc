@@ -42,6 +42,12 @@ void Model::put_lm_logits(TensorMap& out, const std::string& name, const Tensor&
   }
 }
 
+TensorMap Model::decode_step(const TensorMap&, DecodeState&) {
+  LIBAI_CHECK_KIND(Unsupported, false, config_.path(), ": a ", config_.model_type(), " ",
+                   task_name(task()), " model does not decode through pipeline stages");
+  return {};
+}
+
 std::string to_string(const StageSpec& spec) {
   return str_cat("layers [", spec.first_layer, ", ", spec.last_layer, ") of ", spec.num_layers);
 }

@@ -77,6 +77,22 @@ void check_part(const HfConfig& config, const StageSpec& part, int num_layers);
 // decoder's running states) with "hidden_states" (inside the encoder) or
 // "encoder_hidden_states" (after the encoder's final norm), all with gradients (models/t5/t5.cc).
 
+// What a model part keeps for one group of sequences between decoding steps: its layers' KV
+// caches (Note [Decoding through parts]).
+class DecodeState {
+ public:
+  virtual ~DecodeState() = default;
+};
+
+// Note [Decoding through parts]
+// An inference pipeline stage (models/pipeline/stage.h) is a model part that also offers a
+// decode step: new_decode_state() makes the caches of one group of sequences and
+// decode_step() runs one micro-batch of that group through the part's layers under the stage
+// message contract of stage.h (one step's tokens, logits of the last position in f32 on the
+// last part). So the modules, names and checkpoint rules of a stage are the part's, and the
+// family declares its layers once: pipeline::part_stage wraps such a part as a stage. A family
+// whose parts do not decode gives its stages another way (Family::make_stage) or none.
+
 // Note [Logits shard]: under tensor parallelism an LM head's logits are computed as one
 // shard per rank ([..., vocab / tp] each, the table's rows) and gathered into "logits". A loss
 // does not need the gather (ops/vocab_parallel_cross_entropy.h), so a model asked to
@@ -96,6 +112,10 @@ class Model : public Module {
   virtual const WeightMap& weight_map() const = 0;
   virtual generation::GenerativeModel* generative() { return nullptr; }
   const HfConfig& config() const { return config_; }
+  // Note [Decoding through parts]: a fresh state for one group of sequences, or null when
+  // this model does not decode through stages; decode_step rejects a state another part made.
+  virtual std::unique_ptr<DecodeState> new_decode_state() const { return nullptr; }
+  virtual TensorMap decode_step(const TensorMap& in, DecodeState& state);
   // The part of the model this object holds (Note [Model parts]); the whole model unless it
   // was built for a part.
   const StageSpec& part() const { return part_; }

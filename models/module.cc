@@ -27,7 +27,8 @@ void Module::collect(const std::string& prefix, std::vector<ParameterInfo>& out)
     info.name = prefix + info.name;
     out.push_back(std::move(info));
   }
-  for (auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+  for (auto& [name, child] : children_)
+    child->collect(name.empty() ? prefix : prefix + name + ".", out);
 }
 
 std::vector<ParameterInfo> Module::parameter_infos() {
@@ -58,13 +59,14 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules() {
   std::vector<std::pair<std::string, Module*>> out{{"", this}};
   for (auto& [name, child] : children_)
     for (auto& [sub, module] : child->named_modules())
-      out.emplace_back(sub.empty() ? name : name + "." + sub, module);
+      out.emplace_back(sub.empty() ? name : name.empty() ? sub : name + "." + sub, module);
   return out;
 }
 
 void Module::set_path(const std::string& path) {
   path_ = path;
-  for (auto& [name, child] : children_) child->set_path(path_.empty() ? name : path_ + "." + name);
+  for (auto& [name, child] : children_)
+    child->set_path(path_.empty() || name.empty() ? path_ + name : path_ + "." + name);
 }
 
 void Module::set_requires_grad(bool value) {

@@ -82,10 +82,12 @@ class Module {
   // pad_uneven: pad the split dim up to a multiple of tp_size instead (see ParameterInfo).
   Tensor& add_parameter(const std::string& name, const Shape& shape, const LayerContext& ctx,
                         int split_dim = -1, bool pad_uneven = false);
+  // A child added under "" is transparent: its parameters and modules keep their own names
+  // (a pipeline stage wrapping a model part, models/pipeline/stage.h).
   template <typename M>
   M& add_module(const std::string& name, std::unique_ptr<M> module) {
     M& ref = *module;
-    module->set_path(path_.empty() ? name : path_ + "." + name);
+    module->set_path(path_.empty() || name.empty() ? path_ + name : path_ + "." + name);
     children_.emplace_back(name, std::move(module));
     return ref;
   }

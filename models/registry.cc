@@ -45,7 +45,8 @@ const FamilyHead& Family::head(const HfConfig& config) const {
   for (const auto& head : heads) {
     if (!arch.empty() && head.architecture == arch) return head;
     if (head.architecture.empty()) fallback = &head;
-    known += (known.empty() ? "" : ", ") + (head.architecture.empty() ? "(base)" : head.architecture);
+    known +=
+        (known.empty() ? "" : ", ") + (head.architecture.empty() ? "(base)" : head.architecture);
   }
   LIBAI_CHECK_KIND(Unsupported, fallback, config.path(), ": architecture \"", arch,
                    "\" of model_type \"", model_type, "\" is not supported (supported: ", known,

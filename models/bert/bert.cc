@@ -215,6 +215,41 @@ class Bert : public Model {
     return out;
   }
 
+  // Note [Decoding through parts]: the encoders' stage contract of models/pipeline/stage.h
+  // (nothing kept between micro-batches; the last part returns last_hidden_state, pooling and
+  // heads are the caller's).
+  std::unique_ptr<DecodeState> new_decode_state() const override {
+    return std::make_unique<DecodeState>();
+  }
+
+  TensorMap decode_step(const TensorMap& in, DecodeState&) override {
+    Tensor h;  // [batch, seq, hidden]
+    if (part_.is_first()) {
+      const Tensor ids = optional_input(in, "input_ids");
+      check(ids.defined(), "input \"input_ids\" is required");
+      h = embed_->forward(ids, optional_input(in, "token_type_ids"),
+                          optional_input(in, "position_ids"));
+    } else {
+      h = optional_input(in, "hidden_states");
+      check(h.defined(), "input \"hidden_states\" is required");
+      check(h.dim() == 3 && h.size(2) == c_.hidden, "hidden_states should be [batch, seq, ",
+            c_.hidden, "], got ", shape_str(h.shape()));
+    }
+    const Tensor mask = optional_input(in, "attention_mask");
+    if (mask.defined())
+      check(mask.dim() == 2 && mask.size(0) == h.size(0) && mask.size(1) == h.size(1),
+            "attention_mask should be [", h.size(0), ", ", h.size(1), "], got ",
+            shape_str(mask.shape()));
+    LayerInputs layer_in;
+    if (mask.defined())
+      layer_in.self.key_padding_mask =
+          mask.dtype() == DType::boolean ? mask : ops::ne(mask, Tensor::zeros({}, mask.dtype()));
+    for (TransformerLayer* layer : layers_) h = layer->forward(h, layer_in);
+    TensorMap out{{part_.is_last() ? "last_hidden_state" : "hidden_states", h}};
+    if (mask.defined()) out["attention_mask"] = mask;
+    return out;
+  }
+
   Task task() const override {
     switch (head_) {
       case Head::masked_lm: return Task::masked_lm;
@@ -271,6 +306,11 @@ class Bert : public Model {
       map_.ignore("cls.seq_relationship.weight");
       map_.ignore("cls.seq_relationship.bias");
     }
+  }
+
+  template <typename... Args>
+  void check(bool ok, const Args&... message) const {
+    LIBAI_CHECK(ok, c_.name(), " stage ", to_string(part_), ": ", message...);
   }
 
   BertConfig c_;

@@ -9,9 +9,8 @@
 //            classifier: BERT linear(pooler); RoBERTa out(tanh(dense(h[:, 0])))
 //            pretraining: masked LM + next sentence linear(pooler) -> [batch, 2]
 //
-// The config, the embeddings, the layer shape and the checkpoint names are public so that the
-// inference pipeline stage (bert_stage.cc) builds a contiguous part of the same model under the
-// same names.
+// The same class is the whole model, a part of it (Note [Model parts]) and, with BertHead::none,
+// an inference pipeline stage (Note [Decoding through parts]).
 #pragma once
 
 #include "models/family.h"
@@ -61,7 +60,8 @@ WeightMap bert_base_weight_map(const BertConfig& c);
 
 // The heads Hugging Face ships. pretraining: BertForPreTraining, the masked LM (prediction_logits,
 // also under logits) and the next-sentence head over the pooler (seq_relationship_logits).
-enum class BertHead { encoder, masked_lm, classifier, pretraining };
+// none: the encoder's layers without a pooler (the inference pipeline stages).
+enum class BertHead { encoder, masked_lm, classifier, pretraining, none };
 
 // The whole model, or one part of it (Note [Model parts]): the first part holds the embeddings
 // (with their norm and dropout), the last the pooler and the head (and, for a masked LM, the
@@ -70,14 +70,6 @@ enum class BertHead { encoder, masked_lm, classifier, pretraining };
 std::unique_ptr<Model> make_bert_model(const HfConfig& config, const LayerContext& ctx,
                                        BertHead head, bool roberta,
                                        const std::optional<StageSpec>& part = std::nullopt);
-
-// The encoder's inference pipeline stages (models/pipeline/stage.h; bert_stage.cc).
-std::unique_ptr<pipeline::PipelineStage> make_bert_stage(const HfConfig& config,
-                                                         const StageSpec& spec,
-                                                         const LayerContext& ctx);
-std::unique_ptr<pipeline::PipelineStage> make_roberta_stage(const HfConfig& config,
-                                                            const StageSpec& spec,
-                                                            const LayerContext& ctx);
 
 // The families' declarations, listed in models/registry.cc.
 const Family& bert_family();

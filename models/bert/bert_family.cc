@@ -1,6 +1,7 @@
 // BERT's and RoBERTa's declarations (models/family.h): one encoder, two position schemes.
 #include "models/bert/bert.h"
 #include "models/family.h"
+#include "models/pipeline/stage.h"
 
 namespace libai::models {
 
@@ -10,6 +11,13 @@ template <BertHead head, bool roberta>
 std::unique_ptr<Model> make(const HfConfig& config, const LayerContext& ctx,
                             const std::optional<StageSpec>& part) {
   return make_bert_model(config, ctx, head, roberta, part);
+}
+
+// The encoder's layers as inference stages: no pooler, no head (pooling is the caller's).
+template <bool roberta>
+std::unique_ptr<pipeline::PipelineStage> make_stage(const HfConfig& config, const StageSpec& spec,
+                                                    const LayerContext& ctx) {
+  return pipeline::part_stage(make_bert_model(config, ctx, BertHead::none, roberta, spec));
 }
 
 template <bool roberta>
@@ -25,7 +33,8 @@ std::vector<LayerCost> layer_costs(const HfConfig& config, double tokens, double
                      .inner = double(c.hidden),
                      .heads = double(c.heads),
                      .ff = double(c.intermediate)};
-  return std::vector<LayerCost>(size_t(c.layers), transformer_layer_cost(s, tokens, context, bytes));
+  return std::vector<LayerCost>(size_t(c.layers),
+                                transformer_layer_cost(s, tokens, context, bytes));
 }
 
 template <bool roberta>
@@ -76,7 +85,7 @@ const Family& bert_family() {
                 .embedding = embedding_cost<false>,
                 .head = head_cost<false>},
       .flops = flops,
-      .make_stage = make_bert_stage,
+      .make_stage = make_stage<false>,
   };
   return family;
 }
@@ -94,7 +103,7 @@ const Family& roberta_family() {
                 .embedding = embedding_cost<true>,
                 .head = head_cost<true>},
       .flops = flops,
-      .make_stage = make_roberta_stage,
+      .make_stage = make_stage<true>,
   };
   return family;
 }

@@ -70,6 +70,11 @@ WeightMap gpt2_weight_map(const Gpt2Config& c) {
 
 namespace {
 
+struct CachesState : DecodeState {
+  const Model* owner = nullptr;    // the part whose new_decode_state() made it
+  std::vector<LayerCache> caches;  // one per layer of the part
+};
+
 // The whole model, or one part of it (Note [Model parts]):
 //   first part in:  input_ids, optional attention_mask, position_ids
 //   later parts in: hidden_states [batch, seq, hidden], optional attention_mask
@@ -103,7 +108,7 @@ class Gpt2 : public Model, public generation::GenerativeModel {
   // This part's layers (and the final norm on the last part) over h; keep [batch, kv_len] or
   // undefined. `all` collects each layer's input and the final output.
   Tensor run_layers(Tensor h, const Tensor& keep, std::vector<LayerCache>* caches,
-                    std::vector<Tensor>* all = nullptr) {
+                    std::vector<Tensor>* all = nullptr, bool final_norm = true) {
     LayerInputs in;
     in.self.causal = true;
     in.self.key_padding_mask = keep;
@@ -111,13 +116,13 @@ class Gpt2 : public Model, public generation::GenerativeModel {
       if (all) all->push_back(h);
       h = layers_[i]->forward(h, in, caches ? &(*caches)[i] : nullptr);
     }
-    if (!ln_f_) return h;
+    if (!ln_f_ || !final_norm) return h;
     h = ln_f_->forward(h);
     if (all) all->push_back(h);
     return h;
   }
 
-  Tensor logits(const Tensor& h) { return vocab_parallel_logits(h, *wte_); }
+  Tensor logits_of(const Tensor& h) { return vocab_parallel_logits(h, *wte_); }
 
   TensorMap forward(const TensorMap& inputs) override {
     Tensor h;
@@ -150,6 +155,77 @@ class Gpt2 : public Model, public generation::GenerativeModel {
     return out;
   }
 
+  // Note [Decoding through parts]: one step of one group (models/pipeline/stage.h's
+  // decoder-only contract): every part first reorders its caches by select_rows and passes
+  // it on; the first embeds input_ids at position_ids (past, past + 1, ... when absent); the
+  // last returns the last position's logits [batch, vocab] in f32.
+  std::unique_ptr<DecodeState> new_decode_state() const override {
+    auto state = std::make_unique<CachesState>();
+    state->owner = this;
+    state->caches.resize(layers_.size());
+    return state;
+  }
+
+  TensorMap decode_step(const TensorMap& in, DecodeState& state) override {
+    auto* s = dynamic_cast<CachesState*>(&state);
+    check(s && s->owner == this, "the state was not made by this stage's new_state()");
+    auto& caches = s->caches;
+    const Tensor rows = optional_input(in, "select_rows");
+    if (rows.defined())
+      for (auto& c : caches) c.select_rows(rows);
+    const int64_t past = caches.empty() ? 0 : caches[0].self.length();
+
+    Tensor h;  // [batch, n, hidden]
+    Tensor positions = optional_input(in, "position_ids");
+    const Tensor mask = optional_input(in, "attention_mask");
+    if (part_.is_first()) {
+      const Tensor ids = optional_input(in, "input_ids");
+      check(ids.defined(), "input \"input_ids\" is required");
+      check(ids.dim() == 2, "input_ids should be [batch, seq], got ", shape_str(ids.shape()));
+      if (!positions.defined()) {  // past, past + 1, ... in every row
+        std::vector<int64_t> values(ids.numel());
+        for (size_t i = 0; i < values.size(); ++i) values[i] = past + int64_t(i) % ids.size(1);
+        positions = Tensor::from_vector(values, ids.shape());
+      }
+      LIBAI_CHECK(past + ids.size(1) <= c_.positions, "gpt2: sequence of ", past + ids.size(1),
+                  " tokens exceeds n_positions ", c_.positions);
+      h = embed(ids, positions);
+    } else {
+      h = optional_input(in, "hidden_states");
+      check(h.defined(), "input \"hidden_states\" is required");
+      check(h.dim() == 3 && h.size(2) == c_.hidden, "hidden_states should be [batch, seq, ",
+            c_.hidden, "], got ", shape_str(h.shape()));
+    }
+    if (!caches.empty() && past > 0)
+      check(caches[0].self.keys().size(0) == h.size(0), "a batch of ", h.size(0),
+            " rows for KV caches of ", caches[0].self.keys().size(0),
+            " rows (select_rows missing?)");
+    if (mask.defined())
+      check(mask.dim() == 2 && mask.size(0) == h.size(0) && mask.size(1) == past + h.size(1),
+            "attention_mask should be [", h.size(0), ", ", past + h.size(1), "] (past ", past,
+            " + new ", h.size(1), " tokens), got ", shape_str(mask.shape()));
+    Tensor keep = mask.defined() && mask.dtype() != DType::boolean
+                      ? ops::ne(mask, Tensor::zeros({}, mask.dtype()))
+                      : mask;
+    // The final norm is per position: only the last one is needed.
+    h = run_layers(h, keep, &caches, nullptr, /*final_norm=*/false);
+
+    if (!part_.is_last()) {
+      TensorMap out{{"hidden_states", h}};
+      if (mask.defined()) out["attention_mask"] = mask;
+      if (positions.defined()) out["position_ids"] = positions;
+      if (rows.defined()) out["select_rows"] = rows;
+      return out;
+    }
+    Tensor logits = logits_of(ln_f_->forward(ops::select(h, 1, -1)));
+    if (logits.dtype() != DType::f32) {
+      Tensor f32 = Tensor::empty(logits.shape());
+      f32.copy_from(logits);
+      logits = f32;
+    }
+    return {{"logits", logits}};  // [batch, vocab]
+  }
+
   std::unique_ptr<generation::DecodeSession> start(
       const std::vector<std::vector<int64_t>>& prompts) override {
     LIBAI_CHECK(part_.is_whole(), "gpt2: generation needs the whole model, not ",
@@ -163,7 +239,7 @@ class Gpt2 : public Model, public generation::GenerativeModel {
           LIBAI_CHECK(s.keep.size(1) <= c_.positions, "gpt2: sequence of ", s.keep.size(1),
                       " tokens exceeds n_positions ", c_.positions);
           Tensor h = run_layers(embed(s.ids, s.positions), s.keep, s.caches);
-          return logits(ops::select(h, 1, -1));  // [batch, vocab]
+          return logits_of(ops::select(h, 1, -1));  // [batch, vocab]
         });
   }
   bool is_encoder_decoder() const override { return false; }
@@ -173,6 +249,11 @@ class Gpt2 : public Model, public generation::GenerativeModel {
   const WeightMap& weight_map() const override { return map_; }
 
  private:
+  template <typename... Args>
+  void check(bool ok, const Args&... message) const {
+    LIBAI_CHECK(ok, "gpt2 stage ", to_string(part_), ": ", message...);
+  }
+
   Gpt2Config c_;
   Embedding* wte_ = nullptr;        // first and last parts
   Embedding* wpe_ = nullptr;        // first part

@@ -4,8 +4,8 @@
 //   layers: h = h + attn(ln(h)) (causal); h = h + mlp(ln(h))    // pre-LN, gelu_new
 //   head:   logits = ln_f(h) wteᵀ                               // tied to the embedding
 //
-// The config, the layer shape and the checkpoint names are public so that the inference
-// pipeline stage (gpt2_stage.cc) builds a contiguous part of the same model under the same names.
+// The same class is the whole model, a part of it (Note [Model parts]) and, through its decode
+// step with KV caches, an inference pipeline stage (Note [Decoding through parts]).
 #pragma once
 
 #include "models/family.h"
@@ -35,12 +35,6 @@ WeightMap gpt2_weight_map(const Gpt2Config& c);
 // as the part's place requires (Note [Model parts]).
 std::unique_ptr<Model> make_gpt2_lm(const HfConfig& config, const LayerContext& ctx,
                                     const std::optional<StageSpec>& part = std::nullopt);
-
-// The inference pipeline stage of layers [spec.first_layer, spec.last_layer), decoding with KV
-// caches (models/pipeline/stage.h; gpt2_stage.cc).
-std::unique_ptr<pipeline::PipelineStage> make_gpt2_stage(const HfConfig& config,
-                                                         const StageSpec& spec,
-                                                         const LayerContext& ctx);
 
 // The family's declaration, listed in models/registry.cc.
 const Family& gpt2_family();

@@ -1,6 +1,7 @@
 // GPT-2's declaration (models/family.h): heads, layers, generation, costs, stages.
 #include "models/family.h"
 #include "models/gpt2/gpt2.h"
+#include "models/pipeline/stage.h"
 
 namespace libai::models {
 
@@ -11,9 +12,7 @@ int num_layers(const HfConfig& config) { return int(Gpt2Config(config).layers); 
 GenerationInfo generation_info(const HfConfig& config) {
   const Gpt2Config c(config);
   // Pads are masked out: any id in the vocabulary does (GPT-2 pads with eos, as its session).
-  return {.vocab_size = c.vocab,
-          .pad_id = c.eos < 0 ? 0 : c.eos,
-          .max_positions = c.positions};
+  return {.vocab_size = c.vocab, .pad_id = c.eos < 0 ? 0 : c.eos, .max_positions = c.positions};
 }
 
 std::vector<LayerCost> layer_costs(const HfConfig& config, double tokens, double context,
@@ -24,7 +23,8 @@ std::vector<LayerCost> layer_costs(const HfConfig& config, double tokens, double
                      .heads = double(c.heads),
                      .ff = double(c.inner),
                      .kv_cache = true};
-  return std::vector<LayerCost>(size_t(c.layers), transformer_layer_cost(s, tokens, context, bytes));
+  return std::vector<LayerCost>(size_t(c.layers),
+                                transformer_layer_cost(s, tokens, context, bytes));
 }
 
 LayerCost embedding_cost(const HfConfig& config, double tokens, double bytes) {
@@ -70,7 +70,7 @@ const Family& gpt2_family() {
       .generation = generation_info,
       .costs = {.layers = layer_costs, .embedding = embedding_cost, .head = head_cost},
       .flops = flops,
-      .make_stage = make_gpt2_stage,
+      .make_stage = pipeline::make_part_stage,
       .scaled_residual_init = true,
   };
   return family;

@@ -2,7 +2,6 @@
 
 #include "models/convert.h"
 #include "models/family.h"
-#include "models/pipeline/stage_inputs.h"
 #include "ops/ops.h"
 
 namespace libai::models::pipeline {
@@ -20,7 +19,35 @@ const Family& stage_family(const HfConfig& config, const StageSpec& spec) {
   return *family;
 }
 
+// A model part as a stage: the part is a transparent child, so the stage's parameters have
+// the part's names.
+class PartStage : public PipelineStage {
+ public:
+  explicit PartStage(std::unique_ptr<Model> part)
+      : PipelineStage(part->part()), part_(&add_module("", std::move(part))) {}
+  std::unique_ptr<StageState> new_state() const override { return part_->new_decode_state(); }
+  Activations forward(const Activations& in, StageState& state) override {
+    return part_->decode_step(in, state);
+  }
+  const WeightMap& weight_map() const override { return part_->weight_map(); }
+
+ private:
+  Model* part_;
+};
+
 }  // namespace
+
+std::unique_ptr<PipelineStage> part_stage(std::unique_ptr<Model> part) {
+  LIBAI_CHECK(part->new_decode_state() != nullptr, part->config().path(), ": a ",
+              part->config().model_type(), " ", task_name(part->task()),
+              " model does not decode through pipeline stages");
+  return std::make_unique<PartStage>(std::move(part));
+}
+
+std::unique_ptr<PipelineStage> make_part_stage(const HfConfig& config, const StageSpec& spec,
+                                               const LayerContext& ctx) {
+  return part_stage(family_of(config).head(config).make(config, ctx, spec));
+}
 
 std::vector<StageSpec> contiguous_stages(const std::vector<int>& layers_per_stage) {
   LIBAI_CHECK(!layers_per_stage.empty(), "contiguous_stages: no stages");
@@ -118,27 +145,6 @@ Seq2SeqLmInfo seq2seq_lm_info(const HfConfig& config) {
               family_names(generates<GenerationKind::seq2seq>), ")");
   const GenerationInfo info = family->generation(config);
   return {.vocab_size = info.vocab_size, .pad_id = info.pad_id, .decoder_start_id = info.decoder_start_id};
-}
-
-const Tensor& require_activation(const Activations& in, const std::string& name, const char* family,
-                                 const StageSpec& spec) {
-  auto it = in.find(name);
-  LIBAI_CHECK(it != in.end() && it->second.defined(), family, " stage ", to_string(spec),
-              ": input \"", name, "\" is required");
-  return it->second;
-}
-
-const Tensor& require_hidden_states(const Activations& in, int64_t hidden, const char* family,
-                                    const StageSpec& spec) {
-  const Tensor& h = require_activation(in, "hidden_states", family, spec);
-  LIBAI_CHECK(h.dim() == 3 && h.size(2) == hidden, family, " stage ", to_string(spec),
-              ": hidden_states should be [batch, seq, ", hidden, "], got ", shape_str(h.shape()));
-  return h;
-}
-
-Tensor keep_mask(const Tensor& attention_mask) {
-  if (!attention_mask.defined() || attention_mask.dtype() == DType::boolean) return attention_mask;
-  return ops::ne(attention_mask, Tensor::zeros({}, attention_mask.dtype()));
 }
 
 }  // namespace libai::models::pipeline

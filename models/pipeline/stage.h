@@ -106,10 +106,7 @@ std::vector<StageSpec> contiguous_stages(const std::vector<int>& layers_per_stag
 using Activations = std::map<std::string, Tensor>;  // same as models::TensorMap
 
 // What a stage keeps for one group of sequences between decoding steps (its layers' KV caches).
-class StageState {
- public:
-  virtual ~StageState() = default;
-};
+using StageState = models::DecodeState;
 
 // A stage is a Module: its parameters (named_parameters, parameter_count) are this stage's only.
 class PipelineStage : public Module {
@@ -143,6 +140,13 @@ int pipeline_num_layers(const HfConfig& config);
 // of range (first_layer >= last_layer, last_layer > num_layers, num_layers not the model's).
 std::unique_ptr<PipelineStage> create_stage(const HfConfig& config, const StageSpec& spec,
                                             const LayerContext& ctx);
+// The stage that runs `part`'s decode steps (Note [Decoding through parts] in models/model.h):
+// its parameters are the part's, under the same names. InvalidArgument for a model that does
+// not decode.
+std::unique_ptr<PipelineStage> part_stage(std::unique_ptr<Model> part);
+// A Family::make_stage for families whose parts decode: the config's head built for `spec`.
+std::unique_ptr<PipelineStage> make_part_stage(const HfConfig& config, const StageSpec& spec,
+                                               const LayerContext& ctx);
 // Loads the stage's part of the model in `folder` (config.json + weights; only this stage's
 // tensors are read). options.tp: tensor parallelism inside the stage, exactly as load_model.
 std::unique_ptr<PipelineStage> load_stage(const std::filesystem::path& folder,

@@ -168,6 +168,18 @@ namespace {
 //   out (before the last): decoder_hidden_states, and hidden_states or encoder_hidden_states,
 //                   with the masks given; every floating one carries its gradient
 //   out (the last): logits (or logits_shard) and encoder_last_hidden_state
+struct Seq2SeqState : DecodeState {
+  const Model* owner = nullptr;    // the part whose new_decode_state() made it
+  bool started = false;            // step 0 (the encoder's) ran
+  std::vector<LayerCache> caches;  // one per decoder layer of the part
+  Tensor memory_keep;              // [batch, source] bool; undefined: all real
+};
+
+Tensor keep_of(const Tensor& mask) {
+  if (!mask.defined() || mask.dtype() == DType::boolean) return mask;
+  return ops::ne(mask, Tensor::zeros({}, mask.dtype()));
+}
+
 class T5 : public Model, public generation::GenerativeModel {
  public:
   T5(const HfConfig& hf, const LayerContext& ctx, bool mt5, const StageSpec& part)
@@ -272,6 +284,18 @@ class T5 : public Model, public generation::GenerativeModel {
     return out;
   }
 
+  // Note [Decoding through parts]: one step of one group under models/pipeline/stage.h's
+  // encoder-decoder contract. Step 0 runs the encoder layers the part holds and fills its
+  // decoder layers' cross-attention caches from encoder_hidden_states, keeping its mask;
+  // later steps carry one token's decoder_hidden_states only.
+  std::unique_ptr<DecodeState> new_decode_state() const override {
+    auto state = std::make_unique<Seq2SeqState>();
+    state->owner = this;
+    state->caches.resize(decoder_ ? decoder_->num_layers() : 0);
+    return state;
+  }
+  TensorMap decode_step(const TensorMap& in, DecodeState& state) override;
+
   std::unique_ptr<generation::DecodeSession> start(
       const std::vector<std::vector<int64_t>>& prompts) override;
   bool is_encoder_decoder() const override { return true; }
@@ -301,6 +325,26 @@ class T5 : public Model, public generation::GenerativeModel {
     return t;
   }
 
+  template <typename... Args>
+  void check(bool ok, const Args&... message) const {
+    LIBAI_CHECK(ok, c_.name, " stage ", to_string(part_), ": ", message...);
+  }
+  // A [batch, seq, d_model] input of a decode step, named in the error when missing.
+  const Tensor& step_states(const TensorMap& in, const std::string& key) const {
+    auto it = in.find(key);
+    check(it != in.end() && it->second.defined(), "input \"", key, "\" is required");
+    const Tensor& t = it->second;
+    check(t.dim() == 3 && t.size(2) == c_.d_model, key, " should be [batch, seq, ", c_.d_model,
+          "], got ", shape_str(t.shape()));
+    return t;
+  }
+  void check_mask(const Tensor& mask, const char* name, const Tensor& states) const {
+    if (mask.defined())
+      check(mask.dim() == 2 && mask.size(0) == states.size(0) && mask.size(1) == states.size(1),
+            name, " should be [", states.size(0), ", ", states.size(1), "], got ",
+            shape_str(mask.shape()));
+  }
+
   T5Config c_;
   WeightMap map_;
   Embedding* shared_ = nullptr;   // the first part, and the last when the head is tied
@@ -308,6 +352,98 @@ class T5 : public Model, public generation::GenerativeModel {
   T5Stack* decoder_ = nullptr;    // parts holding decoder layers
   Embedding* lm_head_ = nullptr;  // the last part, untied: [vocab, d_model], vocab-parallel
 };
+
+TensorMap T5::decode_step(const TensorMap& in, DecodeState& state) {
+  auto* s = dynamic_cast<Seq2SeqState*>(&state);
+  check(s && s->owner == this, "the state was not made by this stage's new_state()");
+  const bool prefill = !s->started;
+  if (!prefill)
+    for (const char* name : {"input_ids", "hidden_states", "encoder_hidden_states"})
+      check(!optional_input(in, name).defined(), "input \"", name,
+            "\" at a decoding step: the group's encoder already ran at its step 0");
+  const Tensor rows = optional_input(in, "select_rows");
+  if (rows.defined()) {
+    check(!prefill, "select_rows at step 0: there is nothing to reorder yet");
+    for (auto& cache : s->caches) cache.select_rows(rows);
+    if (s->memory_keep.defined()) s->memory_keep = ops::index_select(s->memory_keep, 0, rows);
+  }
+
+  Tensor d;                    // the decoder's hidden states [batch, n, d_model]
+  Tensor h, mask;              // step 0, inside the encoder: [batch, source, d_model], mask
+  Tensor memory, memory_mask;  // step 0, after the encoder: its output and mask
+  if (part_.is_first()) {
+    const Tensor ids = optional_input(in, "decoder_input_ids");
+    check(ids.defined(), "input \"decoder_input_ids\" is required");
+    check(ids.dim() == 2, "decoder_input_ids should be [batch, n], got ", shape_str(ids.shape()));
+    d = shared_->forward(ids);
+    if (prefill) {
+      const Tensor source = optional_input(in, "input_ids");
+      check(source.defined(), "input \"input_ids\" is required");
+      check(source.dim() == 2 && source.size(0) == ids.size(0), "input_ids should be [",
+            ids.size(0), ", source], got ", shape_str(source.shape()));
+      h = shared_->forward(source);
+      mask = optional_input(in, "attention_mask");
+    }
+  } else {
+    d = step_states(in, "decoder_hidden_states");
+    if (prefill && encoder_) {
+      h = step_states(in, "hidden_states");
+      mask = optional_input(in, "attention_mask");
+    } else if (prefill) {
+      memory = step_states(in, "encoder_hidden_states");
+      memory_mask = optional_input(in, "encoder_attention_mask");
+    }
+  }
+
+  if (prefill && encoder_) {
+    check_mask(mask, "attention_mask", h);
+    h = encoder_->forward(h, {.keep = keep_of(mask)});
+    if (encoder_->holds_end()) {  // the encoder's output, after its final norm
+      memory = h;
+      memory_mask = mask;
+      h = mask = Tensor();
+    }
+  }
+
+  if (decoder_) {
+    if (prefill) {
+      LIBAI_ASSERT(memory.defined(), "t5 stage: no encoder output at step 0");
+      check(memory.size(0) == d.size(0), "encoder_hidden_states has ", memory.size(0),
+            " rows for ", d.size(0), " decoder rows");
+      check_mask(memory_mask, "encoder_attention_mask", memory);
+      s->memory_keep = keep_of(memory_mask);
+    }
+    const int64_t past = s->caches[0].self.length();
+    if (past > 0)
+      check(s->caches[0].self.keys().size(0) == d.size(0), "a batch of ", d.size(0),
+            " rows for caches of ", s->caches[0].self.keys().size(0),
+            " rows (select_rows missing?)");
+    // Step 0 fills the cross-attention caches from the memory; later steps read them.
+    d = decoder_->forward(d, {.memory = memory, .memory_keep = s->memory_keep, .past = past},
+                          &s->caches);
+  }
+  s->started = true;
+
+  if (part_.is_last()) {  // the decoder's last position -> [batch, vocab] f32
+    Tensor logits = lm_logits(ops::select(d, 1, -1));
+    if (logits.dtype() != DType::f32) {
+      Tensor f32 = Tensor::empty(logits.shape());
+      f32.copy_from(logits);
+      logits = f32;
+    }
+    return {{"logits", logits}};
+  }
+  TensorMap out{{"decoder_hidden_states", d}};
+  if (rows.defined()) out["select_rows"] = rows;
+  if (h.defined()) {  // the encoder goes on in the next part
+    out["hidden_states"] = h;
+    if (mask.defined()) out["attention_mask"] = mask;
+  } else if (memory.defined()) {  // step 0: the next part's decoder layers need it too
+    out["encoder_hidden_states"] = memory;
+    if (memory_mask.defined()) out["encoder_attention_mask"] = memory_mask;
+  }
+  return out;
+}
 
 // Encoder-decoder decoding: the encoder runs once over the right-padded prompts; the decoder
 // starts from decoder_start_token_id and extends every row by one token per step, with the

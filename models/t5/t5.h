@@ -27,8 +27,9 @@
 // when scale_decoder_outputs is true, which defaults to tie_word_embeddings (v1.0: true,
 // v1.1: false); MT5 in transformers 5 never scales, whatever the config says.
 //
-// The config, the stacks' shape and the checkpoint names are public so that the inference
-// pipeline stage (t5_stage.cc) builds a contiguous part of the same model under the same names.
+// The same class is the whole model, a part of it (Note [Model parts]) and, through its decode
+// step with self- and cross-attention caches, an inference pipeline stage (Note [Decoding
+// through parts]).
 #pragma once
 
 #include "models/family.h"
@@ -71,14 +72,6 @@ int t5_num_layers(const HfConfig& config, bool mt5);
 // parts are documented at the class in t5.cc.
 std::unique_ptr<Model> make_t5_model(const HfConfig& config, const LayerContext& ctx, bool mt5,
                                      const std::optional<StageSpec>& part = std::nullopt);
-
-// The inference pipeline stages, decoding with KV caches (models/pipeline/stage.h; t5_stage.cc).
-std::unique_ptr<pipeline::PipelineStage> make_t5_stage(const HfConfig& config,
-                                                       const StageSpec& spec,
-                                                       const LayerContext& ctx);
-std::unique_ptr<pipeline::PipelineStage> make_mt5_stage(const HfConfig& config,
-                                                        const StageSpec& spec,
-                                                        const LayerContext& ctx);
 
 // The families' declarations, listed in models/registry.cc.
 const Family& t5_family();

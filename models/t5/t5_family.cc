@@ -1,5 +1,6 @@
 // T5's and MT5's declarations (models/family.h): encoder layers, then decoder layers.
 #include "models/family.h"
+#include "models/pipeline/stage.h"
 #include "models/t5/t5.h"
 
 namespace libai::models {
@@ -20,9 +21,7 @@ int num_layers(const HfConfig& config) {
 template <bool mt5>
 GenerationInfo generation_info(const HfConfig& config) {
   const T5Config c(config, mt5);
-  return {.vocab_size = c.vocab,
-          .pad_id = c.pad,
-          .decoder_start_id = c.decoder_start};
+  return {.vocab_size = c.vocab, .pad_id = c.pad, .decoder_start_id = c.decoder_start};
 }
 
 LayerShape layer_shape(const T5Config& c, bool decoder_layer) {
@@ -41,8 +40,9 @@ template <bool mt5>
 std::vector<LayerCost> layer_costs(const HfConfig& config, double tokens, double context,
                                    double bytes) {
   const T5Config c(config, mt5);
-  std::vector<LayerCost> costs(size_t(c.encoder_layers),
-                               transformer_layer_cost(layer_shape(c, false), tokens, context, bytes));
+  std::vector<LayerCost> costs(
+      size_t(c.encoder_layers),
+      transformer_layer_cost(layer_shape(c, false), tokens, context, bytes));
   costs.insert(costs.end(), size_t(c.decoder_layers),
                transformer_layer_cost(layer_shape(c, true), tokens, context, bytes));
   // Each stack's relative-position bias table with its first layer (stages holding later
@@ -102,7 +102,7 @@ Family declare(const char* model_type, const char* architecture) {
                 .embedding = embedding_cost<mt5>,
                 .head = head_cost<mt5>},
       .flops = flops<mt5>,
-      .make_stage = mt5 ? make_mt5_stage : make_t5_stage,
+      .make_stage = pipeline::make_part_stage,
   };
 }
 

@@ -242,16 +242,58 @@ std::unique_ptr<Model> make(const HfConfig& config, const LayerContext& ctx,
 
 int num_layers(const HfConfig& config) { return int(VitConfig(config).layers); }
 
+std::vector<LayerCost> layer_costs(const HfConfig& config, double tokens, double context,
+                                   double bytes) {
+  const VitConfig c(config);
+  const LayerShape s{.hidden = double(c.hidden),
+                     .inner = double(c.hidden),
+                     .heads = double(c.heads),
+                     .ff = double(c.intermediate)};
+  return std::vector<LayerCost>(size_t(c.layers),
+                                transformer_layer_cost(s, tokens, context, bytes));
+}
+
+// The patch projection, the class token and the positions.
+LayerCost embedding_cost(const HfConfig& config, double tokens, double bytes) {
+  const VitConfig c(config);
+  const double h = double(c.hidden), patch = double(c.channels * c.patch_height * c.patch_width);
+  LayerCost cost;
+  cost.weight_bytes = bytes * ((patch + 1) * h + h + double(c.patches() + 1) * h);
+  cost.flops = 2 * tokens * patch * h + 2 * tokens * h;
+  cost.activation_bytes_per_token = bytes * (patch + h);
+  cost.output_bytes_per_token = bytes * h;
+  return cost;
+}
+
+// The final norm over every position, then the classifier (or the pooler, when the checkpoint
+// has one) on each image's class token.
+LayerCost head_cost(const HfConfig& config, double tokens, double bytes) {
+  const VitConfig c(config);
+  const double h = double(c.hidden);
+  const bool classifier = config.architecture() == "ViTForImageClassification";
+  const double out = classifier                      ? double(c.labels)
+                     : checkpoint_has_pooler(config) ? double(c.pooler_size)
+                                                     : 0;
+  const double images = tokens / double(c.patches() + 1);
+  LayerCost cost;
+  cost.weight_bytes = bytes * (2 * h + (h + 1) * out);
+  cost.flops = 5 * tokens * h + 2 * images * h * out;
+  cost.activation_bytes_per_token = bytes * 2 * h;
+  cost.output_bytes_per_token = classifier ? 4 * out : bytes * h;
+  return cost;
+}
+
 // l x (4 h^2 + 2 h ff) + channels x patch area x h (the patch projection), over the patches
 // and the class token.
 FlopsShape flops(const HfConfig& config) {
   const VitConfig c(config);
   const double h = double(c.hidden);
   const double patch = double(c.channels * c.patch_height * c.patch_width) * h;
-  return {.matrix_parameters = double(c.layers) * (4 * h * h + 2 * h * double(c.intermediate)) + patch,
-          .attention_blocks = c.layers,
-          .attention_width = c.hidden,
-          .tokens = c.patches() + 1};
+  return {
+      .matrix_parameters = double(c.layers) * (4 * h * h + 2 * h * double(c.intermediate)) + patch,
+      .attention_blocks = c.layers,
+      .attention_width = c.hidden,
+      .tokens = c.patches() + 1};
 }
 
 }  // namespace
@@ -263,6 +305,7 @@ const Family& vit_family() {
                 {"ViTModel", make<false>},
                 {"ViTForImageClassification", make<true>}},
       .num_layers = num_layers,
+      .costs = {.layers = layer_costs, .embedding = embedding_cost, .head = head_cost},
       .flops = flops,
   };
   return family;

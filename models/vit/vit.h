@@ -27,8 +27,8 @@ std::unique_ptr<Model> make_vit_model(const HfConfig& config, const LayerContext
                                       bool classifier,
                                       const std::optional<StageSpec>& part = std::nullopt);
 
-// The family's declaration, listed in models/registry.cc (no generation, cost model or
-// inference stages yet).
+// The family's declaration, listed in models/registry.cc (no generation; no inference
+// stages yet: a ViT part does not decode).
 const Family& vit_family();
 
 }  // namespace libai::models

@@ -778,7 +778,7 @@ TEST(T5Stages, TensorParallelStagesGiveTheSingleDeviceLogits) {
 // Costs.
 
 TEST(StageCosts, WeightBytesAddUpToTheModelsParameters) {
-  for (const std::string name : {"gpt2", "bert", "t5v11", "mt5"}) {
+  for (const std::string name : {"gpt2", "bert", "t5v11", "mt5", "vit"}) {
     SCOPED_TRACE(name);
     const HfConfig config = HfConfig::load(model_fixture(name));
     auto model = load_model(model_fixture(name));
