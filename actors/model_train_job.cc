@@ -189,11 +189,14 @@ namespace {
 // not sent anywhere.
 class GraphRunner final : public train::StepRunner {
  public:
-  GraphRunner(TrainClient& client, const GraphTrainSettings& s, models::Task task)
-      : client_(client), settings_(s), task_(task) {}
+  // plan_text: logged once the run is under way (Note [Logging the plan late]).
+  GraphRunner(TrainClient& client, const GraphTrainSettings& s, models::Task task,
+              std::string plan_text)
+      : client_(client), settings_(s), task_(task), plan_text_(std::move(plan_text)) {}
   const models::HfConfig& model_config() const override { return settings_.model_config; }
   models::Task task() const override { return task_; }
   train::StepResult run(const std::vector<std::vector<models::TensorMap>>&) override {
+    announce_plan();
     const TrainStepResult r = client_.run_step(int(steps_));
     LIBAI_CHECK(r.total.loss_count > 0, "step ", steps_, ": no stage reported a loss");
     const double n = double(r.total.loss_count);  // one report per replica, all alike
@@ -218,6 +221,7 @@ class GraphRunner final : public train::StepRunner {
   int64_t steps_done() const override { return steps_; }
   // The loop's validation micro-batches (replica 0's) are not sent: every slot reads its own.
   std::map<std::string, double> evaluate(const std::vector<std::vector<models::TensorMap>>&) override {
+    announce_plan();
     const TrainStepResult r = client_.run_control({.kind = wire::TrainControlKind::evaluate});
     LIBAI_CHECK(r.total.loss_count > 0, "evaluation: no stage reported a loss");
     std::map<std::string, double> out;
@@ -257,7 +261,18 @@ class GraphRunner final : public train::StepRunner {
     return progress;
   }
 
+
+  // Note [Logging the plan late]: the plan is logged when the first step (or evaluation)
+  // starts, after every slot has built its parts and loaded any checkpoint, so that a run
+  // that fails before training prints its one error line and nothing else.
+  void announce_plan() {
+    if (plan_text_.empty()) return;
+    logger("train")->info("{}", plan_text_);
+    plan_text_.clear();
+  }
+
  private:
+  std::string plan_text_;
   TrainClient& client_;
   const GraphTrainSettings& settings_;
   models::Task task_;
@@ -320,7 +335,7 @@ void ModelTrainJob::plan(wire::Assignment& assignment) {
   plan_ = compile_train_plan(shape_, assignment.devices);
   std::ostringstream text;
   print_train_plan(text, shape_, *plan_, assignment.devices);
-  log->info("{}", text.str());
+  plan_text_ = text.str();  // logged when training starts (Note [Logging the plan late])
   check_train_plan(*plan_, assignment.devices, per_node_);
   assignment.stage_of.assign(plan_->stage_of.begin(), plan_->stage_of.end());
   for (int s = 0; s < settings_.pp; ++s)
@@ -406,7 +421,7 @@ void ModelTrainJob::train(TrainClient& client, const PipelineLayout&) {
   const train::LoopRole role{.data_parallel_size = settings_.dp, .replicas = {0}, .writer = true};
   train::run_training_loop(
       cfg_, flags_, role,
-      [&](const train::TrainConfig&) { return std::make_unique<GraphRunner>(client, settings_, task); },
+      [&](const train::TrainConfig&) { return std::make_unique<GraphRunner>(client, settings_, task, plan_text_); },
       result_);
 }
 

@@ -89,6 +89,7 @@ class ModelTrainJob : public ClusterJob {
   int per_node_ = 1;
   ModelTrainShape shape_;
   std::optional<schedule::Plan> plan_;
+  std::string plan_text_;  // logged when the first step or evaluation starts
   train::TrainResult result_;
 };
 
