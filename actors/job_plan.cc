@@ -123,24 +123,6 @@ void add_model_costs(schedule::PlanRequest& r, const JobShape& job,
 // are its rooflines times timed / roofline of layer 1 (the forward and the decoding step each
 // by their own ratio), so the split and the prediction follow what the device measured.
 
-std::string device_names(const std::vector<int>& devices,
-                         const std::vector<wire::DeviceProfile>& profiles) {
-  std::string out;
-  for (size_t i = 0; i < devices.size() && i < 4; ++i)
-    out += (i ? "," : "") + profiles[size_t(devices[i])].name;
-  if (devices.size() > 4) out += ",... (" + std::to_string(devices.size()) + ")";
-  return out;
-}
-
-// The tightest cap of a stage's devices; 0: unlimited.
-double stage_cap(const schedule::Plan& plan, const schedule::StagePlan& stage) {
-  double cap = 0;
-  for (int d : stage.devices) {
-    const double c = plan.memory_cap[size_t(d)];
-    if (c > 0 && (cap <= 0 || c < cap)) cap = c;
-  }
-  return cap;
-}
 
 std::string format_rate(double value, const char* unit) {
   char text[48];
@@ -324,6 +306,24 @@ void print_job_plan(std::ostream& out, const JobShape& job, const schedule::Plan
                 plan.items_per_step);
   out << (training ? "\npredicted step time " : "\npredicted job time ") << format_seconds(plan.timeline.step_time) << ": " << line
       << ", mean utilisation " << std::lround(100.0 * plan.utilisation) << "%\n";
+}
+
+std::string device_names(const std::vector<int>& devices,
+                         const std::vector<wire::DeviceProfile>& profiles) {
+  std::string out;
+  for (size_t i = 0; i < devices.size() && i < 4; ++i)
+    out += (i ? "," : "") + profiles[size_t(devices[i])].name;
+  if (devices.size() > 4) out += ",... (" + std::to_string(devices.size()) + ")";
+  return out;
+}
+
+double stage_cap(const schedule::Plan& plan, const schedule::StagePlan& stage) {
+  double cap = 0;
+  for (int d : stage.devices) {
+    const double c = plan.memory_cap[size_t(d)];
+    if (c > 0 && (cap <= 0 || c < cap)) cap = c;
+  }
+  return cap;
 }
 
 }  // namespace libai::actors

@@ -95,5 +95,10 @@ void print_job_plan(std::ostream& out, const JobShape& job, const schedule::Plan
 
 // "42.0 ns", "850.0 us", "12.350 ms", "3.210 s".
 std::string format_seconds(double seconds);
+// "node0:cpu:0,node0:cpu:1" (the first four, then the count), as plans name a stage's devices.
+std::string device_names(const std::vector<int>& devices,
+                         const std::vector<wire::DeviceProfile>& profiles);
+// The tightest memory cap of a stage's devices; 0: unlimited.
+double stage_cap(const schedule::Plan& plan, const schedule::StagePlan& stage);
 
 }  // namespace libai::actors

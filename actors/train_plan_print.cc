@@ -12,25 +12,6 @@ namespace libai::actors {
 
 namespace {
 
-std::string device_names(const std::vector<int>& devices,
-                         const std::vector<wire::DeviceProfile>& profiles) {
-  std::string out;
-  for (size_t i = 0; i < devices.size() && i < 4; ++i)
-    out += (i ? "," : "") + profiles[size_t(devices[i])].name;
-  if (devices.size() > 4) out += ",... (" + std::to_string(devices.size()) + ")";
-  return out;
-}
-
-// The tightest cap of a stage's devices; 0: unlimited.
-double stage_cap(const schedule::Plan& plan, const schedule::StagePlan& stage) {
-  double cap = 0;
-  for (int d : stage.devices) {
-    const double c = plan.memory_cap[size_t(d)];
-    if (c > 0 && (cap <= 0 || c < cap)) cap = c;
-  }
-  return cap;
-}
-
 std::string stage_name(const schedule::Plan& plan, int s) {
   return plan.num_chunks > 1 ? str_cat("stage ", s % plan.pp, " chunk ", s / plan.pp)
                              : str_cat("stage ", s);
