@@ -29,21 +29,6 @@ std::vector<StageSpec> cuts(const std::vector<int>& sizes) {
   return specs;
 }
 
-std::vector<std::vector<int>> all_splits(int layers) {
-  std::vector<std::vector<int>> splits;
-  for (int mask = 0; mask < (1 << (layers - 1)); ++mask) {
-    std::vector<int> sizes{1};
-    for (int i = 0; i < layers - 1; ++i) {
-      if (mask & (1 << i))
-        sizes.push_back(1);
-      else
-        ++sizes.back();
-    }
-    splits.push_back(sizes);
-  }
-  return splits;
-}
-
 // A random model of `family` from random_models.h with `edits` applied to its config.
 fs::path random_model(const std::string& family, const nlohmann::json& edits,
                       const std::string& tag) {
@@ -200,7 +185,7 @@ void expect_every_split_matches(const fs::path& dir, int layers, const TensorMap
                             .activation_checkpoint = checkpointing});
     Objective objective(outputs);
     const Result whole = run_whole(dir, batch, objective);
-    for (const auto& sizes : all_splits(layers)) {
+    for (const auto& sizes : testing::all_splits(layers)) {
       std::string name = dir.filename().string() + (checkpointing ? ", checkpointing" : "") +
                          ", split";
       for (int n : sizes) name += " " + std::to_string(n);

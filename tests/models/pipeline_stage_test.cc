@@ -26,21 +26,6 @@ using testing::model_fixture;
 using testing::relative_error;
 using Tokens = std::vector<int64_t>;
 
-// Every way to cut `layers` layers into contiguous stages (2^(layers-1) splits).
-std::vector<std::vector<int>> all_splits(int layers) {
-  std::vector<std::vector<int>> splits;
-  for (int mask = 0; mask < (1 << (layers - 1)); ++mask) {
-    std::vector<int> sizes{1};
-    for (int i = 0; i < layers - 1; ++i) {
-      if (mask & (1 << i))
-        sizes.push_back(1);
-      else
-        ++sizes.back();
-    }
-    splits.push_back(sizes);
-  }
-  return splits;
-}
 
 std::string split_name(const std::vector<int>& sizes) {
   std::string s;
@@ -177,12 +162,12 @@ void check_decoding(const fs::path& dir, const std::vector<int>& sizes, double t
 }
 
 TEST(Gpt2Stages, FixtureLogitsOfPrefillAndStepsAtEverySplit) {
-  for (const auto& sizes : all_splits(2)) check_decoding(model_fixture("gpt2"), sizes, 1e-5);
+  for (const auto& sizes : testing::all_splits(2)) check_decoding(model_fixture("gpt2"), sizes, 1e-5);
 }
 
 TEST(Gpt2Stages, RandomFourLayersAtEverySplit) {
   const fs::path dir = random_model("gpt2", 4);
-  for (const auto& sizes : all_splits(4)) check_decoding(dir, sizes, 1e-5);
+  for (const auto& sizes : testing::all_splits(4)) check_decoding(dir, sizes, 1e-5);
 }
 
 TEST(Gpt2Stages, PrefillLogitsAreTheWholeModelsLastPosition) {
@@ -293,7 +278,7 @@ void check_encoder(const fs::path& dir, const std::vector<int>& sizes, const Ten
 }
 
 TEST(EncoderStages, BertAndRobertaFixturesAtEverySplit) {
-  for (const auto& sizes : all_splits(2)) {
+  for (const auto& sizes : testing::all_splits(2)) {
     check_encoder(model_fixture("bert"), sizes, encoder_inputs(403, true));
     check_encoder(model_fixture("bert_cls"), sizes, encoder_inputs(403, false));
     check_encoder(model_fixture("roberta"), sizes, encoder_inputs(503, false));
@@ -303,7 +288,7 @@ TEST(EncoderStages, BertAndRobertaFixturesAtEverySplit) {
 TEST(EncoderStages, RandomThreeLayersAtEverySplit) {
   for (const std::string family : {"bert", "roberta"}) {
     const fs::path dir = random_model(family, 3);
-    for (const auto& sizes : all_splits(3)) check_encoder(dir, sizes, encoder_inputs(37, false));
+    for (const auto& sizes : testing::all_splits(3)) check_encoder(dir, sizes, encoder_inputs(37, false));
   }
 }
 
@@ -590,15 +575,15 @@ constexpr double kCachedStepTolerance = 1e-4;
 
 TEST(T5Stages, FixtureLogitsOfStepZeroAndStepsAtEverySplit) {
   for (const std::string name : {"t5", "mt5", "t5v11"})  // tied-scaled relu, untied gated-gelu
-    for (const auto& sizes : all_splits(4))
+    for (const auto& sizes : testing::all_splits(4))
       check_seq2seq_decoding(model_fixture(name), sizes, kCachedStepTolerance);
 }
 
 TEST(T5Stages, RandomModelsWithUnequalStacksAtEverySplit) {
   // Three encoder layers and two decoder layers; one encoder layer and two decoder layers.
   const fs::path untied = random_t5("t5", 3, 2), tied = random_t5("t5_tied", 1, 2);
-  for (const auto& sizes : all_splits(5)) check_seq2seq_decoding(untied, sizes, kCachedStepTolerance);
-  for (const auto& sizes : all_splits(3)) check_seq2seq_decoding(tied, sizes, kCachedStepTolerance);
+  for (const auto& sizes : testing::all_splits(5)) check_seq2seq_decoding(untied, sizes, kCachedStepTolerance);
+  for (const auto& sizes : testing::all_splits(3)) check_seq2seq_decoding(tied, sizes, kCachedStepTolerance);
 }
 
 std::vector<std::string> names_of(const Activations& a) {

@@ -76,6 +76,23 @@ inline Tensor ids_tensor(const Shape& shape, uint32_t seed, int64_t vocab) {
   return t;
 }
 
+// Every way to cut `layers` layers into contiguous stages (2^(layers-1) splits), as the
+// numbers of layers per stage: 3 -> {3}, {1, 2}, {2, 1}, {1, 1, 1}.
+inline std::vector<std::vector<int>> all_splits(int layers) {
+  std::vector<std::vector<int>> splits;
+  for (int mask = 0; mask < (1 << (layers - 1)); ++mask) {
+    std::vector<int> sizes{1};
+    for (int i = 0; i < layers - 1; ++i) {
+      if (mask & (1 << i))
+        sizes.push_back(1);
+      else
+        ++sizes.back();
+    }
+    splits.push_back(sizes);
+  }
+  return splits;
+}
+
 // A random model of the family saved in Hugging Face layout; returns its folder.
 // `tag` names the folder (default: this process, as ctest runs tests in parallel processes).
 inline fs::path save_random_model(const Family& f, std::string tag = std::to_string(::getpid())) {
