@@ -74,7 +74,19 @@ void inference_job(Problems& problems) {
                         "train.cluster.profiles)");
 }
 
+// Both training modes: chunks per pipeline rank exist only with a pipeline to interleave.
+void pipeline_chunks(Problems& problems) {
+  const Node* chunks = problems.at("train.dist.virtual_pipeline_size");
+  const Node* pp = problems.at("train.dist.pipeline_parallel_size");
+  if (chunks == nullptr || chunks->kind() != Node::Kind::integer || chunks->as_int() <= 1) return;
+  if (pp == nullptr || pp->kind() != Node::Kind::integer || pp->as_int() <= 1)
+    problems.add("train.dist.virtual_pipeline_size",
+                 "model chunks per pipeline rank need pipeline_parallel_size > 1 (there is no "
+                 "pipeline to interleave); leave it 1");
+}
+
 void training(Problems& problems) {
+  pipeline_chunks(problems);
   if (problems.is_true("graph.enabled"))
     problems.add("graph.enabled",
                  "this is eager training (train::run_training); graph-mode training runs "
@@ -94,6 +106,7 @@ void training(Problems& problems) {
 }
 
 void graph_training(Problems& problems) {
+  pipeline_chunks(problems);
   problems.add_if_true("train.amp.enabled",
                        "mixed precision through the training stage actors is not implemented "
                        "yet (set graph.enabled: false for amp)");

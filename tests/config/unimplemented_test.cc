@@ -116,6 +116,15 @@ TEST(Unimplemented, Training) {
                                      "train.dist.custom_pipeline_stage_id=[0, 0, 1, 1]"},
                                     Purpose::training),
                        "cuts the layers evenly"));
+  // Chunks per rank without a pipeline would be read by nothing: refused in both modes.
+  EXPECT_TRUE(contains(only_problem({"graph.enabled=false", "train.dist.virtual_pipeline_size=2",
+                                     "train.dist.pipeline_schedule=interleaved"},
+                                    Purpose::training),
+                       "key 'train.dist.virtual_pipeline_size' = 2: model chunks per pipeline rank "
+                       "need pipeline_parallel_size > 1"));
+  EXPECT_TRUE(contains(only_problem({"train.dist.virtual_pipeline_size=2"},
+                                    Purpose::graph_training),
+                       "need pipeline_parallel_size > 1"));
   EXPECT_TRUE(contains(only_problem({"graph.enabled=false", "train.cluster.device_slowdown=[1, 2]"},
                                     Purpose::training),
                        "a device key of the actor runtime"));
