@@ -14,7 +14,7 @@
 // calls are round trips through the pipeline (decoder-only models: CausalLmSession;
 // encoder-decoder models, T5 and MT5: Seq2SeqLmSession, the encoder running in the group's
 // step 0); with at least as many groups as stages every stage has work at every step
-// (DESIGN.md, Note [Schedules from buffer quotas]). When a group's generation ends, its done
+// (docs/DESIGN.md, Note [Schedules from buffer quotas]). When a group's generation ends, its done
 // packet frees its KV caches on every stage.
 #pragma once
 

@@ -1,7 +1,7 @@
 // Real models training through the training stage actors (actors/train_stage.h): one slot's
 // model chunks, its optimizer and LR schedule, and a train::StageStep that runs the forward
 // and backward actions its program fires and the end of each step. docs/TRAINING.md,
-// "Training on the actor runtime"; DESIGN.md, Note [Training through stage actors].
+// "Training on the actor runtime"; docs/DESIGN.md, Note [Training through stage actors].
 //
 //   ModelTrainOptions o{.model_config = hf, .train = t, .parts = {spec_of_chunk0},
 //                       .layout = {.pp = 2, .stage = 1, .dp = 1, .micro_batch_size = 2},

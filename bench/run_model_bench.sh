@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Whole models against PyTorch + transformers, side by side in one run (docs: bench/RESULTS.md,
-# rules: BENCHMARKS.md). A = our build/bench/model_bench, B = bench/peer_models.py on the same
+# rules: docs/BENCHMARKS.md). A = our build/bench/model_bench, B = bench/peer_models.py on the same
 # weights, shapes, dtype (f32) and threads. Each row: one untimed warm-up process of each, then
 # rounds that alternate A and B (A B, B A, A B, ...); each process runs 1 untimed pass and
 # `reps` timed ones and reports their median. ratio = B time / A time per round (> 1: we

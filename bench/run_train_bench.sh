@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A training step of GPT-2 small against PyTorch + transformers, side by side in one run
-# (rules: BENCHMARKS.md). A = build/bench/bench_train_step, B = bench/peer_train_step.py on the
+# (rules: docs/BENCHMARKS.md). A = build/bench/bench_train_step, B = bench/peer_train_step.py on the
 # same random-weight folder, batch, dtype policy and threads. Each row: rounds alternating
 # A B, B A, ...; each process runs 1 untimed step and `reps` timed ones and reports their
 # median and its peak RSS. ratio = B time / A time per round (> 1: we are faster).

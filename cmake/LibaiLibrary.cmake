@@ -1,4 +1,4 @@
-# One shared library per layer, each over the one below (DESIGN.md):
+# One shared library per layer, each over the one below (docs/DESIGN.md):
 #   libai_runtime  runtime/   tensor, autograd, config, communicators, checkpoint I/O
 #   libai_ops      ops/       kernels (they register from static initialisers, kept by a shared library)
 #   libai_models   models/

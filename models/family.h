@@ -1,4 +1,4 @@
-// The declaration of a model family (DESIGN.md, Note [One declaration per model family]):
+// The declaration of a model family (docs/DESIGN.md, Note [One declaration per model family]):
 // everything the rest of the runtime asks of a family, found through the one table in
 // models/registry.cc by config.json's model_type. Code outside models/<family>/ and that table
 // never names a family.

@@ -2,7 +2,7 @@
 // runs its device's schedule::StageProgram in order on its own thread or process, calling
 // train::StageStep for each action and moving activations and their gradients with blocking
 // point-to-point messages of the runtime communicators. No actors: this is the reference the
-// actor runtime's training plans are tested against (DESIGN.md, Note [Training through stage
+// actor runtime's training plans are tested against (docs/DESIGN.md, Note [Training through stage
 // actors]; docs/TRAINING.md, "Pipeline parallelism").
 //
 //   comm::DeviceMesh mesh{.dp = 2, .pp = 2, .tp = 1};

@@ -3,7 +3,7 @@
 // program.h) and the end of the step. Nothing here knows actors or threads: the stage actors
 // (actors/train_stage.h) call it on their pinned threads, and the eager SPMD loop (one thread
 // per rank, blocking sends) calls it in the same program order. docs/TRAINING.md, "Pipeline
-// parallelism"; DESIGN.md, Note [Training through stage actors].
+// parallelism"; docs/DESIGN.md, Note [Training through stage actors].
 //
 //   train::StageStep step(parts, *optimizer, &schedule, options, layout, groups);
 //   // in program order, for the micro-batches of step k:

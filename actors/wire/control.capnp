@@ -1,4 +1,4 @@
-# Control messages that cross processes (see DESIGN.md, actors/): small, evolved by field
+# Control messages that cross processes (see docs/DESIGN.md, actors/): small, evolved by field
 # ordinals. Tensor bytes never travel here; a TensorHeader describes bytes sent over UCX.
 @0xcf83970314c4eb33;
 
