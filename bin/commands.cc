@@ -15,7 +15,8 @@ const std::vector<Command>& commands() {
       {"convert", "convert a checkpoint between Hugging Face and libai layouts", setup_convert},
       {"preprocess", "tokenize text into Megatron indexed datasets (.bin + .idx)",
        setup_preprocess},
-      {"bench", "measure ops, layers and devices", setup_not_implemented},
+      {"bench", "list or run the runtime benchmarks (bench/RESULTS.md has their figures)",
+       setup_bench},
       {"embed", "mean-pooled, L2-normalised sentence embeddings", setup_embed},
       {"fill-mask", "predict the [MASK] tokens of a text", setup_fill_mask},
       {"classify", "classify a text or an image", setup_classify},
@@ -23,16 +24,6 @@ const std::vector<Command>& commands() {
       {"config", "show a resolved config", setup_config},
   };
   return table;
-}
-
-CommandAction setup_not_implemented(CLI::App& command) {
-  // Later options of the real command are not known yet: accept anything.
-  command.allow_extras();
-  const std::string name = command.get_name();
-  return [name] {
-    std::cerr << "libai-actor " << name << ": not implemented yet in this build\n";
-    return kExitNotImplemented;
-  };
 }
 
 }  // namespace libai::cli

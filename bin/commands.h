@@ -7,7 +7,7 @@
 //     command.add_option("CONFIG", *config, "job config (YAML)")->required();
 //     return [config] { print(make_plan(load_libai_config(*config))); return kExitOk; };
 //   }
-//   // bin/commands.cc: replace {"plan", ..., setup_not_implemented} by {..., setup_plan}
+//   // bin/commands.cc: add {"plan", "print the pipeline plan", setup_plan} to the table
 //
 // A setup adds the command's options and returns what runs when the command is chosen. The
 // action returns the exit code; it throws libai::Error for the user's mistakes, which the
@@ -25,7 +25,6 @@ namespace libai::cli {
 constexpr int kExitOk = 0;
 constexpr int kExitError = 1;           // a libai::Error: bad config, missing file, ...
 constexpr int kExitUsage = 2;           // unknown subcommand or option, missing argument
-constexpr int kExitNotImplemented = 3;  // the command exists but this build lacks it
 
 using CommandAction = std::function<int()>;
 using CommandSetup = CommandAction (*)(CLI::App& command);
@@ -52,7 +51,6 @@ CommandAction setup_classify(CLI::App& command);
 CommandAction setup_forward(CLI::App& command);
 CommandAction setup_convert(CLI::App& command);
 CommandAction setup_preprocess(CLI::App& command);
-// Accepts any arguments, prints "libai-actor <name>: not implemented yet in this build".
-CommandAction setup_not_implemented(CLI::App& command);
+CommandAction setup_bench(CLI::App& command);
 
 }  // namespace libai::cli

@@ -96,12 +96,20 @@ TEST_F(Cli, MissingArgumentIsAUsageError) {
   EXPECT_NE(first_line(r.err).find("CONFIG is required"), std::string::npos) << r.err;
 }
 
-TEST_F(Cli, UnimplementedCommandsExitThree) {
-  for (const char* name : {"bench"}) {
-    const Result r = run(std::string(name) + " --model x");
-    EXPECT_EQ(r.exit_code, 3) << name;
-    EXPECT_EQ(r.err, "libai-actor " + std::string(name) + ": not implemented yet in this build\n");
-  }
+TEST_F(Cli, BenchListsAndRunsTheRuntimeBenchmarks) {
+  const Result list = run("bench");
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  for (const char* name : {"comm", "transfer", "pipeline", "pipeline-train", "schedules"})
+    EXPECT_NE(list.out.find(std::string("  ") + name + " "), std::string::npos) << name;
+  const Result unknown = run("bench nosuch");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.err.find("unknown benchmark 'nosuch' (known: comm, transfer"),
+            std::string::npos)
+      << unknown.err;
+  const Result missing = run("bench schedules --bench-dir '" + scratch_.path() + "'");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("bench_pipeline_schedules is not in"), std::string::npos)
+      << missing.err;
 }
 
 TEST_F(Cli, RunRejectsATrainingConfigByName) {
