@@ -22,6 +22,7 @@ struct JoinRequest {
   hostname @2 :Text;
   devices @3 :List(DeviceProfile);
   controlRttSeconds @4 :Float64; # the node's measured round trip to node 0 over the control plane
+  hostKey @5 :Text;              # equal on nodes that can share memory (runtime/host_identity.h)
 }
 
 struct JoinReply {
@@ -93,6 +94,7 @@ struct Assignment {
   devices @4 :List(DeviceProfile);  # every device of the cluster, in node order
   localHopSeconds @5 :Float64;   # measured: one packet hop between actors of one process
   remoteHopSeconds @6 :Float64;  # measured: one packet hop between nodes (0: one node)
+  transport @7 :Text;            # the data plane between the nodes: "shm" or "ucx" ("": one node)
 }
 
 # What one stage did, for the per-stage utilisation report.

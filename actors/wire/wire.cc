@@ -113,6 +113,7 @@ Bytes encode(const JoinRequest& m) {
     auto devices = root.initDevices(static_cast<unsigned>(m.devices.size()));
     for (unsigned i = 0; i < m.devices.size(); ++i) fill_device(devices[i], m.devices[i]);
     root.setControlRttSeconds(m.control_rtt_seconds);
+    root.setHostKey(m.host_key);
   });
 }
 
@@ -136,6 +137,7 @@ JoinRequest decode<JoinRequest>(std::span<const std::uint8_t> bytes, const ReadL
         JoinRequest m{root.getNodeRank(), root.getToken().cStr(), root.getHostname().cStr(), {}};
         for (auto device : root.getDevices()) m.devices.push_back(read_device(device));
         m.control_rtt_seconds = root.getControlRttSeconds();
+        m.host_key = root.getHostKey().cStr();
         return m;
       },
       limits);
@@ -297,6 +299,7 @@ Bytes encode(const Assignment& m) {
     for (unsigned i = 0; i < m.devices.size(); ++i) fill_device(devices[i], m.devices[i]);
     root.setLocalHopSeconds(m.local_hop_seconds);
     root.setRemoteHopSeconds(m.remote_hop_seconds);
+    root.setTransport(m.transport);
   });
 }
 
@@ -313,6 +316,7 @@ Assignment decode<Assignment>(std::span<const std::uint8_t> bytes, const ReadLim
         for (auto device : root.getDevices()) m.devices.push_back(read_device(device));
         m.local_hop_seconds = root.getLocalHopSeconds();
         m.remote_hop_seconds = root.getRemoteHopSeconds();
+        m.transport = root.getTransport().cStr();
         return m;
       },
       limits);

@@ -45,6 +45,7 @@ struct JoinRequest {
   std::string hostname;
   std::vector<DeviceProfile> devices;
   double control_rtt_seconds = 0;
+  std::string host_key;  // equal on nodes that can share memory (runtime/host_identity.h)
   bool operator==(const JoinRequest&) const = default;
 };
 
@@ -104,6 +105,7 @@ struct Assignment {
   std::vector<DeviceProfile> devices;
   double local_hop_seconds = 0;
   double remote_hop_seconds = 0;
+  std::string transport;  // the data plane between the nodes: "shm" or "ucx" ("": one node)
   bool operator==(const Assignment&) const = default;
 };
 

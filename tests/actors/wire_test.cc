@@ -11,10 +11,13 @@ namespace libai::wire {
 namespace {
 
 JoinRequest sample_join() {
-  return {7,
-          "cluster-token",
-          "node7.example",
-          {{"cpu:0", 371.5, 18.25, 8ull << 30}, {"cuda:0", 60000.0, 3300.0, 80ull << 30}}};
+  JoinRequest m{7,
+                "cluster-token",
+                "node7.example",
+                {{"cpu:0", 371.5, 18.25, 8ull << 30}, {"cuda:0", 60000.0, 3300.0, 80ull << 30}}};
+  m.control_rtt_seconds = 0.0004;
+  m.host_key = "boot 1234 ipc 4026531839 pid 4026531836";
+  return m;
 }
 
 TEST(Wire, JoinRequestRoundTrips) {
@@ -142,6 +145,7 @@ TEST(Wire, PipelineMessagesRoundTrip) {
   const Abort abort{"node 2 died (stage 2)", 0};
   EXPECT_EQ(decode<Abort>(encode(abort)), abort);
   Assignment a{"job: {_target_: generate}\n", {0, 0, 1, 1}, {1, 0}, 40123, {{"node0:cpu:0", 90, 15, 1ull << 33}}};
+  a.transport = "shm";
   EXPECT_EQ(decode<Assignment>(encode(a)), a);
   const StageReport r{"stage 1 (dp 0, tp 1)", 1, 0.25, 52, 1 << 20};
   EXPECT_EQ(decode<StageReport>(encode(r)), r);
