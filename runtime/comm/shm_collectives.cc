@@ -36,6 +36,11 @@ constexpr std::size_t kPieceBytes = 256u << 10;
 
 std::uint8_t* bytes_of(const Tensor& t) { return static_cast<std::uint8_t*>(t.data_ptr()); }
 
+// Names a cross-memory copy with group rank q in its errors.
+std::function<std::string()> copy_with(const Collective& c, int q, const char* verb) {
+  return [&c, q, verb] { return str_cat(c.what(), ": ", verb, " rank ", q, "'s tensor"); };
+}
+
 template <typename T, typename Acc>
 void load(const T* x, Acc* acc, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) acc[i] = Acc(x[i]);
@@ -105,20 +110,19 @@ void cma_all_reduce(Collective& c, const Tensor& tensor, ReduceOp op) {
   T* data = static_cast<T*>(tensor.data_ptr());
   const std::int64_t begin = slice_begin(count, n, r), end = slice_begin(count, n, r + 1);
   std::vector<T> scratch(std::size_t(std::min<std::int64_t>(end - begin, kPieceBytes / sizeof(T))));
-  const auto what = [&] { return c.what(); };
   reduce_range<T, Acc>(op, n, end - begin, data + begin,
                        [&](int q, std::int64_t at, std::int64_t m) -> const T* {
                          if (q == r) return data + begin + at;
                          cma_read(c.process(q), scratch.data(),
                                   c.header(q).input + std::uint64_t(begin + at) * sizeof(T),
-                                  std::size_t(m) * sizeof(T), what);
+                                  std::size_t(m) * sizeof(T), copy_with(c, q, "reading"));
                          return scratch.data();
                        });
   // The reduced slice into every peer's tensor (one call per peer: the kernel streams it).
   for (int q = 0; q < n; ++q) {
     if (q == r || end == begin) continue;
     cma_write(c.process(q), data + begin, c.header(q).output + std::uint64_t(begin) * sizeof(T),
-              std::size_t(end - begin) * sizeof(T), what);
+              std::size_t(end - begin) * sizeof(T), copy_with(c, q, "writing"));
   }
 }
 
@@ -128,13 +132,12 @@ void cma_reduce_scatter(Collective& c, const Tensor& input, const Tensor& output
   const std::int64_t block = output.numel();
   const T* in = static_cast<const T*>(input.data_ptr()) + block * r;
   std::vector<T> scratch(std::size_t(std::min<std::int64_t>(block, kPieceBytes / sizeof(T))));
-  const auto what = [&] { return c.what(); };
   reduce_range<T, Acc>(op, n, block, static_cast<T*>(output.data_ptr()),
                        [&](int q, std::int64_t at, std::int64_t m) -> const T* {
                          if (q == r) return in + at;
                          cma_read(c.process(q), scratch.data(),
                                   c.header(q).input + std::uint64_t(block * r + at) * sizeof(T),
-                                  std::size_t(m) * sizeof(T), what);
+                                  std::size_t(m) * sizeof(T), copy_with(c, q, "reading"));
                          return scratch.data();
                        });
 }
@@ -325,7 +328,7 @@ void run_all_gather(Collective& c, const Tensor& input, const Tensor& output) {
   for (int q = 0; q < n; ++q) {
     if (q != r)
       cma_read(c.process(q), out + std::size_t(q) * bytes, c.header(q).input, bytes,
-               [&] { return c.what(); });
+               copy_with(c, q, "reading"));
   }
 }
 
@@ -334,7 +337,7 @@ void run_broadcast(Collective& c, const Tensor& tensor, int root) {
   if (!use_cma(c, tensor.nbytes())) return staged_broadcast(c, tensor, root);
   if (c.rank() != root)
     cma_read(c.process(root), tensor.data_ptr(), c.header(root).input, tensor.nbytes(),
-             [&] { return c.what(); });
+             copy_with(c, root, "reading"));
 }
 
 }  // namespace libai::comm::shm

@@ -304,9 +304,8 @@ void cma_move(const ProcessId& process, std::uint8_t* local, std::uint64_t remot
     if (moved <= 0) {
       const int error = moved < 0 ? errno : EIO;
       if (error == EINTR) continue;
-      LIBAI_THROW(CommunicationError, what(), ": cross-memory copy with pid ", process.pid,
-                  " failed: ", errno_text(error),
-                  error == ESRCH ? " (the process died)" : "");
+      LIBAI_THROW(CommunicationError, what(), " (pid ", process.pid, ") failed: ",
+                  errno_text(error), error == ESRCH ? ": the process died" : "");
     }
     local += moved;
     remote += std::uint64_t(moved);

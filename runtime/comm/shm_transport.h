@@ -180,7 +180,8 @@ class Ring {
 // `bytes` at `remote` and comparing with `expected`.
 bool cma_probe(const ProcessId& process, std::uint64_t remote, const void* expected,
                std::size_t bytes);
-// Throw CommunicationError "<what>" + the errno text on failure (ESRCH: the peer died).
+// Throw CommunicationError "<what> (pid P) failed: <errno text>" (ESRCH: the peer died);
+// `what` names the copy ("shm all_reduce #3 on rank 1 of 4: reading rank 2's tensor").
 void cma_read(const ProcessId& process, void* local, std::uint64_t remote, std::size_t bytes,
               const std::function<std::string()>& what);
 void cma_write(const ProcessId& process, const void* local, std::uint64_t remote,
