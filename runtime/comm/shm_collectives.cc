@@ -36,10 +36,6 @@ constexpr std::size_t kPieceBytes = 256u << 10;
 
 std::uint8_t* bytes_of(const Tensor& t) { return static_cast<std::uint8_t*>(t.data_ptr()); }
 
-// Names a cross-memory copy with group rank q in its errors.
-std::function<std::string()> copy_with(const Collective& c, int q, const char* verb) {
-  return [&c, q, verb] { return str_cat(c.what(), ": ", verb, " rank ", q, "'s tensor"); };
-}
 
 template <typename T, typename Acc>
 void load(const T* x, Acc* acc, std::int64_t n) {
@@ -113,16 +109,16 @@ void cma_all_reduce(Collective& c, const Tensor& tensor, ReduceOp op) {
   reduce_range<T, Acc>(op, n, end - begin, data + begin,
                        [&](int q, std::int64_t at, std::int64_t m) -> const T* {
                          if (q == r) return data + begin + at;
-                         cma_read(c.process(q), scratch.data(),
+                         c.read_from(q, scratch.data(),
                                   c.header(q).input + std::uint64_t(begin + at) * sizeof(T),
-                                  std::size_t(m) * sizeof(T), copy_with(c, q, "reading"));
+                                  std::size_t(m) * sizeof(T));
                          return scratch.data();
                        });
   // The reduced slice into every peer's tensor (one call per peer: the kernel streams it).
   for (int q = 0; q < n; ++q) {
     if (q == r || end == begin) continue;
-    cma_write(c.process(q), data + begin, c.header(q).output + std::uint64_t(begin) * sizeof(T),
-              std::size_t(end - begin) * sizeof(T), copy_with(c, q, "writing"));
+    c.write_to(q, data + begin, c.header(q).output + std::uint64_t(begin) * sizeof(T),
+              std::size_t(end - begin) * sizeof(T));
   }
 }
 
@@ -135,9 +131,9 @@ void cma_reduce_scatter(Collective& c, const Tensor& input, const Tensor& output
   reduce_range<T, Acc>(op, n, block, static_cast<T*>(output.data_ptr()),
                        [&](int q, std::int64_t at, std::int64_t m) -> const T* {
                          if (q == r) return in + at;
-                         cma_read(c.process(q), scratch.data(),
+                         c.read_from(q, scratch.data(),
                                   c.header(q).input + std::uint64_t(block * r + at) * sizeof(T),
-                                  std::size_t(m) * sizeof(T), copy_with(c, q, "reading"));
+                                  std::size_t(m) * sizeof(T));
                          return scratch.data();
                        });
 }
@@ -260,6 +256,30 @@ std::uint8_t* Collective::staging(int group_rank, int half) {
   return world_.staging(group_.world_ranks[std::size_t(group_rank)], half);
 }
 
+void Collective::read_from(int q, void* local, std::uint64_t remote, std::size_t bytes) {
+  const int peer = group_.world_ranks[std::size_t(q)];
+  try {
+    cma_read(world_.process(peer), local, remote, bytes,
+             [&] { return str_cat(what(), ": reading rank ", q, "'s tensor"); });
+  } catch (const CommunicationError&) {
+    if (std::string cause = world_.peer_failure({peer}, false); !cause.empty())
+      LIBAI_THROW(CommunicationError, what(), ": ", cause);
+    throw;
+  }
+}
+
+void Collective::write_to(int q, const void* local, std::uint64_t remote, std::size_t bytes) {
+  const int peer = group_.world_ranks[std::size_t(q)];
+  try {
+    cma_write(world_.process(peer), local, remote, bytes,
+              [&] { return str_cat(what(), ": writing rank ", q, "'s tensor"); });
+  } catch (const CommunicationError&) {
+    if (std::string cause = world_.peer_failure({peer}, false); !cause.empty())
+      LIBAI_THROW(CommunicationError, what(), ": ", cause);
+    throw;
+  }
+}
+
 void Collective::barrier() {
   world_.barrier(group_, [this] { return what(); });
 }
@@ -327,8 +347,7 @@ void run_all_gather(Collective& c, const Tensor& input, const Tensor& output) {
     std::memcpy(out + std::size_t(r) * bytes, input.data_ptr(), bytes);
   for (int q = 0; q < n; ++q) {
     if (q != r)
-      cma_read(c.process(q), out + std::size_t(q) * bytes, c.header(q).input, bytes,
-               copy_with(c, q, "reading"));
+      c.read_from(q, out + std::size_t(q) * bytes, c.header(q).input, bytes);
   }
 }
 
@@ -336,8 +355,7 @@ void run_broadcast(Collective& c, const Tensor& tensor, int root) {
   if (c.size() == 1 || tensor.nbytes() == 0) return;
   if (!use_cma(c, tensor.nbytes())) return staged_broadcast(c, tensor, root);
   if (c.rank() != root)
-    cma_read(c.process(root), tensor.data_ptr(), c.header(root).input, tensor.nbytes(),
-             copy_with(c, root, "reading"));
+    c.read_from(root, tensor.data_ptr(), c.header(root).input, tensor.nbytes());
 }
 
 }  // namespace libai::comm::shm

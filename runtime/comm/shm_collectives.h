@@ -31,6 +31,10 @@ class Collective {
 
   bool cross_memory_attach() const { return world_.cross_memory_attach(); }
   const ProcessId& process(int group_rank) const;
+  // Copies to or from group rank q's memory (cross-memory attach). When it fails because q
+  // failed first and went away, the error names q's own reason rather than the missing pid.
+  void read_from(int q, void* local, std::uint64_t remote, std::size_t bytes);
+  void write_to(int q, const void* local, std::uint64_t remote, std::size_t bytes);
   std::uint8_t* staging(int group_rank, int half);
 
  private:

@@ -160,13 +160,15 @@ class ShmWorld {
   GroupSlot& slot(int world_rank, std::uint32_t group);
   std::uint8_t* staging(int world_rank, int half);
   const ProcessId& process(int world_rank) const { return peers_[std::size_t(world_rank)]; }
+  // "" while the given ranks are fine, else the first cause: a peer's own broken reason, or
+  // (thorough) that its process is gone.
+  std::string peer_failure(const std::vector<int>& world_ranks, bool thorough) const;
 
  private:
   std::uint8_t* base(int world_rank) const;
   SegmentHeader& header(int world_rank) const;
   Ring inbound_ring(int from) const;
   Ring outbound_ring(int to) const;
-  std::string peer_failure(const std::vector<int>& world_ranks, bool thorough) const;
 
   void main();
   void execute(Task& task);
