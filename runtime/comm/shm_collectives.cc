@@ -82,9 +82,10 @@ void with_types(DType dtype, Fn&& fn) {
 
 // out[0, n) = op over q = 0..ranks-1 of source(q)[0, n), in rank order, in pieces that fit the
 // accumulator. source(q, begin, count) returns a pointer to rank q's elements [begin, begin +
-// count) of the range (it may copy them somewhere first).
-template <typename T, typename Acc, typename Source>
-void reduce_range(ReduceOp op, int ranks, std::int64_t n, T* out, Source&& source) {
+// count) of the range (it may copy them somewhere first); done(begin, count) runs after each
+// piece is stored, while it is still in cache.
+template <typename T, typename Acc, typename Source, typename Done>
+void reduce_range(ReduceOp op, int ranks, std::int64_t n, T* out, Source&& source, Done&& done) {
   constexpr std::int64_t kAccumulator = std::int64_t(kPieceBytes / sizeof(T));
   std::vector<Acc> acc(std::size_t(std::min(n, kAccumulator)));
   for (std::int64_t begin = 0; begin < n; begin += kAccumulator) {
@@ -92,7 +93,13 @@ void reduce_range(ReduceOp op, int ranks, std::int64_t n, T* out, Source&& sourc
     load<T, Acc>(source(0, begin, m), acc.data(), m);
     for (int q = 1; q < ranks; ++q) combine<T, Acc>(op, acc.data(), source(q, begin, m), m);
     store<T, Acc>(acc.data(), out + begin, m);
+    done(begin, m);
   }
+}
+
+template <typename T, typename Acc, typename Source>
+void reduce_range(ReduceOp op, int ranks, std::int64_t n, T* out, Source&& source) {
+  reduce_range<T, Acc>(op, ranks, n, out, source, [](std::int64_t, std::int64_t) {});
 }
 
 std::int64_t slice_begin(std::int64_t count, int n, int q) { return count * q / n; }
@@ -106,20 +113,22 @@ void cma_all_reduce(Collective& c, const Tensor& tensor, ReduceOp op) {
   T* data = static_cast<T*>(tensor.data_ptr());
   const std::int64_t begin = slice_begin(count, n, r), end = slice_begin(count, n, r + 1);
   std::vector<T> scratch(std::size_t(std::min<std::int64_t>(end - begin, kPieceBytes / sizeof(T))));
-  reduce_range<T, Acc>(op, n, end - begin, data + begin,
-                       [&](int q, std::int64_t at, std::int64_t m) -> const T* {
-                         if (q == r) return data + begin + at;
-                         c.read_from(q, scratch.data(),
-                                  c.header(q).input + std::uint64_t(begin + at) * sizeof(T),
-                                  std::size_t(m) * sizeof(T));
-                         return scratch.data();
-                       });
-  // The reduced slice into every peer's tensor (one call per peer: the kernel streams it).
-  for (int q = 0; q < n; ++q) {
-    if (q == r || end == begin) continue;
-    c.write_to(q, data + begin, c.header(q).output + std::uint64_t(begin) * sizeof(T),
-              std::size_t(end - begin) * sizeof(T));
-  }
+  reduce_range<T, Acc>(
+      op, n, end - begin, data + begin,
+      [&](int q, std::int64_t at, std::int64_t m) -> const T* {
+        if (q == r) return data + begin + at;
+        c.read_from(q, scratch.data(), c.header(q).input + std::uint64_t(begin + at) * sizeof(T),
+                    std::size_t(m) * sizeof(T));
+        return scratch.data();
+      },
+      [&](std::int64_t at, std::int64_t m) {  // the reduced piece into every peer's tensor
+        for (int q = 0; q < n; ++q) {
+          if (q == r) continue;
+          c.write_to(q, data + begin + at,
+                     c.header(q).output + std::uint64_t(begin + at) * sizeof(T),
+                     std::size_t(m) * sizeof(T));
+        }
+      });
 }
 
 template <typename T, typename Acc>
