@@ -31,7 +31,7 @@ if command -v ucx_perftest > /dev/null; then
     server=$!
     sleep 0.3
     mbs=$(UCX_TLS=posix,cma,self timeout 120 ucx_perftest 127.0.0.1 -p "$port" -t tag_bw \
-            -s "$bytes" -n "$iterations" -w 2 -f 2>/dev/null | awk 'NF >= 9 {v = $(NF - 2)} END {print v}')
+            -s "$bytes" -n "$iterations" -w 2 -f 2>/dev/null | awk '$1 ~ /^[0-9]+$/ && NF == 8 {v = $6} END {print v}')
     wait "$server" 2>/dev/null || true
     echo "| $((bytes >> 20)) MB | ${mbs:-failed} |"
   done
