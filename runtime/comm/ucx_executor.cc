@@ -125,8 +125,14 @@ void Executor::execute(Task& task) {
     }
     poll_point_to_point();
   } catch (const std::exception& e) {
-    break_world(e.what());
+    {
+      std::lock_guard lock(mutex_);  // later submits throw from here on
+      if (broken_.empty()) broken_ = e.what();
+    }
+    // The caller first (abort() from another thread must wake it at once), then the peers:
+    // telling them may take up to 200 ms.
     task.work->finish(std::current_exception());
+    break_world(e.what());
   }
 }
 
