@@ -1,15 +1,20 @@
-// Bus bandwidth of the ucx communicator's all-reduce and all-gather over 2 and 4 processes
-// on this host (forked, meeting on loopback), beside memcpy bandwidth measured in the same
-// run, size by size, alternating the two.
+// Bus bandwidth of a communicator's all-reduce and all-gather over 2 and 4 processes on this
+// host (forked; `--backend ucx`: UCX over loopback, `--backend shm`: shared memory), beside
+// the memcpy bound measured in the same run, size by size: every rank copies `bytes` at the
+// same time (n processes share the memory system and the cores, so that is the honest bound).
 //
 //   bus bandwidth = bytes * 2(n-1)/n / time   (all-reduce of `bytes`)
 //                 = bytes * (n-1)/n / time    (all-gather into `bytes`)
 // the traffic each rank's link carries in a bandwidth-optimal algorithm, so it compares
 // directly with one memcpy of `bytes` (read + write of the same bytes on one core). A third
 // row gives the transport alone: rank 0 sends `bytes` to rank 1 (bytes / time, timed on the
-// receiver), the ceiling a collective's every link runs into.
+// receiver), the ceiling a collective's every link runs into. With the shm backend a fourth
+// row is the message plane one way (runtime/comm/message_plane.h): rank 0 sends `reps`
+// messages of `bytes` to rank 1, whose handler reads each into a buffer of its own; bytes x
+// reps / time until the last is read.
 //
-//   build/bench/bench_comm_bus_bandwidth [--ranks 2,4] [--min-bytes 1024] [--max-bytes 268435456]
+//   build/bench/bench_comm_bus_bandwidth [--backend ucx|shm] [--ranks 2,4] [--min-bytes 1024]
+//                                        [--max-bytes 268435456]
 //
 // Each figure is the median of 3 timed blocks after a warm-up; a block is `reps` operations
 // back to back (many for small sizes, 1 at 256 MB), started together after a barrier.
@@ -24,6 +29,11 @@
 #include <string>
 #include <vector>
 
+#include <atomic>
+#include <thread>
+
+#include "runtime/comm/message_plane.h"
+#include "runtime/comm/shm_communicator.h"
 #include "runtime/comm/ucx_communicator.h"
 
 namespace libai::comm {
@@ -32,6 +42,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Options {
+  std::string backend = "ucx";
   std::vector<int> ranks{2, 4};
   std::size_t min_bytes = 1u << 10;
   std::size_t max_bytes = 256u << 20;
@@ -66,21 +77,60 @@ std::string human(std::size_t bytes) {
   return std::to_string(bytes >> 10) + " KB";
 }
 
+// Seconds per message of `bytes` from rank 0 to rank 1 over the plane, timed on rank 1 from
+// the barrier to the last byte read (median of 3 blocks of `reps`, after a warm-up message).
+double plane_one_way(Communicator& comm, MessagePlane& plane, std::size_t bytes, int reps,
+                     std::atomic<int>& received) {
+  std::vector<std::uint8_t> payload(bytes, 7);
+  const ConstBlock block{payload.data(), bytes};
+  std::vector<double> blocks;
+  for (int round = 0; round < 4; ++round) {
+    const int count = round == 0 ? 1 : reps;
+    received.store(0);
+    comm.barrier();
+    const auto start = Clock::now();
+    if (comm.rank() == 0) {
+      for (int i = 0; i < count; ++i) plane.send(1, 0, {}, {&block, 1});
+    }
+    if (comm.rank() == 1) {
+      while (received.load(std::memory_order_acquire) < count) std::this_thread::yield();
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / count;
+    if (round > 0) blocks.push_back(seconds);
+  }
+  comm.barrier();
+  return median(blocks);
+}
+
 void run_rank(Communicator& comm, const Options& options) {
   const int n = comm.size();
   const bool report = comm.rank() == 0;
+  // The message plane rows (shm only: the ucx plane is make_p2p_message_plane's).
+  std::shared_ptr<MessagePlane> plane;
+  std::atomic<int> received{0};
+  std::vector<std::uint8_t> sink;
+  if (options.backend == "shm") {
+    plane = make_shm_message_plane(comm, std::chrono::seconds(120));
+    sink.resize(options.max_bytes);
+    plane->start(
+        [&](IncomingMessage& m) {
+          m.read(sink.data(), m.payload_bytes());
+          received.fetch_add(1, std::memory_order_release);
+        },
+        [](const std::string& error) { std::fprintf(stderr, "plane: %s\n", error.c_str()); });
+  }
   if (report) {
     std::printf(
-        "\n%d ranks\n| bytes | op | time (us) | bus GB/s | memcpy GB/s | bus / memcpy |\n"
-        "|---:|---|---:|---:|---:|---:|\n",
-        n);
+        "\n%s, %d ranks\n| bytes | op | time (us) | bus GB/s | memcpy GB/s (all ranks) | bus / "
+        "memcpy |\n|---:|---|---:|---:|---:|---:|\n",
+        options.backend.c_str(), n);
   }
   for (std::size_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= 4) {
     const std::int64_t count = std::int64_t(bytes / 4);  // f32
     const int reps = reps_for(bytes);
-    // memcpy on rank 0 while the others wait at the barrier that starts the next block.
+    // memcpy on every rank at once: the bound when n processes share memory and cores.
     double copy = 0;
-    if (report) {
+    {
       std::vector<char> from(bytes, 1), to(bytes, 0);
       copy = time_per_call(
           reps,
@@ -88,7 +138,7 @@ void run_rank(Communicator& comm, const Options& options) {
             std::memcpy(to.data(), from.data(), bytes);
             asm volatile("" : : "r"(to.data()) : "memory");
           },
-          [] {});
+          [&] { comm.barrier(); });
     }
     Tensor reduced = Tensor::ones({count});
     const double reduce = time_per_call(
@@ -106,11 +156,18 @@ void run_rank(Communicator& comm, const Options& options) {
           if (comm.rank() == 1) comm.recv(message, 0);
         },
         [&] { comm.barrier(); });
-    Tensor measured = Tensor::full({1}, send, DType::f64);
-    if (comm.rank() == 1) comm.send(measured, 0, 1);
+    double plane_time = 0;
+    if (plane) plane_time = plane_one_way(comm, *plane, bytes, reps, received);
+    Tensor measured = Tensor::full({2}, 0.0, DType::f64);
+    if (comm.rank() == 1) {
+      measured.data<double>()[0] = send;
+      measured.data<double>()[1] = plane_time;
+      comm.send(measured, 0, 1);
+    }
     if (!report) continue;
     comm.recv(measured, 1, 1);
-    send = measured.item<double>();
+    send = measured.data<double>()[0];
+    plane_time = measured.data<double>()[1];
     const double copy_gbs = double(bytes) / copy * 1e-9;
     const double reduce_bus = double(bytes) * 2 * (n - 1) / n / reduce * 1e-9;
     const double gather_bus = double(gathered.nbytes()) * (n - 1) / n / gather * 1e-9;
@@ -121,6 +178,11 @@ void run_rank(Communicator& comm, const Options& options) {
     const double send_gbs = double(bytes) / send * 1e-9;
     std::printf("| %s | send 0 -> 1 | %.1f | %.2f | %.2f | %.2f |\n", human(bytes).c_str(),
                 send * 1e6, send_gbs, copy_gbs, send_gbs / copy_gbs);
+    if (plane) {
+      const double plane_gbs = double(bytes) / plane_time * 1e-9;
+      std::printf("| %s | plane 0 -> 1 | %.1f | %.2f | %.2f | %.2f |\n", human(bytes).c_str(),
+                  plane_time * 1e6, plane_gbs, copy_gbs, plane_gbs / copy_gbs);
+    }
     std::fflush(stdout);
   }
   comm.barrier();
@@ -140,7 +202,7 @@ bool run_world(int n, const Options& options) {
       ::close(pair[0]);
       int code = 0;
       try {
-        UcxGroupOptions group;
+        ShmGroupOptions group;  // the same fields as UcxGroupOptions
         group.rank = rank;
         group.size = n;
         group.timeout = std::chrono::seconds(120);
@@ -148,7 +210,18 @@ bool run_world(int n, const Options& options) {
         if (rank != 0 && ::read(pair[1], &group.port, sizeof group.port) != sizeof group.port) {
           ::_exit(3);
         }
-        auto comm = make_ucx_communicator(group);
+        std::shared_ptr<Communicator> comm;
+        if (options.backend == "shm") {
+          comm = make_shm_communicator(group);
+        } else {
+          UcxGroupOptions ucx;
+          ucx.rank = group.rank;
+          ucx.size = group.size;
+          ucx.port = group.port;
+          ucx.timeout = group.timeout;
+          ucx.on_listening = group.on_listening;
+          comm = make_ucx_communicator(ucx);
+        }
         run_rank(*comm, options);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
@@ -191,19 +264,27 @@ int main(int argc, char** argv) {
   libai::comm::Options options;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--ranks") {
+    if (flag == "--backend") {
+      options.backend = argv[i + 1];
+    } else if (flag == "--ranks") {
       options.ranks = libai::comm::parse_list(argv[i + 1]);
     } else if (flag == "--min-bytes") {
       options.min_bytes = std::stoull(argv[i + 1]);
     } else if (flag == "--max-bytes") {
       options.max_bytes = std::stoull(argv[i + 1]);
     } else {
-      std::fprintf(stderr, "usage: %s [--ranks 2,4] [--min-bytes B] [--max-bytes B]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--backend ucx|shm] [--ranks 2,4] [--min-bytes B] [--max-bytes B]\n",
+                   argv[0]);
       return 2;
     }
   }
-  std::printf("ucx communicator bus bandwidth (f32), sizes %zu to %zu bytes\n", options.min_bytes,
-              options.max_bytes);
+  if (options.backend != "ucx" && options.backend != "shm") {
+    std::fprintf(stderr, "--backend must be ucx or shm, got %s\n", options.backend.c_str());
+    return 2;
+  }
+  std::printf("%s communicator bus bandwidth (f32), sizes %zu to %zu bytes\n",
+              options.backend.c_str(), options.min_bytes, options.max_bytes);
   bool ok = true;
   for (int n : options.ranks) ok = libai::comm::run_world(n, options) && ok;
   return ok ? 0 : 1;

@@ -2,6 +2,7 @@
 // One interface, several backends chosen from where the ranks live (never by model code):
 //   local  threads of one process, through shared memory (runtime/comm/local_communicator.h)
 //   ucx    processes on one node or several, over UCX (runtime/comm/ucx_communicator.h)
+//   shm    processes of one host, through shared memory (runtime/comm/shm_communicator.h)
 //   nccl   GPUs (compiled where the CUDA toolkit is)
 //
 //   auto comms = comm::LocalGroup::create(4);          // one Communicator per rank (threads)
@@ -22,7 +23,7 @@
 //   (the handle keeps a reference to its storage).
 // - Every wait has a deadline (the communicator's timeout): a peer that died or never calls
 //   the collective gives a CommunicationError naming the peer instead of a hang. After an
-//   error the communicator is broken: every later call throws at once.
+//   error, or abort(), the communicator is broken: every later call throws at once.
 #pragma once
 
 #include <chrono>
@@ -83,6 +84,11 @@ class Communicator {
   virtual std::shared_ptr<Communicator> new_group(const std::vector<int>& ranks) = 0;
   virtual CommStats stats() const = 0;
   virtual std::chrono::milliseconds timeout() const = 0;
+  // Breaks the communicator from outside, e.g. the control plane saw a peer die or hang: every
+  // blocked wait of this process throws CommunicationError (carrying `reason`) at once, later
+  // calls throw. Safe from any thread; the first reason stays. It breaks what shares the
+  // communicator's connections too (its new_group communicators, or the group it came from).
+  virtual void abort(const std::string& reason) = 0;
 
   void all_reduce(Tensor tensor, ReduceOp op = ReduceOp::sum) { all_reduce_async(tensor, op)->wait(); }
   void all_gather(Tensor input, Tensor output) { all_gather_async(input, output)->wait(); }

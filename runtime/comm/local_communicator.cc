@@ -261,6 +261,10 @@ class LocalCommunicator final : public Communicator {
     return stats_;
   }
 
+  void abort(const std::string& reason) override {
+    group_->abort(str_cat(group_->name, " aborted: ", reason));
+  }
+
  private:
   struct Task {
     std::function<void()> run;

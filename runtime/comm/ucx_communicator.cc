@@ -66,6 +66,8 @@ class UcxCommunicator final : public Communicator {
     return group_->stats;
   }
 
+  void abort(const std::string& reason) override { executor_->abort(reason); }
+
   WorkHandle all_reduce_async(Tensor tensor, ReduceOp op) override {
     check_tensor(tensor, "all_reduce", true);
     count(&CommStats::all_reduce_calls, &CommStats::all_reduce_elements, tensor.numel());

@@ -60,6 +60,15 @@ void Executor::submit(Task task) {
   queue_changed_.notify_all();
 }
 
+void Executor::abort(const std::string& reason) {
+  {
+    std::lock_guard lock(mutex_);
+    if (broken_.empty()) broken_ = reason;
+  }
+  world_->request_abort(reason);
+  queue_changed_.notify_all();
+}
+
 void Executor::main(const RendezvousOptions& options, std::promise<void>& ready) {
   try {
     world_ = std::make_unique<UcxWorld>(options);
@@ -75,13 +84,18 @@ void Executor::main(const RendezvousOptions& options, std::promise<void>& ready)
     {
       std::unique_lock lock(mutex_);
       if (in_flight_.empty()) {
-        queue_changed_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+        queue_changed_.wait(lock, [&] {
+          return !queue_.empty() || stopping_ || (world_->abort_requested() && !world_->broken());
+        });
       }
       if (queue_.empty() && stopping_ && in_flight_.empty()) break;
       if (!queue_.empty()) {
         task = std::move(queue_.front());
         queue_.pop_front();
       }
+    }
+    if (world_->abort_requested() && !world_->broken()) {
+      break_world(world_->requested_reason());  // tells the peers, fails what is in flight
     }
     if (task.work) {
       execute(task);
@@ -111,8 +125,14 @@ void Executor::execute(Task& task) {
     }
     poll_point_to_point();
   } catch (const std::exception& e) {
-    break_world(e.what());
+    {
+      std::lock_guard lock(mutex_);  // later submits throw from here on
+      if (broken_.empty()) broken_ = e.what();
+    }
+    // The caller first (abort() from another thread must wake it at once), then the peers:
+    // telling them may take up to 200 ms.
     task.work->finish(std::current_exception());
+    break_world(e.what());
   }
 }
 

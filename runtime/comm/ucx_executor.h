@@ -66,6 +66,9 @@ class Executor {
 
   // Throws CommunicationError at once when the world is broken.
   void submit(Task task);
+  // From any thread: the running operation's wait throws CommunicationError(reason) at once,
+  // the world breaks (the peers are told), queued and later operations fail.
+  void abort(const std::string& reason);
 
   std::uint32_t next_group_id = 1;  // executor thread only; group 0 is the world
 

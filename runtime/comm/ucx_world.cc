@@ -249,6 +249,7 @@ void UcxWorld::wait(std::span<const TransferPtr> transfers, Clock::time_point de
                     const std::function<std::string()>& what) {
   IdleBackoff backoff;
   while (true) {
+    if (abort_requested()) throw CommunicationError(str_cat(what(), ": ", requested_reason()));
     bool all_done = true;
     for (const TransferPtr& t : transfers) {
       if (const std::string f = settled_failure(*t); !f.empty()) {
@@ -304,6 +305,18 @@ void UcxWorld::exchange_with_all(TagKind kind, bool tolerate_failures, Clock::ti
     if (settled) break;
     progress() ? backoff.busy() : backoff.idle();
   }
+}
+
+void UcxWorld::request_abort(const std::string& reason) {
+  std::lock_guard lock(requested_mutex_);
+  if (abort_requested_.load()) return;
+  requested_reason_ = reason;
+  abort_requested_.store(true, std::memory_order_release);
+}
+
+std::string UcxWorld::requested_reason() const {
+  std::lock_guard lock(requested_mutex_);
+  return requested_reason_;
 }
 
 void UcxWorld::abort(const std::string& reason) {

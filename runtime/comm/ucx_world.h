@@ -31,10 +31,12 @@
 // it is destroyed (UCX 1.13 asserts when a wire-up reply is still queued then).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -130,6 +132,11 @@ class UcxWorld {
 
   // Breaks the world after an error: cancels receives, tells every reachable rank `reason`.
   void abort(const std::string& reason);
+  // From any thread: the owning thread's current and later waits throw
+  // CommunicationError(reason); it then calls abort().
+  void request_abort(const std::string& reason);
+  bool abort_requested() const { return abort_requested_.load(std::memory_order_acquire); }
+  std::string requested_reason() const;
   bool broken() const { return !broken_reason_.empty(); }
   const std::string& broken_reason() const { return broken_reason_; }
 
@@ -152,6 +159,9 @@ class UcxWorld {
   std::shared_ptr<std::vector<char>> abort_note_;
   std::string broken_reason_;
   Clock::time_point failure_seen_{};
+  std::atomic<bool> abort_requested_{false};
+  mutable std::mutex requested_mutex_;
+  std::string requested_reason_;
 };
 
 }  // namespace libai::comm::detail

@@ -379,6 +379,42 @@ TEST(UcxCommunicator_Dist, RankThatNeverCallsTimesOutNamingIt) {
       << reports[0];
 }
 
+// abort() from another thread (the control plane saw a node hang) ends a wait on a peer that
+// never answers at once, with the reason; later calls throw.
+TEST(UcxCommunicator_Dist, AbortFromAnotherThreadWakesAWait) {
+  const auto reports = run_ranks(2, [](Communicator& comm, int) {
+    if (comm.rank() == 1) {  // alive, but skips the collective
+      std::this_thread::sleep_for(1500ms);
+      return std::string("ok");
+    }
+    Tensor t = Tensor::ones({1 << 18});
+    WorkHandle w = comm.all_reduce_async(t);
+    std::int64_t aborted_at = 0;
+    std::thread control([&] {
+      std::this_thread::sleep_for(300ms);
+      aborted_at = now_ns();
+      comm.abort("control plane: node 1 hangs");
+    });
+    std::string message = "FAILED: no error";
+    try {
+      w->wait();
+    } catch (const CommunicationError& e) {
+      message = e.what();
+    }
+    const std::int64_t woke_at = now_ns();
+    control.join();
+    require(message.find("control plane: node 1 hangs") != std::string::npos, "message: ", message);
+    require(woke_at - aborted_at < 200'000'000, "woke ", (woke_at - aborted_at) / 1000, " us late");
+    try {
+      comm.barrier();
+    } catch (const CommunicationError&) {
+      return std::string("ok");
+    }
+    return std::string("FAILED: a call after abort did not throw");
+  });
+  EXPECT_EQ(reports[0], "ok");
+}
+
 // In-process: rendezvous failures name the address and what timed out.
 TEST(UcxRendezvous, NobodyListeningTimesOutNamingTheAddress) {
   UcxGroupOptions options;

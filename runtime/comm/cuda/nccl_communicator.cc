@@ -118,6 +118,8 @@ class NcclCommunicator : public Communicator {
     std::lock_guard<std::mutex> lock(state_->mutex);
     return state_->stats;
   }
+  // ncclCommAbort (in fail) ends the NCCL calls in flight; the waits see `broken` and throw.
+  void abort(const std::string& reason) override { state_->fail("aborted: " + reason); }
 
   WorkHandle all_reduce_async(Tensor t, ReduceOp op) override {
     check_tensor(t, "all_reduce");
