@@ -1,167 +1,22 @@
-#include "actors/cluster.h"
-
-#include "actors/synthetic.h"
-
+// Node 0: the scheduler. It accepts the joins, plans, opens the data plane, gathers the stage
+// handles, runs the job on its own thread and watches the cluster until every stage reported.
 #include <caf/io/all.hpp>
-#include <signal.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <condition_variable>
-#include <mutex>
+#include <algorithm>
 #include <future>
 #include <set>
 #include <thread>
 
-#include "runtime/comm/ucx_communicator.h"
+#include "actors/cluster_node.h"
+#include "actors/synthetic.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
 
-namespace libai::actors {
+namespace libai::actors::cluster {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-
-std::atomic<int> g_interrupted{0};
-
-std::string hostname() {
-  char buf[256] = {0};
-  ::gethostname(buf, sizeof buf - 1);
-  return buf;
-}
-
-// "stage 1, stage 2" held by `node`.
-std::string stages_of_node(const PipelineLayout& layout, int node) {
-  std::string out;
-  for (const SlotSpec& slot : layout.slots)
-    if (slot.node == node) out += (out.empty() ? "" : ", ") + slot.name();
-  return out.empty() ? "no stages" : out;
-}
-
-std::string seconds_text(std::chrono::milliseconds ms) {
-  return str_cat(double(ms.count()) / 1000.0, " s");
-}
-
-// Everything of one node's run that outlives a phase.
-struct Node {
-  const ClusterSpec& spec;
-  ClusterJob& job;
-  const ClusterOptions& options;
-  caf::actor_system_config config;
-  std::unique_ptr<caf::actor_system> system;
-  std::unique_ptr<caf::scoped_actor> self;
-  std::shared_ptr<comm::Communicator> data_plane;
-  PipelineLayout layout;
-  bool have_layout = false;
-  std::vector<caf::actor> stages;  // this node's (null for other nodes' slots)
-  caf::actor driver;               // node 0
-  std::optional<TrainPrograms> training;  // a training job's programs
-
-  Node(const ClusterSpec& s, ClusterJob& j, const ClusterOptions& o) : spec(s), job(j), options(o) {
-    configure_actor_system(config);
-    system = std::make_unique<caf::actor_system>(config);
-    self = std::make_unique<caf::scoped_actor>(*system);
-  }
-
-  caf::scoped_actor& me() { return *self; }
-  std::string who() const { return str_cat("node ", spec.node_rank); }
-  std::string stages_of(int node) const {
-    return have_layout ? stages_of_node(layout, node) : "stages not yet assigned";
-  }
-
-  void stop_local_stages() {
-    for (auto& stage : stages)
-      if (stage) caf::anon_send(stage, abort_atom::value, std::string("job aborted"));
-    // The train driver's stop would ask the stages to end normally: abort it instead.
-    if (driver && training) caf::anon_send(driver, abort_atom::value);
-    else if (driver) caf::anon_send(driver, stop_atom::value);
-  }
-
-  // This node's stage actors, forward or training ones.
-  std::vector<caf::actor> spawn_stages(const wire::Assignment& assignment, int rank) {
-    training = job.train_programs(assignment);
-    if (training)
-      return spawn_train_slots(*system, layout, *training, rank,
-                               job.train_compute(layout, assignment, data_plane), data_plane,
-                               caf::actor{me()});
-    return spawn_slots(*system, layout, rank, job.compute(layout, assignment), data_plane,
-                       caf::actor{me()});
-  }
-
-  void connect_stages(int rank, const std::vector<caf::actor>& handles, const caf::actor& to_driver) {
-    if (training)
-      connect_train_slots(layout, *training, rank, handles, to_driver);
-    else
-      connect_slots(layout, rank, handles, to_driver);
-  }
-
-  void check_interrupt() {
-    if (const int sig = g_interrupted.load())
-      LIBAI_THROW(CommunicationError, who(), " was interrupted (signal ", sig, ")");
-  }
-};
-
-// Opens the UCX data plane on a thread of its own while the caller keeps watching the
-// control plane: `watch` receives control messages for a moment and throws when a node died
-// or the job was aborted, so that a node lost while the data plane forms ends the job at
-// once instead of at the data plane's timeout. The thread is detached: after such a failure
-// it still waits in the rendezvous until its own timeout, owning only its shared state.
-std::shared_ptr<comm::Communicator> open_data_plane(comm::UcxGroupOptions options,
-                                                    const std::function<void()>& watch,
-                                                    const std::function<void(int)>& on_port = {}) {
-  struct Shared {
-    std::mutex mutex;
-    std::condition_variable changed;
-    bool done = false;
-    int port = -1;
-    std::shared_ptr<comm::Communicator> comm;
-    std::exception_ptr error;
-  };
-  auto shared = std::make_shared<Shared>();
-  options.on_listening = [shared](int port) {
-    std::lock_guard lock(shared->mutex);
-    shared->port = port;
-    shared->changed.notify_all();
-  };
-  std::thread([shared, options] {
-    std::shared_ptr<comm::Communicator> comm;
-    std::exception_ptr error;
-    try {
-      comm = comm::make_ucx_communicator(options);
-    } catch (...) {
-      error = std::current_exception();
-    }
-    std::lock_guard lock(shared->mutex);
-    shared->comm = std::move(comm);
-    shared->error = error;
-    shared->done = true;
-    shared->changed.notify_all();
-  }).detach();
-  bool told_port = false;
-  for (;;) {
-    {
-      std::unique_lock lock(shared->mutex);
-      shared->changed.wait_for(lock, 10ms, [&] { return shared->done || (!told_port && shared->port >= 0); });
-      if (!told_port && shared->port >= 0 && on_port) {
-        const int port = shared->port;
-        told_port = true;
-        lock.unlock();
-        on_port(port);
-        continue;
-      }
-      if (shared->done) {
-        if (shared->error) std::rethrow_exception(shared->error);
-        return shared->comm;
-      }
-    }
-    watch();
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Node 0: the scheduler.
 
 struct Scheduler {
   Node& node;
@@ -300,8 +155,8 @@ struct Scheduler {
   // ends the job now.
   void watch_while_forming() {
     std::string failure;
-    if (g_interrupted.load())
-      failure = str_cat("the job was interrupted on node 0 (signal ", g_interrupted.load(), ")");
+    if (interrupted_signal())
+      failure = str_cat("the job was interrupted on node 0 (signal ", interrupted_signal(), ")");
     else
       node.me()->receive(
           [&](caf::down_msg& msg) {
@@ -405,8 +260,8 @@ struct Scheduler {
           },
           caf::after(std::chrono::milliseconds(0)) >> [] {});
     }
-    if (failure.empty() && g_interrupted.load())
-      failure = str_cat("the job was interrupted on node 0 (signal ", g_interrupted.load(), ")");
+    if (failure.empty() && interrupted_signal())
+      failure = str_cat("the job was interrupted on node 0 (signal ", interrupted_signal(), ")");
     if (!failure.empty()) abort_all(failure);
   }
 
@@ -450,6 +305,8 @@ struct Scheduler {
     return handles;
   }
 };
+
+}  // namespace
 
 ClusterResult run_node0(Node& node) {
   ClusterResult result;
@@ -501,8 +358,8 @@ ClusterResult run_node0(Node& node) {
   const auto deadline = start + node.options.job_timeout;
   bool job_finished = false;
   while (failure.empty() && (!job_finished || result.reports.size() < node.layout.slots.size())) {
-    if (g_interrupted.load()) failure = str_cat("the job was interrupted on node 0 (signal ",
-                                                g_interrupted.load(), ")");
+    if (interrupted_signal()) failure = str_cat("the job was interrupted on node 0 (signal ",
+                                                interrupted_signal(), ")");
     else if (Clock::now() > deadline)
       failure = str_cat("the job did not finish within ", seconds_text(node.options.job_timeout));
     if (!failure.empty()) break;
@@ -560,187 +417,4 @@ ClusterResult run_node0(Node& node) {
   return result;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Node k > 0: an agent.
-
-ClusterResult run_agent(Node& node) {
-  ClusterResult result;
-  auto log = logger("cluster");
-  bool got = false;
-  const std::string where = str_cat(node.spec.addr, ":", node.spec.port);
-  LIBAI_CHECK(!node.spec.token.empty(), "node ", node.spec.node_rank,
-              ": a cluster needs a token: set train.cluster.token or LIBAI_CLUSTER_TOKEN");
-  // 1. Reach node 0, retrying until the join timeout.
-  const auto join_deadline = Clock::now() + node.options.join_timeout;
-  caf::actor scheduler;
-  std::string last_error;
-  while (!scheduler) {
-    node.check_interrupt();
-    auto found = node.system->middleman().remote_actor(node.spec.addr, uint16_t(node.spec.port));
-    if (found) {
-      scheduler = *found;
-      break;
-    }
-    last_error = node.system->render(found.error());
-    if (Clock::now() > join_deadline)
-      LIBAI_THROW(CommunicationError, node.who(), " could not reach node 0 at ", where, " within ",
-                  seconds_text(node.options.join_timeout), ": ", last_error);
-    std::this_thread::sleep_for(200ms);
-  }
-  node.me()->monitor(scheduler);
-  // The control plane's round trip to node 0 (the best of 5), for the planner's hop cost.
-  double rtt = 0;
-  for (int32_t i = 0; i < 5; ++i) {
-    const auto sent = Clock::now();
-    node.me()->send(scheduler, ping_atom::value, i);
-    node.me()->receive(
-        [&](pong_atom, int32_t) {
-          const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
-          rtt = rtt == 0 ? seconds : std::min(rtt, seconds);
-        },
-        caf::after(2s) >> [] {});
-  }
-  wire::JoinRequest request{uint32_t(node.spec.node_rank), node.spec.token, hostname(),
-                            node.job.profile_devices(node.spec.node_rank), rtt};
-  node.me()->send(scheduler, join_atom::value, wire::encode(request));
-
-  std::string failure;
-  auto on_down = [&](caf::down_msg&) {
-    failure = str_cat("node 0 (the scheduler at ", where, ") died");
-  };
-  auto on_abort = [&](abort_atom, const wire::Bytes& bytes) {
-    failure = wire::decode<wire::Abort>(bytes).reason;
-    node.me()->send(scheduler, ack_atom::value);  // node 0 may end once its notes arrived
-  };
-  // This node ends the job (Ctrl-C): node 0 is told and answers with the abort it sends every
-  // node; waiting for it (a second at most) lets our note leave before this process ends.
-  auto interrupted = [&] {
-    failure = str_cat("the job was interrupted on node ", node.spec.node_rank, " (signal ",
-                      g_interrupted.load(), ")");
-    node.me()->send(scheduler, abort_atom::value,
-                    wire::encode(wire::Abort{failure, node.spec.node_rank}));
-    const std::string mine = failure;
-    node.me()->receive(on_down, on_abort, caf::after(1s) >> [] {});
-    failure = mine;
-  };
-  // Receives until `handler` ran (it sets `got`), node 0 fails, or `timeout`; then throws.
-  auto wait_for = [&](std::chrono::milliseconds timeout, const std::string& what, auto&&... handlers) {
-    got = false;
-    const auto deadline = Clock::now() + timeout;
-    while (!got && failure.empty()) {
-      if (g_interrupted.load()) {
-        interrupted();
-        break;
-      }
-      if (Clock::now() > deadline) {
-        failure = str_cat(node.who(), ": no ", what, " from node 0 within ", seconds_text(timeout));
-        break;
-      }
-      node.me()->receive(handlers..., on_down, on_abort, caf::after(100ms) >> [] {});
-    }
-    if (!failure.empty()) {
-      node.stop_local_stages();
-      LIBAI_THROW(CommunicationError, failure);
-    }
-  };
-  // 2. The join reply, then the assignment.
-  wait_for(
-      node.options.join_timeout, "join reply", [&](join_atom, const wire::Bytes& bytes) {
-        got = true;
-        const auto reply = wire::decode<wire::JoinReply>(bytes);
-        if (!reply.accepted) failure = str_cat("node 0 refused ", node.who(), ": ", reply.reason);
-      });
-  log->info("node {} joined the cluster at {}", node.spec.node_rank, where);
-  wait_for(
-      node.options.setup_timeout, "assignment", [&](assign_atom, const wire::Bytes& bytes) {
-        got = true;
-        result.assignment = wire::decode<wire::Assignment>(bytes);
-      });
-  // 3. The data plane, this node's stages, and the routes.
-  try {
-    comm::UcxGroupOptions o;
-    o.rank = node.spec.node_rank;
-    o.size = node.spec.nodes;
-    o.addr = node.spec.addr;
-    o.port = result.assignment.data_port;
-    o.timeout = node.options.setup_timeout;
-    node.data_plane = open_data_plane(o, [&] {
-      if (g_interrupted.load()) {
-        interrupted();
-      } else {
-        node.me()->receive(on_down, on_abort, caf::after(100ms) >> [] {});
-      }
-      if (!failure.empty()) LIBAI_THROW(CommunicationError, failure);
-    });
-    node.layout = node.job.layout(result.assignment);
-    node.have_layout = true;
-    node.stages = node.spawn_stages(result.assignment, node.spec.node_rank);
-  } catch (const std::exception& e) {
-    const std::string reason = str_cat(node.who(), " could not build its stages: ", e.what());
-    node.me()->send(scheduler, failed_atom::value, wire::encode(wire::Abort{reason, node.spec.node_rank}));
-    node.stop_local_stages();
-    throw;
-  }
-  node.me()->send(scheduler, ready_atom::value, node.spec.node_rank, node.stages);
-  wait_for(
-      node.options.setup_timeout, "routes", [&](routes_atom, const std::vector<caf::actor>& table) {
-        got = true;
-        if (table.size() != node.layout.slots.size() + 1) {
-          failure = "node 0 sent a stage table that does not fit the plan";
-          return;
-        }
-        std::vector<caf::actor> handles(table.begin(), table.end() - 1);
-        node.connect_stages(node.spec.node_rank, handles, table.back());
-      });
-  // 4. Forward the stages' reports until node 0 says stop.
-  // Runs until node 0 says stop (a stage failure is forwarded and ends the job here too).
-  wait_for(
-      node.options.job_timeout, "stop", [&](stop_atom) { got = true; },
-      [&](finished_atom, const wire::Bytes& bytes) {
-        result.reports.push_back(wire::decode<wire::StageReport>(bytes));
-        node.me()->send(scheduler, report_atom::value, bytes);
-      },
-      [&](failed_atom, const std::string& what) {
-        node.me()->send(scheduler, failed_atom::value,
-                        wire::encode(wire::Abort{what, node.spec.node_rank}));
-        failure = what;
-      });
-  result.layout = node.layout;
-  return result;
-}
-
-}  // namespace
-
-ClusterResult run_cluster(const ClusterSpec& spec, ClusterJob& job, const ClusterOptions& options) {
-  auto node = std::make_unique<Node>(spec, job, options);
-  try {
-    ClusterResult result = spec.node_rank == 0 ? run_node0(*node) : run_agent(*node);
-    return result;
-  } catch (...) {
-    // After a failure a stage's thread may still wait on a dead peer (until the data plane's
-    // timeout): tear the node down on another thread and give up on it after 2 s, so that the
-    // error reaches the caller at once. An abandoned node's threads end with the process.
-    auto done = std::make_shared<std::promise<void>>();
-    auto finished = done->get_future();
-    std::thread([node = std::move(node), done]() mutable {
-      node.reset();
-      done->set_value();
-    }).detach();
-    if (finished.wait_for(2s) != std::future_status::ready)
-      logger("cluster")->debug("node {}: teardown after the failure takes over 2 s; leaving it to "
-                               "the process exit", spec.node_rank);
-    throw;
-  }
-}
-
-void interrupt_cluster(int signal_number) { g_interrupted.store(signal_number); }
-
-void install_interrupt_handlers() {
-  struct sigaction action {};
-  action.sa_handler = interrupt_cluster;
-  sigemptyset(&action.sa_mask);
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
-}
-
-}  // namespace libai::actors
+}  // namespace libai::actors::cluster
