@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "actors/cluster_liveness.h"
 #include "actors/cluster_node.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
@@ -61,6 +62,14 @@ ClusterResult run_agent(Node& node) {
     failure = wire::decode<wire::Abort>(bytes).reason;
     node.me()->send(scheduler, ack_atom::value);  // node 0 may end once its notes arrived
   };
+  // Node 0's heartbeats once the job runs (Note [Liveness] in actors/cluster_node.h): answered
+  // with this node's stages, and watched.
+  std::optional<NodeZeroWatch> liveness;
+  auto on_heartbeat = [&](heartbeat_atom, std::uint64_t seq) {
+    if (liveness) liveness->heard(Clock::now());
+    node.me()->send(scheduler, heartbeat_atom::value,
+                    wire::encode(wire::Heartbeat{seq, node.spec.node_rank, node.progress.snapshot()}));
+  };
   // This node ends the job (Ctrl-C): node 0 is told and answers with the abort it sends every
   // node; waiting for it (a second at most) lets our note leave before this process ends.
   auto interrupted = [&] {
@@ -85,10 +94,12 @@ ClusterResult run_agent(Node& node) {
         failure = str_cat(node.who(), ": no ", what, " from node 0 within ", seconds_text(timeout));
         break;
       }
-      node.me()->receive(handlers..., on_down, on_abort, caf::after(100ms) >> [] {});
+      if (liveness) failure = liveness->verdict(Clock::now(), node.progress.snapshot());
+      if (!failure.empty()) break;
+      node.me()->receive(handlers..., on_down, on_abort, on_heartbeat, caf::after(100ms) >> [] {});
     }
     if (!failure.empty()) {
-      node.stop_local_stages();
+      node.stop_local_stages(failure);
       LIBAI_THROW(CommunicationError, failure);
     }
   };
@@ -127,7 +138,7 @@ ClusterResult run_agent(Node& node) {
   } catch (const std::exception& e) {
     const std::string reason = str_cat(node.who(), " could not build its stages: ", e.what());
     node.me()->send(scheduler, failed_atom::value, wire::encode(wire::Abort{reason, node.spec.node_rank}));
-    node.stop_local_stages();
+    node.stop_local_stages(reason);
     throw;
   }
   node.me()->send(scheduler, ready_atom::value, node.spec.node_rank, node.stages);
@@ -140,6 +151,8 @@ ClusterResult run_agent(Node& node) {
         }
         std::vector<caf::actor> handles(table.begin(), table.end() - 1);
         node.connect_stages(node.spec.node_rank, handles, table.back());
+        liveness.emplace(node.options.heartbeat_timeout,
+                         str_cat("node 0 (the scheduler at ", where, ")"), Clock::now());
       });
   // 4. Forward the stages' reports until node 0 says stop.
   // Runs until node 0 says stop (a stage failure is forwarded and ends the job here too).

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "runtime/config/config.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
 
@@ -49,9 +50,26 @@ Node::Node(const ClusterSpec& s, ClusterJob& j, const ClusterOptions& o) : spec(
   self = std::make_unique<caf::scoped_actor>(*system);
 }
 
-void Node::stop_local_stages() {
+void Node::on_abort(std::function<void(const std::string&)> hook) {
+  abort_hooks.push_back(std::move(hook));
+}
+
+void Node::abort_data_planes(const std::string& reason) {
+  if (data_planes_aborted) return;
+  data_planes_aborted = true;
+  for (auto& hook : abort_hooks) {
+    try {
+      hook(reason);
+    } catch (const std::exception& e) {
+      logger("cluster")->debug("{}: aborting a data plane: {}", who(), e.what());
+    }
+  }
+}
+
+void Node::stop_local_stages(const std::string& reason) {
+  abort_data_planes(reason);
   for (auto& stage : stages)
-    if (stage) caf::anon_send(stage, abort_atom::value, std::string("job aborted"));
+    if (stage) caf::anon_send(stage, abort_atom::value, reason);
   // The train driver's stop would ask the stages to end normally: abort it instead.
   if (driver && training) caf::anon_send(driver, abort_atom::value);
   else if (driver) caf::anon_send(driver, stop_atom::value);
@@ -62,9 +80,9 @@ std::vector<caf::actor> Node::spawn_stages(const wire::Assignment& assignment, i
   if (training)
     return spawn_train_slots(*system, layout, *training, rank,
                              job.train_compute(layout, assignment, data_plane), data_plane,
-                             caf::actor{me()});
+                             caf::actor{me()}, {}, &progress);
   return spawn_slots(*system, layout, rank, job.compute(layout, assignment), data_plane,
-                     caf::actor{me()});
+                     caf::actor{me()}, {}, &progress);
 }
 
 void Node::connect_stages(int rank, const std::vector<caf::actor>& handles, const caf::actor& to_driver) {
@@ -139,9 +157,18 @@ ClusterResult run_cluster(const ClusterSpec& spec, ClusterJob& job, const Cluste
     ClusterResult result = spec.node_rank == 0 ? cluster::run_node0(*node) : cluster::run_agent(*node);
     return result;
   } catch (...) {
-    // After a failure a stage's thread may still wait on a dead peer (until the data plane's
-    // timeout): tear the node down on another thread and give up on it after 2 s, so that the
-    // error reaches the caller at once. An abandoned node's threads end with the process.
+    // Note [Aborting the data planes]: threads blocked on a peer wake now.
+    std::string reason = "the job failed";
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      reason = e.what();
+    } catch (...) {
+    }
+    node->abort_data_planes(reason);
+    // A stage's thread may still be in a long action (or on a data plane that has no abort):
+    // tear the node down on another thread and give up on it after 2 s, so that the error
+    // reaches the caller at once. An abandoned node's threads end with the process.
     auto done = std::make_shared<std::promise<void>>();
     auto finished = done->get_future();
     std::thread([node = std::move(node), done]() mutable {
@@ -153,6 +180,15 @@ ClusterResult run_cluster(const ClusterSpec& spec, ClusterJob& job, const Cluste
                                "the process exit", spec.node_rank);
     throw;
   }
+}
+
+ClusterOptions cluster_options(const config::Config& cfg) {
+  auto ms = [](double seconds) { return std::chrono::milliseconds(int64_t(seconds * 1000)); };
+  ClusterOptions options;
+  options.join_timeout = ms(cfg.get_or<double>("train.cluster.join_timeout", 60.0));
+  options.heartbeat_timeout = ms(cfg.get_or<double>("train.cluster.heartbeat_timeout", 30.0));
+  options.config_yaml = cfg.to_yaml();
+  return options;
 }
 
 void interrupt_cluster(int signal_number) { cluster::g_interrupted.store(signal_number); }

@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "actors/cluster_liveness.h"
 #include "actors/cluster_node.h"
 #include "actors/synthetic.h"
 #include "runtime/error.h"
@@ -23,6 +24,7 @@ struct Scheduler {
   std::vector<caf::actor> agents;  // by node rank (0: none)
   std::vector<std::vector<wire::DeviceProfile>> devices;
   std::set<int> dead;
+  std::set<int> hung;  // stopped answering heartbeats (Note [Liveness])
   bool aborted_ = false;
   std::vector<double> control_rtts;  // the agents' measured round trips to node 0
 
@@ -42,9 +44,11 @@ struct Scheduler {
     for (size_t k = 1; k < agents.size(); ++k)
       if (agents[k] && !dead.count(int(k))) {
         node.me()->send(agents[k], abort_atom::value, note);
-        ++waiting;
+        // A hung node gets the note too (it ends with the reason once it runs again) but
+        // cannot acknowledge it now.
+        if (!hung.count(int(k))) ++waiting;
       }
-    node.stop_local_stages();
+    node.stop_local_stages(reason);
     // The notes must leave before this process ends (CAF sends asynchronously): each live
     // agent acknowledges its note or is seen gone, within a second at most.
     // A node that has not joined yet learns the reason from the refusal of its join.
@@ -335,7 +339,11 @@ ClusterResult run_node0(Node& node) {
     node.me()->send(scheduler.agents[k], routes_atom::value, table);
   node.connect_stages(0, handles, node.driver);
 
-  // The job runs on its own thread; this one watches the cluster.
+  // The job runs on its own thread; this one watches the cluster (and its liveness: Note
+  // [Liveness] in actors/cluster_node.h).
+  std::vector<std::string> stages_of(size_t(node.spec.nodes));
+  for (int k = 0; k < node.spec.nodes; ++k) stages_of[size_t(k)] = node.stages_of(k);
+  HeartbeatMonitor liveness(node.options.heartbeat_timeout, stages_of, Clock::now());
   const auto start = Clock::now();
   std::promise<void> job_done;
   auto job_result = job_done.get_future();
@@ -363,6 +371,16 @@ ClusterResult run_node0(Node& node) {
     else if (Clock::now() > deadline)
       failure = str_cat("the job did not finish within ", seconds_text(node.options.job_timeout));
     if (!failure.empty()) break;
+    if (liveness.due(Clock::now()))
+      for (size_t k = 1; k < scheduler.agents.size(); ++k)
+        if (!scheduler.dead.count(int(k)))
+          node.me()->send(scheduler.agents[k], heartbeat_atom::value, liveness.seq());
+    if (auto verdict = liveness.verdict(Clock::now(), node.progress.snapshot());
+        !verdict.failure.empty()) {
+      if (verdict.silent_node > 0) scheduler.hung.insert(verdict.silent_node);
+      failure = verdict.failure;
+      break;
+    }
     if (!job_finished && job_result.wait_for(0s) == std::future_status::ready) {
       job_finished = true;
       try {
@@ -392,9 +410,15 @@ ClusterResult run_node0(Node& node) {
         [&](abort_atom, const wire::Bytes& bytes) {
           failure = wire::decode<wire::Abort>(bytes).reason;
         },
+        [&](heartbeat_atom, const wire::Bytes& bytes) {
+          liveness.heard(wire::decode<wire::Heartbeat>(bytes), Clock::now());
+        },
         [&](caf::down_msg& msg) {
           const int rank = scheduler.rank_of(msg.source);
-          if (rank > 0) failure = scheduler.died(rank);
+          if (rank > 0) {
+            liveness.forget(rank);
+            failure = scheduler.died(rank);
+          }
         },
         caf::after(50ms) >> [] {});
   }
