@@ -67,8 +67,9 @@ ClusterResult run_agent(Node& node) {
   std::optional<NodeZeroWatch> liveness;
   auto on_heartbeat = [&](heartbeat_atom, std::uint64_t seq) {
     if (liveness) liveness->heard(Clock::now());
-    node.me()->send(scheduler, heartbeat_atom::value,
-                    wire::encode(wire::Heartbeat{seq, node.spec.node_rank, node.progress.snapshot()}));
+    node.me()->send(
+        scheduler, heartbeat_atom::value,
+        wire::encode(wire::Heartbeat{seq, node.spec.node_rank, node.progress.snapshot()}));
   };
   // This node ends the job (Ctrl-C): node 0 is told and answers with the abort it sends every
   // node; waiting for it (a second at most) lets our note leave before this process ends.
@@ -78,11 +79,13 @@ ClusterResult run_agent(Node& node) {
     node.me()->send(scheduler, abort_atom::value,
                     wire::encode(wire::Abort{failure, node.spec.node_rank}));
     const std::string mine = failure;
-    node.me()->receive(on_down, on_abort, caf::after(1s) >> [] {});
+    node.me()->receive(
+        on_down, on_abort, caf::after(1s) >> [] {});
     failure = mine;
   };
   // Receives until `handler` ran (it sets `got`), node 0 fails, or `timeout`; then throws.
-  auto wait_for = [&](std::chrono::milliseconds timeout, const std::string& what, auto&&... handlers) {
+  auto wait_for = [&](std::chrono::milliseconds timeout, const std::string& what,
+                      auto&&... handlers) {
     got = false;
     const auto deadline = Clock::now() + timeout;
     while (!got && failure.empty()) {
@@ -96,7 +99,8 @@ ClusterResult run_agent(Node& node) {
       }
       if (liveness) failure = liveness->verdict(Clock::now(), node.progress.snapshot());
       if (!failure.empty()) break;
-      node.me()->receive(handlers..., on_down, on_abort, on_heartbeat, caf::after(100ms) >> [] {});
+      node.me()->receive(
+          handlers..., on_down, on_abort, on_heartbeat, caf::after(100ms) >> [] {});
     }
     if (!failure.empty()) {
       node.stop_local_stages(failure);
@@ -104,18 +108,16 @@ ClusterResult run_agent(Node& node) {
     }
   };
   // 2. The join reply, then the assignment.
-  wait_for(
-      node.options.join_timeout, "join reply", [&](join_atom, const wire::Bytes& bytes) {
-        got = true;
-        const auto reply = wire::decode<wire::JoinReply>(bytes);
-        if (!reply.accepted) failure = str_cat("node 0 refused ", node.who(), ": ", reply.reason);
-      });
+  wait_for(node.options.join_timeout, "join reply", [&](join_atom, const wire::Bytes& bytes) {
+    got = true;
+    const auto reply = wire::decode<wire::JoinReply>(bytes);
+    if (!reply.accepted) failure = str_cat("node 0 refused ", node.who(), ": ", reply.reason);
+  });
   log->info("node {} joined the cluster at {}", node.spec.node_rank, where);
-  wait_for(
-      node.options.setup_timeout, "assignment", [&](assign_atom, const wire::Bytes& bytes) {
-        got = true;
-        result.assignment = wire::decode<wire::Assignment>(bytes);
-      });
+  wait_for(node.options.setup_timeout, "assignment", [&](assign_atom, const wire::Bytes& bytes) {
+    got = true;
+    result.assignment = wire::decode<wire::Assignment>(bytes);
+  });
   // 3. The data plane, this node's stages, and the routes.
   try {
     comm::UcxGroupOptions o;
@@ -128,7 +130,8 @@ ClusterResult run_agent(Node& node) {
       if (interrupted_signal()) {
         interrupted();
       } else {
-        node.me()->receive(on_down, on_abort, caf::after(100ms) >> [] {});
+        node.me()->receive(
+            on_down, on_abort, caf::after(100ms) >> [] {});
       }
       if (!failure.empty()) LIBAI_THROW(CommunicationError, failure);
     });
@@ -137,23 +140,24 @@ ClusterResult run_agent(Node& node) {
     node.stages = node.spawn_stages(result.assignment, node.spec.node_rank);
   } catch (const std::exception& e) {
     const std::string reason = str_cat(node.who(), " could not build its stages: ", e.what());
-    node.me()->send(scheduler, failed_atom::value, wire::encode(wire::Abort{reason, node.spec.node_rank}));
+    node.me()->send(scheduler, failed_atom::value,
+                    wire::encode(wire::Abort{reason, node.spec.node_rank}));
     node.stop_local_stages(reason);
     throw;
   }
   node.me()->send(scheduler, ready_atom::value, node.spec.node_rank, node.stages);
-  wait_for(
-      node.options.setup_timeout, "routes", [&](routes_atom, const std::vector<caf::actor>& table) {
-        got = true;
-        if (table.size() != node.layout.slots.size() + 1) {
-          failure = "node 0 sent a stage table that does not fit the plan";
-          return;
-        }
-        std::vector<caf::actor> handles(table.begin(), table.end() - 1);
-        node.connect_stages(node.spec.node_rank, handles, table.back());
-        liveness.emplace(node.options.heartbeat_timeout,
-                         str_cat("node 0 (the scheduler at ", where, ")"), Clock::now());
-      });
+  wait_for(node.options.setup_timeout, "routes",
+           [&](routes_atom, const std::vector<caf::actor>& table) {
+             got = true;
+             if (table.size() != node.layout.slots.size() + 1) {
+               failure = "node 0 sent a stage table that does not fit the plan";
+               return;
+             }
+             std::vector<caf::actor> handles(table.begin(), table.end() - 1);
+             node.connect_stages(node.spec.node_rank, handles, table.back());
+             liveness.emplace(node.options.heartbeat_timeout,
+                              str_cat("node 0 (the scheduler at ", where, ")"), Clock::now());
+           });
   // 4. Forward the stages' reports until node 0 says stop.
   // Runs until node 0 says stop (a stage failure is forwarded and ends the job here too).
   wait_for(
@@ -170,6 +174,5 @@ ClusterResult run_agent(Node& node) {
   result.layout = node.layout;
   return result;
 }
-
 
 }  // namespace libai::actors::cluster

@@ -42,7 +42,8 @@ std::string describe_progress(const wire::StageProgress& stage, double age_secon
 }
 
 LivenessClock::duration StallGuard::tick(LivenessClock::time_point now) {
-  const auto gap = last_ == LivenessClock::time_point{} ? LivenessClock::duration::zero() : now - last_;
+  const auto gap =
+      last_ == LivenessClock::time_point{} ? LivenessClock::duration::zero() : now - last_;
   last_ = now;
   return gap > threshold_ ? gap : LivenessClock::duration::zero();
 }
@@ -121,7 +122,8 @@ NodeZeroWatch::NodeZeroWatch(std::chrono::milliseconds timeout, std::string node
 
 std::string NodeZeroWatch::verdict(LivenessClock::time_point now,
                                    const std::vector<wire::StageProgress>& local) {
-  if (const auto away = stall_.tick(now); away > LivenessClock::duration::zero()) last_heard_ += away;
+  if (const auto away = stall_.tick(now); away > LivenessClock::duration::zero())
+    last_heard_ += away;
   const double silent = seconds_between(last_heard_, now);
   if (silent * 1000.0 <= double(timeout_.count())) return "";
   std::string mine;

@@ -88,7 +88,8 @@ class NodeZeroWatch {
   void heard(LivenessClock::time_point now) { last_heard_ = now; }
   // "" while node 0 answers; else why this node ends (with what `local`, this node's stages,
   // were doing).
-  std::string verdict(LivenessClock::time_point now, const std::vector<wire::StageProgress>& local = {});
+  std::string verdict(LivenessClock::time_point now,
+                      const std::vector<wire::StageProgress>& local = {});
 
  private:
   std::chrono::milliseconds timeout_;

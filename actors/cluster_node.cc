@@ -44,7 +44,8 @@ std::string seconds_text(std::chrono::milliseconds ms) {
   return str_cat(double(ms.count()) / 1000.0, " s");
 }
 
-Node::Node(const ClusterSpec& s, ClusterJob& j, const ClusterOptions& o) : spec(s), job(j), options(o) {
+Node::Node(const ClusterSpec& s, ClusterJob& j, const ClusterOptions& o)
+    : spec(s), job(j), options(o) {
   configure_actor_system(config);
   system = std::make_unique<caf::actor_system>(config);
   self = std::make_unique<caf::scoped_actor>(*system);
@@ -71,8 +72,10 @@ void Node::stop_local_stages(const std::string& reason) {
   for (auto& stage : stages)
     if (stage) caf::anon_send(stage, abort_atom::value, reason);
   // The train driver's stop would ask the stages to end normally: abort it instead.
-  if (driver && training) caf::anon_send(driver, abort_atom::value);
-  else if (driver) caf::anon_send(driver, stop_atom::value);
+  if (driver && training)
+    caf::anon_send(driver, abort_atom::value);
+  else if (driver)
+    caf::anon_send(driver, stop_atom::value);
 }
 
 std::vector<caf::actor> Node::spawn_stages(const wire::Assignment& assignment, int rank) {
@@ -85,7 +88,8 @@ std::vector<caf::actor> Node::spawn_stages(const wire::Assignment& assignment, i
                      caf::actor{me()}, {}, &progress);
 }
 
-void Node::connect_stages(int rank, const std::vector<caf::actor>& handles, const caf::actor& to_driver) {
+void Node::connect_stages(int rank, const std::vector<caf::actor>& handles,
+                          const caf::actor& to_driver) {
   if (training)
     connect_train_slots(layout, *training, rank, handles, to_driver);
   else
@@ -132,7 +136,8 @@ std::shared_ptr<comm::Communicator> open_data_plane(comm::UcxGroupOptions option
   for (;;) {
     {
       std::unique_lock lock(shared->mutex);
-      shared->changed.wait_for(lock, 10ms, [&] { return shared->done || (!told_port && shared->port >= 0); });
+      shared->changed.wait_for(lock, 10ms,
+                               [&] { return shared->done || (!told_port && shared->port >= 0); });
       if (!told_port && shared->port >= 0 && on_port) {
         const int port = shared->port;
         told_port = true;
@@ -154,7 +159,8 @@ std::shared_ptr<comm::Communicator> open_data_plane(comm::UcxGroupOptions option
 ClusterResult run_cluster(const ClusterSpec& spec, ClusterJob& job, const ClusterOptions& options) {
   auto node = std::make_unique<cluster::Node>(spec, job, options);
   try {
-    ClusterResult result = spec.node_rank == 0 ? cluster::run_node0(*node) : cluster::run_agent(*node);
+    ClusterResult result =
+        spec.node_rank == 0 ? cluster::run_node0(*node) : cluster::run_agent(*node);
     return result;
   } catch (...) {
     // Note [Aborting the data planes]: threads blocked on a peer wake now.
@@ -176,8 +182,10 @@ ClusterResult run_cluster(const ClusterSpec& spec, ClusterJob& job, const Cluste
       done->set_value();
     }).detach();
     if (finished.wait_for(2s) != std::future_status::ready)
-      logger("cluster")->debug("node {}: teardown after the failure takes over 2 s; leaving it to "
-                               "the process exit", spec.node_rank);
+      logger("cluster")->debug(
+          "node {}: teardown after the failure takes over 2 s; leaving it to "
+          "the process exit",
+          spec.node_rank);
     throw;
   }
 }

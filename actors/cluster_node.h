@@ -67,9 +67,9 @@ struct Node {
   std::vector<caf::actor> stages;  // this node's (null for other nodes' slots)
   std::vector<std::function<void(const std::string&)>> abort_hooks;
   bool data_planes_aborted = false;
-  caf::actor driver;               // node 0
+  caf::actor driver;                      // node 0
   std::optional<TrainPrograms> training;  // a training job's programs
-  ProgressBoard progress;          // this node's stages, for the heartbeats (Note [Liveness])
+  ProgressBoard progress;  // this node's stages, for the heartbeats (Note [Liveness])
 
   Node(const ClusterSpec& s, ClusterJob& j, const ClusterOptions& o);
 
@@ -92,7 +92,8 @@ struct Node {
   void stop_local_stages(const std::string& reason = "job aborted");
   // This node's stage actors, forward or training ones.
   std::vector<caf::actor> spawn_stages(const wire::Assignment& assignment, int rank);
-  void connect_stages(int rank, const std::vector<caf::actor>& handles, const caf::actor& to_driver);
+  void connect_stages(int rank, const std::vector<caf::actor>& handles,
+                      const caf::actor& to_driver);
   void check_interrupt();
 };
 

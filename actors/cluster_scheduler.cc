@@ -28,7 +28,8 @@ struct Scheduler {
   bool aborted_ = false;
   std::vector<double> control_rtts;  // the agents' measured round trips to node 0
 
-  explicit Scheduler(Node& n) : node(n), agents(size_t(n.spec.nodes)), devices(size_t(n.spec.nodes)) {}
+  explicit Scheduler(Node& n)
+      : node(n), agents(size_t(n.spec.nodes)), devices(size_t(n.spec.nodes)) {}
 
   int rank_of(const caf::actor_addr& addr) const {
     for (size_t k = 1; k < agents.size(); ++k)
@@ -56,21 +57,22 @@ struct Scheduler {
     for (size_t k = 1; k < agents.size(); ++k) all_joined = all_joined && agents[k];
     const auto deadline = Clock::now() + 1s;
     while ((waiting > 0 || !all_joined) && Clock::now() < deadline)
-      node.me()->receive([&](ack_atom) { --waiting; },
-                         [&](join_atom, const wire::Bytes&) {
-                           auto sender = caf::actor_cast<caf::actor>(node.me()->current_sender());
-                           node.me()->send(sender, join_atom::value,
-                                           wire::encode(wire::JoinReply{false, reason}));
-                         },
-                         [&](caf::down_msg& msg) {
-                           const int rank = rank_of(msg.source);
-                           if (rank > 0 && !dead.count(rank)) {
-                             dead.insert(rank);
-                             --waiting;
-                           }
-                         },
-                         caf::after(std::chrono::duration_cast<std::chrono::milliseconds>(
-                             deadline - Clock::now())) >> [] {});
+      node.me()->receive(
+          [&](ack_atom) { --waiting; },
+          [&](join_atom, const wire::Bytes&) {
+            auto sender = caf::actor_cast<caf::actor>(node.me()->current_sender());
+            node.me()->send(sender, join_atom::value, wire::encode(wire::JoinReply{false, reason}));
+          },
+          [&](caf::down_msg& msg) {
+            const int rank = rank_of(msg.source);
+            if (rank > 0 && !dead.count(rank)) {
+              dead.insert(rank);
+              --waiting;
+            }
+          },
+          caf::after(
+              std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())) >>
+              [] {});
     LIBAI_THROW(CommunicationError, reason);
   }
 
@@ -85,11 +87,10 @@ struct Scheduler {
                            : nullptr;  // any interface
     auto port = node.system->middleman().publish(caf::actor{node.me()}, uint16_t(node.spec.port),
                                                  bind, true);
-    LIBAI_CHECK_KIND(CommunicationError, bool(port), "node 0 cannot listen on ",
-                     node.spec.addr, ":", node.spec.port, ": ",
-                     node.system->render(port.error()));
+    LIBAI_CHECK_KIND(CommunicationError, bool(port), "node 0 cannot listen on ", node.spec.addr,
+                     ":", node.spec.port, ": ", node.system->render(port.error()));
     logger("cluster")->info("node 0 listening on {}:{}; waiting for {} more node(s)",
-                                 node.spec.addr, *port, node.spec.nodes - 1);
+                            node.spec.addr, *port, node.spec.nodes - 1);
     if (node.options.on_listening) node.options.on_listening(int(*port));
   }
 
@@ -123,9 +124,9 @@ struct Scheduler {
                                       request.hostname, ")")};
             else if (reply.accepted &&
                      (request.node_rank == 0 || int(request.node_rank) >= node.spec.nodes))
-              reply = {false, str_cat("node rank ", request.node_rank, " is outside [1, ",
-                                      node.spec.nodes, ") for a cluster of ", node.spec.nodes,
-                                      " nodes")};
+              reply = {false,
+                       str_cat("node rank ", request.node_rank, " is outside [1, ", node.spec.nodes,
+                               ") for a cluster of ", node.spec.nodes, " nodes")};
             else if (reply.accepted && agents[request.node_rank])
               reply = {false, str_cat("node rank ", request.node_rank, " joined twice (from ",
                                       request.hostname, ")")};
@@ -139,9 +140,8 @@ struct Scheduler {
             control_rtts.push_back(request.control_rtt_seconds);
             node.me()->monitor(sender);
             ++joined;
-            logger("cluster")->info("node {} ({}) joined with {} device(s)",
-                                         request.node_rank, request.hostname,
-                                         request.devices.size());
+            logger("cluster")->info("node {} ({}) joined with {} device(s)", request.node_rank,
+                                    request.hostname, request.devices.size());
           },
           [&](caf::down_msg& msg) {
             const int rank = rank_of(msg.source);
@@ -184,9 +184,8 @@ struct Scheduler {
   // work passes a group's packet driver -> stage -> driver for 40 steps.
   double measure_local_hop() {
     PipelineLayout layout = make_layout({.dp = 1, .pp = 1, .tp = 1}, 1);
-    LocalPipeline pipeline(*node.system, layout, [](const SlotSpec&) {
-      return std::make_shared<SyntheticCompute>(0.0);
-    });
+    LocalPipeline pipeline(*node.system, layout,
+                           [](const SlotSpec&) { return std::make_shared<SyntheticCompute>(0.0); });
     const int steps = 40;
     const auto start = Clock::now();
     run_synthetic_job(pipeline.client(), layout, steps);
@@ -205,13 +204,15 @@ struct Scheduler {
     // A hop between nodes: the control plane's one-way time (half the agents' median round
     // trip) plus the receiving process's own hop to the stage's thread.
     std::vector<double> rtts;
-    for (double rtt : control_rtts) if (rtt > 0) rtts.push_back(rtt);
+    for (double rtt : control_rtts)
+      if (rtt > 0) rtts.push_back(rtt);
     if (!rtts.empty()) {
       std::sort(rtts.begin(), rtts.end());
       a.remote_hop_seconds = rtts[rtts.size() / 2] / 2 + a.local_hop_seconds;
     }
-    logger("cluster")->info("measured packet hops: {:.1f} us in this process, {:.1f} us between nodes",
-                            a.local_hop_seconds * 1e6, a.remote_hop_seconds * 1e6);
+    logger("cluster")->info(
+        "measured packet hops: {:.1f} us in this process, {:.1f} us between nodes",
+        a.local_hop_seconds * 1e6, a.remote_hop_seconds * 1e6);
     a.config_yaml = node.options.config_yaml;
     for (const auto& d : devices) a.devices.insert(a.devices.end(), d.begin(), d.end());
     try {
@@ -237,7 +238,8 @@ struct Scheduler {
           node.me()->send(agents[k], assign_atom::value, bytes);
       };
       try {
-        node.data_plane = open_data_plane(o, [&] { watch_while_forming(); }, send_assignment);
+        node.data_plane = open_data_plane(
+            o, [&] { watch_while_forming(); }, send_assignment);
       } catch (const CommunicationError& e) {
         if (!aborted_) abort_all(str_cat("the data plane did not form: ", e.what()));
         throw;
@@ -282,7 +284,8 @@ struct Scheduler {
       node.me()->receive(
           [&](ready_atom, int rank, const std::vector<caf::actor>& theirs) {
             if (rank <= 0 || rank >= node.spec.nodes || theirs.size() != handles.size()) {
-              failure = str_cat("node ", rank, " reported a stage table that does not fit the plan");
+              failure =
+                  str_cat("node ", rank, " reported a stage table that does not fit the plan");
               return;
             }
             for (size_t i = 0; i < theirs.size(); ++i)
@@ -326,9 +329,11 @@ ClusterResult run_node0(Node& node) {
   auto train_client = std::make_shared<TrainClient>();
   try {
     node.stages = node.spawn_stages(result.assignment, 0);
-    node.driver = node.training ? spawn_train_driver(*node.system, train_client)
-                                : spawn_driver(*node.system, DriverSetup{.node = 0, .client = client,
-                                                                         .data_plane = node.data_plane});
+    node.driver =
+        node.training
+            ? spawn_train_driver(*node.system, train_client)
+            : spawn_driver(*node.system,
+                           DriverSetup{.node = 0, .client = client, .data_plane = node.data_plane});
   } catch (const std::exception& e) {
     scheduler.abort_all(str_cat("node 0 could not build its stages: ", e.what()));
   }
@@ -366,8 +371,8 @@ ClusterResult run_node0(Node& node) {
   const auto deadline = start + node.options.job_timeout;
   bool job_finished = false;
   while (failure.empty() && (!job_finished || result.reports.size() < node.layout.slots.size())) {
-    if (interrupted_signal()) failure = str_cat("the job was interrupted on node 0 (signal ",
-                                                interrupted_signal(), ")");
+    if (interrupted_signal())
+      failure = str_cat("the job was interrupted on node 0 (signal ", interrupted_signal(), ")");
     else if (Clock::now() > deadline)
       failure = str_cat("the job did not finish within ", seconds_text(node.options.job_timeout));
     if (!failure.empty()) break;

@@ -139,14 +139,16 @@ void run_action(caf::actor me, const StageSetup& setup, const StageRoutes& route
                 const std::shared_ptr<ThreadSide>& side, Arrival arrival) {
   try {
     // Note [Liveness] in actors/cluster_node.h: each piece of the action is progress.
-    const std::string name = arrival.packet ? key_name({arrival.packet->step, arrival.packet->group})
-                                            : key_name({int(arrival.header->step), int(arrival.header->group)});
+    const std::string name =
+        arrival.packet ? key_name({arrival.packet->step, arrival.packet->group})
+                       : key_name({int(arrival.header->step), int(arrival.header->group)});
     ProgressScope progress(setup.progress.get(), "computing " + name);
     Packet in;
     if (arrival.packet) {
       in = *arrival.packet;  // shares the tensors
     } else {
-      if (setup.progress) setup.progress->begin(str_cat("receiving ", name, " from ", routes.upstream.name));
+      if (setup.progress)
+        setup.progress->begin(str_cat("receiving ", name, " from ", routes.upstream.name));
       if (arrival.receive) arrival.receive->wait();
       in = unpack(*arrival.header, arrival.buffer);
       side->bytes_received += arrival.header->bytes;

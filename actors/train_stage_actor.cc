@@ -204,9 +204,9 @@ void try_fire(Self* self) {
     if (forward ? !first : !last) {
       auto it = st.arrivals.find(Key{st.step, !forward, action.chunk, action.micro_batch});
       if (it == st.arrivals.end()) {
-        waiting(self, str_cat(forward ? "the input of " : "the gradient of ",
-                              name_of(action, st.step), " from ",
-                              forward ? link.upstream.name : link.downstream.name));
+        waiting(self,
+                str_cat(forward ? "the input of " : "the gradient of ", name_of(action, st.step),
+                        " from ", forward ? link.upstream.name : link.downstream.name));
         return;
       }
       arrival = std::move(it->second);
@@ -215,8 +215,8 @@ void try_fire(Self* self) {
     if (forward && !last) {
       // Checked before the arrival is taken: a missing credit leaves it where it was.
       if (st.credits[size_t(action.chunk)] == 0) {
-        waiting(self, str_cat("a credit from ", link.downstream.name, " for ",
-                              name_of(action, st.step)));
+        waiting(self,
+                str_cat("a credit from ", link.downstream.name, " for ", name_of(action, st.step)));
         if (arrival)
           st.arrivals.emplace(Key{st.step, false, action.chunk, action.micro_batch},
                               std::move(*arrival));

@@ -197,7 +197,10 @@ TEST(StageProgress, AStageShowsWhatItComputesAndWhatItWaitsFor) {
   EXPECT_EQ(p.doing, "");
   auto packet = [](int group) {
     return std::make_shared<const Packet>(
-        Packet{.group = group, .step = 0, .done = false, .tensors = {{"x", Tensor::zeros({1}, DType::f32)}}});
+        Packet{.group = group,
+               .step = 0,
+               .done = false,
+               .tensors = {{"x", Tensor::zeros({1}, DType::f32)}}});
   };
   self->send(stage, packet_atom::value, PacketPtr(packet(0)));
   p = wait_until(progress, [](const auto& s) { return s.doing_seconds > 0.05; });

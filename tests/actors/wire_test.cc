@@ -145,8 +145,10 @@ TEST(Wire, PipelineMessagesRoundTrip) {
   EXPECT_EQ(decode<Assignment>(encode(a)), a);
   const StageReport r{"stage 1 (dp 0, tp 1)", 1, 0.25, 52, 1 << 20};
   EXPECT_EQ(decode<StageReport>(encode(r)), r);
-  const Heartbeat beat{41, 2, {{"stage 2", 12, "computing g5s0", 0.25, "", 0},
-                               {"stage 3", 7, "", 0, "a credit from stage 4", 1.5}}};
+  const Heartbeat beat{41,
+                       2,
+                       {{"stage 2", 12, "computing g5s0", 0.25, "", 0},
+                        {"stage 3", 7, "", 0, "a credit from stage 4", 1.5}}};
   EXPECT_EQ(decode<Heartbeat>(encode(beat)), beat);
   EXPECT_EQ(decode<Heartbeat>(encode(Heartbeat{})), Heartbeat{});
   const TrainControl save{

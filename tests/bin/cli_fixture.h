@@ -113,9 +113,7 @@ inline std::vector<int64_t> unpadded_row(const checkpoint::SafetensorsFile& refe
 
 class ModelCommands : public ::testing::Test {
  protected:
-  void SetUp() override {
-    ASSERT_EQ(missing_binary(), "");
-  }
+  void SetUp() override { ASSERT_EQ(missing_binary(), ""); }
 
   Result run(const std::string& arguments) {
     const std::string err_path = scratch_.file("stderr.txt");

@@ -28,8 +28,8 @@ class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
     // The target depends on libai-actor: a missing binary is a broken build, not a skip.
-    ASSERT_TRUE(std::filesystem::exists(kBinary)) << "libai-actor is not built (" << kBinary
-                                                  << "): build the libai-actor target";
+    ASSERT_TRUE(std::filesystem::exists(kBinary))
+        << "libai-actor is not built (" << kBinary << "): build the libai-actor target";
   }
 
   Result run(const std::string& arguments) {
