@@ -434,6 +434,7 @@ caf::behavior train_stage_behavior(Self* self, TrainStageSetup setup) {
         trace(self, str_cat("step_done s", step));
         s.step = -1;
         s.ending = false;
+        waiting(self, str_cat("the driver's next step (step ", step, " is done)"));
         self->send(s.routes->driver, step_done_atom::value, s.setup.slot, step, summary);
       },
       [=](stop_atom) {

@@ -43,6 +43,7 @@ struct Job {
   double heartbeat_timeout = 3.0;
   std::string slowdown = "null";  // train.cluster.device_slowdown
   std::string addr = "127.0.0.1";
+  bool train = false;  // a synthetic training job (1F1B, forward 5 ms, backward 10 ms)
 };
 
 class Liveness : public ::testing::Test {
@@ -60,14 +61,19 @@ class Liveness : public ::testing::Test {
   }
 
   std::string config(const Job& job) {
+    const std::string target =
+        job.train ? str_cat("job:\n  _target_: synthetic_train\n  forward_seconds: 0.005\n",
+                            "  backward_seconds: 0.01\n  micro_batches: 6\n  schedule: 1f1b\n",
+                            "  elements: 1000\n  steps: ", job.steps, "\n")
+                  : str_cat("job:\n  _target_: synthetic\n  layer_seconds: ", job.layer_seconds,
+                            "\n  num_micro_batches: ", job.nodes, "\n  steps: ", job.steps, "\n");
     const std::string yaml =
         str_cat("_base_: [", LIBAI_SOURCE_DIR, "/configs/default.yaml]\n",
                 "train:\n  dist: {pipeline_parallel_size: ", job.nodes,
                 ", pipeline_num_layers: ", job.nodes * job.layers_per_stage, "}\n",
                 "  cluster: {nodes: ", job.nodes, ", token: test-token, join_timeout: 30.0, ",
                 "heartbeat_timeout: ", job.heartbeat_timeout, ", device_slowdown: ", job.slowdown,
-                "}\n", "job:\n  _target_: synthetic\n  layer_seconds: ", job.layer_seconds,
-                "\n  num_micro_batches: ", job.nodes, "\n  steps: ", job.steps, "\n");
+                "}\n", target);
     const std::string path = cluster_.dir() + "/liveness.yaml";
     std::ofstream(path) << yaml;
     return path;

@@ -1,6 +1,7 @@
 // Liveness of `libai-actor run` over real processes, the longer cases (label slow): node 0
-// stopped, a node 20x slower than the others (not hung), and one action longer than the
-// heartbeat timeout (hung, named). Fixture and checks: tests/bin/liveness.h.
+// stopped, the middle node of a training job stopped, a node 20x slower than the others (not hung),
+// and one action longer than the heartbeat timeout (hung, named). Fixture and checks:
+// tests/bin/liveness.h.
 #include "tests/bin/liveness.h"
 
 namespace libai::testing::liveness {
@@ -19,6 +20,23 @@ TEST_F(Liveness, StoppingNodeZeroEndsTheOthersNamingIt) {
                    str_cat("here: stage ", r)});
   cluster_.signal(0, SIGCONT);
   expect_failed(0, Clock::now(), 5s, {"error"});
+}
+
+// The same through training stage actors: node 0's train driver waits on a step that cannot
+// end, and node 2 on its gradients.
+TEST_F(Liveness, StoppingTheMiddleNodeOfATrainingJobEndsTheOthersNamingIt) {
+  Job job;
+  job.train = true;
+  launch(job);
+  wait_until_running(job.nodes);
+  cluster_.signal(1, SIGSTOP);
+  const auto stopped = Clock::now();
+  const auto within = std::chrono::milliseconds(int(job.heartbeat_timeout * 1000)) + 5s;
+  for (int r : {0, 2})
+    expect_failed(r, stopped, within,
+                  {"node 1 (stage 1) stopped answering for", "last seen: stage 1"});
+  cluster_.signal(1, SIGCONT);
+  expect_failed(1, Clock::now(), 5s, {"error"});
 }
 
 // Node 1's device is 20x slower (0.2 s an action where the others take 0.01 s): the others
