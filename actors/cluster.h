@@ -20,8 +20,10 @@
 //      (finished, StageReport) to its node's agent, which forwards it; when all stages are
 //      done node 0 sends (stop) and every node ends.
 // Failures: node 0 monitors every agent and every agent node 0. A node that dies ends the job
-// on every node with an error naming it and the stages it held; a stage error ends it naming
-// the stage; a node that never joins ends it at the join timeout naming the missing nodes;
+// on every node with an error naming it and the stages it held; while the job runs, a node
+// that stops answering heartbeats, or a stage that makes no progress, for the heartbeat
+// timeout ends it naming the node, its stages and what they were doing or waiting for
+// (Note [Liveness] in actors/cluster_node.h); a stage error ends it naming the stage; a node that never joins ends it at the join timeout naming the missing nodes;
 // Ctrl-C (SIGINT/SIGTERM on any node, see interrupt_cluster) ends it everywhere. Nothing waits
 // without a deadline.
 #pragma once
@@ -71,6 +73,9 @@ struct ClusterOptions {
   std::chrono::milliseconds join_timeout{60000};   // for every node to join
   std::chrono::milliseconds setup_timeout{120000}; // plan, data plane and stage loading
   std::chrono::milliseconds job_timeout{3600000};  // the whole job
+  // A node silent, or a stage's thread on one piece of work, for longer ends the job
+  // (train.cluster.heartbeat_timeout; Note [Liveness] in actors/cluster_node.h).
+  std::chrono::milliseconds heartbeat_timeout{30000};
   std::function<void(int port)> on_listening;      // node 0, port 0: the port it got
   std::string config_yaml;                         // what node 0 sends in the assignment
 };
@@ -86,6 +91,10 @@ struct ClusterResult {
 };
 
 ClusterResult run_cluster(const ClusterSpec& spec, ClusterJob& job, const ClusterOptions& options);
+
+// The options train.cluster.* sets: join_timeout and heartbeat_timeout (seconds), and the
+// config node 0 sends.
+ClusterOptions cluster_options(const config::Config& cfg);
 
 // Asks the run_cluster of this process to end the job everywhere (safe from a signal handler:
 // it only sets a flag that the agent polls).

@@ -29,6 +29,7 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;          // the job is 
 using ack_atom = caf::atom_constant<caf::atom("ack")>;            // an abort note arrived
 using ping_atom = caf::atom_constant<caf::atom("ping")>;          // a control-plane round trip
 using pong_atom = caf::atom_constant<caf::atom("pong")>;
+using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;  // node 0 <-> every node
 
 // What a stage's thread hands back to its actor after one action.
 struct StageOutput {

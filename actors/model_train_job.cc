@@ -452,11 +452,7 @@ train::TrainResult run_graph_training(const config::Config& cfg, const train::Tr
     pipeline.finish();
     return job.result();
   }
-  ClusterOptions options;
-  options.config_yaml = cfg.to_yaml();
-  options.join_timeout = std::chrono::milliseconds(
-      int64_t(cfg.get_or<double>("train.cluster.join_timeout", 60.0) * 1000));
-  run_cluster(spec, job, options);
+  run_cluster(spec, job, cluster_options(cfg));
   return job.result();
 }
 

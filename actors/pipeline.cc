@@ -59,7 +59,8 @@ std::uint32_t channel_to_driver(int replica) { return 0xf000u + std::uint32_t(re
 std::vector<caf::actor> spawn_slots(caf::actor_system& system, const PipelineLayout& layout,
                                     int node, const ComputeFactory& make_compute,
                                     std::shared_ptr<comm::Communicator> data_plane,
-                                    caf::actor parent, const TraceFn& trace) {
+                                    caf::actor parent, const TraceFn& trace,
+                                    ProgressBoard* progress) {
   std::vector<caf::actor> handles(layout.slots.size());
   for (size_t i = 0; i < layout.slots.size(); ++i) {
     const SlotSpec& slot = layout.slots[i];
@@ -73,6 +74,7 @@ std::vector<caf::actor> spawn_slots(caf::actor_system& system, const PipelineLay
     setup.groups = layout.groups[size_t(slot.replica)];
     setup.data_plane = data_plane;
     setup.parent = parent;
+    if (progress) setup.progress = progress->add(setup.name);
     if (trace) setup.trace = [trace, slot](const std::string& event) { trace(slot, event); };
     handles[i] = spawn_stage(system, std::move(setup));
   }
@@ -90,17 +92,18 @@ void connect_slots(const PipelineLayout& layout, int node, const std::vector<caf
         if (slot.node != node) continue;
         auto routes = std::make_shared<StageRoutes>();
         if (s == 0)
-          routes->upstream = {driver, 0, 0};
+          routes->upstream = {driver, 0, 0, "the driver"};
         else
           routes->upstream = {handles[size_t(layout.index(r, s - 1, t))],
-                              layout.slot(r, s - 1, t).node, channel_into_slot(i)};
+                              layout.slot(r, s - 1, t).node, channel_into_slot(i),
+                              layout.slot(r, s - 1, t).name()};
         if (s + 1 < pp) {
           const int next = layout.index(r, s + 1, t);
           routes->downstream = {handles[size_t(next)], layout.slots[size_t(next)].node,
-                                channel_into_slot(next)};
+                                channel_into_slot(next), layout.slots[size_t(next)].name()};
           routes->downstream_slots = layout.input_slots[size_t(s + 1)];
         } else if (t == 0) {
-          routes->downstream = {driver, 0, channel_to_driver(r)};
+          routes->downstream = {driver, 0, channel_to_driver(r), "the driver"};
           routes->downstream_slots = int(layout.groups[size_t(r)].size());
         }
         caf::anon_send(handles[size_t(i)], routes_atom::value, StageRoutesPtr(routes));

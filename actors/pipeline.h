@@ -69,10 +69,12 @@ using ComputeFactory = std::function<std::shared_ptr<StageCompute>(const SlotSpe
 using TraceFn = std::function<void(const SlotSpec&, const std::string&)>;
 
 // Spawns the stage actors of `node`'s slots; returns a handle per slot (null for other nodes').
+// `progress`: where the stages show what they do, for the cluster's watchdog (null: nowhere).
 std::vector<caf::actor> spawn_slots(caf::actor_system& system, const PipelineLayout& layout,
                                     int node, const ComputeFactory& make_compute,
                                     std::shared_ptr<comm::Communicator> data_plane,
-                                    caf::actor parent, const TraceFn& trace = {});
+                                    caf::actor parent, const TraceFn& trace = {},
+                                    ProgressBoard* progress = nullptr);
 
 // Gives `node`'s stage actors (and, on node 0, the driver) their routes, once every slot's
 // handle is known (`handles`: all slots, in layout order).

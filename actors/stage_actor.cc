@@ -138,13 +138,21 @@ void fail(Self* self, const std::string& what) {
 void run_action(caf::actor me, const StageSetup& setup, const StageRoutes& routes,
                 const std::shared_ptr<ThreadSide>& side, Arrival arrival) {
   try {
+    // Note [Liveness] in actors/cluster_node.h: each piece of the action is progress.
+    const std::string name =
+        arrival.packet ? key_name({arrival.packet->step, arrival.packet->group})
+                       : key_name({int(arrival.header->step), int(arrival.header->group)});
+    ProgressScope progress(setup.progress.get(), "computing " + name);
     Packet in;
     if (arrival.packet) {
       in = *arrival.packet;  // shares the tensors
     } else {
+      if (setup.progress)
+        setup.progress->begin(str_cat("receiving ", name, " from ", routes.upstream.name));
       if (arrival.receive) arrival.receive->wait();
       in = unpack(*arrival.header, arrival.buffer);
       side->bytes_received += arrival.header->bytes;
+      if (setup.progress) setup.progress->begin("computing " + name);
     }
     Packet result{.group = in.group, .step = in.step, .done = in.done, .tensors = {}};
     double seconds = 0;
@@ -174,8 +182,9 @@ void finish(Self* self) {
   wire::StageReport report{st.setup.name, st.setup.node, st.busy_seconds, st.actions, 0};
   auto side = st.thread_side;
   const std::string name = st.setup.name;
-  st.thread->post([me, side, report, name]() mutable {
+  st.thread->post([me, side, report, name, progress = st.setup.progress]() mutable {
     try {
+      ProgressScope sending(progress.get(), "sending its last packets");
       for (auto& w : side->pending_sends) w->wait();
       side->pending_sends.clear();
       report.bytes_received = side->bytes_received;
@@ -203,22 +212,37 @@ void finish(Self* self) {
 // back to back. Program order is kept (the cursor advances at firing; the thread runs jobs in
 // post order), credits are taken at firing, and the upstream's credit returns when an action
 // is computed, so the quotas bound memory exactly as before.
+// What the stage waits for, for the watchdog (Note [Liveness] in actors/cluster_node.h).
+void waiting(Self* self, std::string what) {
+  if (self->state.setup.progress) self->state.setup.progress->waiting(std::move(what));
+}
+
 void try_fire(Self* self) {
   auto& st = self->state;
   while (!st.finished && st.routes) {
     if (st.cursor->finished()) {
+      waiting(self, "");
       if (st.fired.empty()) finish(self);
       return;
     }
     const Key key = st.cursor->next();
     auto it = st.arrivals.find(key);
-    if (it == st.arrivals.end()) return;
+    if (it == st.arrivals.end()) {
+      waiting(self, str_cat(key_name(key), " from ", st.routes->upstream.name));
+      return;
+    }
     const bool done = it->second.packet ? it->second.packet->done : it->second.header->done;
     // A done packet only releases caches: it may queue behind the others (Note [Done packets]).
-    if (!done && int(st.fired.size()) >= kStageActionsInFlight) return;
+    if (!done && int(st.fired.size()) >= kStageActionsInFlight) {
+      waiting(self, "");  // its own thread's work
+      return;
+    }
     // A done packet holds no tensors: it takes no input slot (Note [Done packets]).
     const bool needs_credit = st.routes->downstream.actor != nullptr && !done;
-    if (needs_credit && st.credits == 0) return;
+    if (needs_credit && st.credits == 0) {
+      waiting(self, str_cat("a credit from ", st.routes->downstream.name));
+      return;
+    }
     if (needs_credit) --st.credits;
     st.fired.push_back(key);
     Arrival arrival = std::move(it->second);

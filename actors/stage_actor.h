@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "actors/messages.h"
+#include "actors/stage_progress.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/device.h"
 
@@ -51,6 +52,7 @@ struct Route {
   caf::actor actor;           // null: nobody (outputs are dropped, no credits are returned)
   int node = 0;               // the process (data-plane rank) of that actor
   std::uint32_t channel = 0;  // the link's id: the UCX tags of its packets
+  std::string name;           // "stage 2", "the driver": for what a stage waits for
 };
 
 struct StageRoutes {
@@ -69,6 +71,7 @@ struct StageSetup {
   std::vector<int> groups;          // the groups it serves, in program order
   std::shared_ptr<comm::Communicator> data_plane;  // UCX between nodes; null in one process
   caf::actor parent;                // (finished_atom, StageReport bytes) or (failed_atom, text)
+  std::shared_ptr<StageProgress> progress;  // for the cluster's watchdog (null: none)
   // Tests: each event as it happens on the actor ("arrive g0s0", "fire g0s0", "send g0s0",
   // "credit"). Called from the actor's handlers, one at a time.
   std::function<void(const std::string&)> trace;

@@ -56,7 +56,8 @@ std::vector<caf::actor> spawn_train_slots(caf::actor_system& system, const Pipel
                                           const TrainPrograms& programs, int node,
                                           const TrainComputeFactory& make_compute,
                                           std::shared_ptr<comm::Communicator> data_plane,
-                                          caf::actor parent, const TraceFn& trace) {
+                                          caf::actor parent, const TraceFn& trace,
+                                          ProgressBoard* progress) {
   check_train_programs(layout, programs);
   std::vector<caf::actor> handles(layout.slots.size());
   for (size_t i = 0; i < layout.slots.size(); ++i) {
@@ -79,6 +80,7 @@ std::vector<caf::actor> spawn_train_slots(caf::actor_system& system, const Pipel
     setup.program = programs.programs[size_t(slot.stage)];
     setup.data_plane = data_plane;
     setup.parent = parent;
+    if (progress) setup.progress = progress->add(setup.name);
     if (trace) setup.trace = [trace, slot](const std::string& event) { trace(slot, event); };
     handles[i] = spawn_train_stage(system, std::move(setup));
   }
@@ -103,14 +105,16 @@ void connect_train_slots(const PipelineLayout& layout, const TrainPrograms& prog
             const int up_device = (virtual_stage - 1) % pp, up_chunk = (virtual_stage - 1) / pp;
             const int up = layout.index(r, up_device, t);
             link.upstream = {handles[size_t(up)], layout.slots[size_t(up)].node,
-                             train_channel(up, up_chunk, true, chunks)};
+                             train_channel(up, up_chunk, true, chunks),
+                             layout.slots[size_t(up)].name()};
             link.upstream_chunk = up_chunk;
           }
           if (virtual_stage + 1 < chunks * pp) {
             const int down_device = (virtual_stage + 1) % pp, down_chunk = (virtual_stage + 1) / pp;
             const int down = layout.index(r, down_device, t);
             link.downstream = {handles[size_t(down)], layout.slots[size_t(down)].node,
-                               train_channel(down, down_chunk, false, chunks)};
+                               train_channel(down, down_chunk, false, chunks),
+                               layout.slots[size_t(down)].name()};
             link.downstream_chunk = down_chunk;
             link.downstream_slots =
                 train_input_quota(programs.programs[size_t(down_device)], down_chunk);

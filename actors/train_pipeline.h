@@ -53,7 +53,8 @@ std::vector<caf::actor> spawn_train_slots(caf::actor_system& system, const Pipel
                                           const TrainPrograms& programs, int node,
                                           const TrainComputeFactory& make_compute,
                                           std::shared_ptr<comm::Communicator> data_plane,
-                                          caf::actor parent, const TraceFn& trace = {});
+                                          caf::actor parent, const TraceFn& trace = {},
+                                          ProgressBoard* progress = nullptr);
 
 // Gives `node`'s training stages their routes (and, on node 0, the driver its stages).
 void connect_train_slots(const PipelineLayout& layout, const TrainPrograms& programs, int node,

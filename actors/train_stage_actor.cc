@@ -97,16 +97,23 @@ void run_action(caf::actor me, const TrainStageSetup& setup, const TrainRoutes& 
                 const std::shared_ptr<ThreadSide>& side, Action action, int step,
                 std::optional<Arrival> arrival) {
   try {
+    const TrainLink& link = routes.chunks[size_t(action.chunk)];
+    const bool forward = action.kind == ActionKind::forward;
+    // Note [Liveness] in actors/cluster_node.h: each piece of the action is progress.
+    ProgressScope progress(setup.progress.get(), "computing " + name_of(action, step));
     models::TensorMap in;
     if (arrival && arrival->packet) {
       in = arrival->packet->tensors;  // shares the tensors
     } else if (arrival) {
+      if (setup.progress)
+        setup.progress->begin(str_cat("receiving ", forward ? "the input" : "the gradient", " of ",
+                                      name_of(action, step), " from ",
+                                      forward ? link.upstream.name : link.downstream.name));
       if (arrival->receive) arrival->receive->wait();
       in = unpack(*arrival->header, arrival->buffer).tensors;
       side->bytes_received += arrival->header->bytes;
+      if (setup.progress) setup.progress->begin("computing " + name_of(action, step));
     }
-    const TrainLink& link = routes.chunks[size_t(action.chunk)];
-    const bool forward = action.kind == ActionKind::forward;
     Packet result{.group = action.micro_batch, .step = step, .done = false, .tensors = {},
                   .gradient = !forward,
                   .chunk = forward ? link.downstream_chunk : link.upstream_chunk};
@@ -158,8 +165,9 @@ void end_step(Self* self) {
   auto compute = st.setup.compute;
   const std::string name = st.setup.name;
   const int step = st.step;
-  st.thread->post([me, compute, name, step] {
+  st.thread->post([me, compute, name, step, progress = st.setup.progress] {
     try {
+      ProgressScope ending(progress.get(), str_cat("ending step ", step));
       const wire::Bytes summary = wire::encode(compute->end_step(step));
       caf::anon_send(me, step_done_atom::value, step, summary);
     } catch (const std::exception& e) {
@@ -170,15 +178,24 @@ void end_step(Self* self) {
 
 // Fires the program's next actions while their inputs and credits are there (Note [Keeping the
 // pinned thread fed] in stage_actor.cc: up to kStageActionsInFlight queued on the thread).
+// What the stage waits for, for the watchdog (Note [Liveness] in actors/cluster_node.h).
+void waiting(Self* self, std::string what) {
+  if (self->state.setup.progress) self->state.setup.progress->waiting(std::move(what));
+}
+
 void try_fire(Self* self) {
   auto& st = self->state;
   while (!st.finished && !st.stopping && st.routes && st.step >= 0 && !st.ending) {
     const auto& program = st.setup.program;
     if (st.position == program.size()) {
+      waiting(self, "");
       if (st.fired.empty()) end_step(self);
       return;
     }
-    if (int(st.fired.size()) >= kStageActionsInFlight) return;
+    if (int(st.fired.size()) >= kStageActionsInFlight) {
+      waiting(self, "");  // its own thread's work
+      return;
+    }
     const Action action = program[st.position];
     const TrainLink& link = st.routes->chunks[size_t(action.chunk)];
     const bool forward = action.kind == ActionKind::forward;
@@ -186,13 +203,20 @@ void try_fire(Self* self) {
     std::optional<Arrival> arrival;
     if (forward ? !first : !last) {
       auto it = st.arrivals.find(Key{st.step, !forward, action.chunk, action.micro_batch});
-      if (it == st.arrivals.end()) return;
+      if (it == st.arrivals.end()) {
+        waiting(self,
+                str_cat(forward ? "the input of " : "the gradient of ", name_of(action, st.step),
+                        " from ", forward ? link.upstream.name : link.downstream.name));
+        return;
+      }
       arrival = std::move(it->second);
       st.arrivals.erase(it);
     }
     if (forward && !last) {
       // Checked before the arrival is taken: a missing credit leaves it where it was.
       if (st.credits[size_t(action.chunk)] == 0) {
+        waiting(self,
+                str_cat("a credit from ", link.downstream.name, " for ", name_of(action, st.step)));
         if (arrival)
           st.arrivals.emplace(Key{st.step, false, action.chunk, action.micro_batch},
                               std::move(*arrival));
@@ -245,9 +269,11 @@ void start_control(Self* self, const wire::Bytes& command) {
   caf::actor me = caf::actor_cast<caf::actor>(self);
   auto compute = st.setup.compute;
   const std::string name = st.setup.name;
-  st.thread->post([me, compute, name, command] {
+  st.thread->post([me, compute, name, command, progress = st.setup.progress] {
     try {
       const wire::TrainControl control = wire::decode<wire::TrainControl>(command);
+      const char* kinds[] = {"saving a checkpoint", "loading a checkpoint", "evaluating"};
+      ProgressScope controlling(progress.get(), kinds[int(control.kind)]);
       caf::anon_send(me, control_done_atom::value, wire::encode(compute->control(control)));
     } catch (const std::exception& e) {
       caf::anon_send(me, failed_atom::value, str_cat(name, ": ", e.what()));
@@ -281,8 +307,9 @@ void finish(Self* self) {
   wire::StageReport report{st.setup.name, st.setup.node, st.busy_seconds, st.actions, 0};
   auto side = st.thread_side;
   const std::string name = st.setup.name;
-  st.thread->post([me, side, report, name]() mutable {
+  st.thread->post([me, side, report, name, progress = st.setup.progress]() mutable {
     try {
+      ProgressScope sending(progress.get(), "sending its last packets");
       for (auto& w : side->pending_sends) w->wait();
       side->pending_sends.clear();
       report.bytes_received = side->bytes_received;
@@ -407,6 +434,7 @@ caf::behavior train_stage_behavior(Self* self, TrainStageSetup setup) {
         trace(self, str_cat("step_done s", step));
         s.step = -1;
         s.ending = false;
+        waiting(self, str_cat("the driver's next step (step ", step, " is done)"));
         self->send(s.routes->driver, step_done_atom::value, s.setup.slot, step, summary);
       },
       [=](stop_atom) {

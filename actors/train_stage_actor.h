@@ -91,6 +91,7 @@ struct TrainStageSetup {
   schedule::StageProgram program;   // one step's actions, in order
   std::shared_ptr<comm::Communicator> data_plane;  // UCX between nodes; null in one process
   caf::actor parent;                // (finished_atom, StageReport bytes) or (failed_atom, text)
+  std::shared_ptr<StageProgress> progress;  // for the cluster's watchdog (null: none)
   // Tests: each event as it happens on the actor, one at a time: "arrive F3 s0" (the input of
   // F3 of step 0), "arrive B3 s0" (its gradient), "fire F3 s0", "computed F3 s0", "free F3 s0"
   // (the input slot's credit went back), "credit c0", "step s0", "step_done s0". Chunks other

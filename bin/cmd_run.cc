@@ -75,10 +75,7 @@ int run(const RunOptions& options) {
   set_log_rank(spec.node_rank);
   actors::ConfigJob job(cfg, spec.nodes);
   actors::install_interrupt_handlers();
-  actors::ClusterOptions cluster;
-  cluster.join_timeout = std::chrono::milliseconds(
-      int64_t(cfg.get_or<double>("train.cluster.join_timeout", 60.0) * 1000));
-  cluster.config_yaml = cfg.to_yaml();
+  actors::ClusterOptions cluster = actors::cluster_options(cfg);
   logger("cluster")->info("node {} of {} (cluster from {})", spec.node_rank, spec.nodes,
                           spec.source);
   actors::ClusterResult result;

@@ -139,3 +139,20 @@ struct TrainControl {
   hasBest @7 :Bool;
   seed @8 :UInt64;
 }
+
+# What one stage is doing, for the cluster's watchdog (Note [Liveness] in actors/cluster_node.h).
+struct StageProgress {
+  name @0 :Text;
+  actions @1 :UInt64;            # actions its thread has ended so far
+  doing @2 :Text;                # what its thread does now ("computing F3 s0"); empty: nothing
+  doingSeconds @3 :Float64;      # since when (no progress for that long)
+  waiting @4 :Text;              # what its next action waits for; empty: nothing of its own
+  waitingSeconds @5 :Float64;
+}
+
+# A node's answer to node 0's heartbeat `seq`: every stage of the node, as it is now.
+struct Heartbeat {
+  seq @0 :UInt64;
+  node @1 :Int32;
+  stages @2 :List(StageProgress);
+}

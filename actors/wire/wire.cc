@@ -343,6 +343,37 @@ StageReport decode<StageReport>(std::span<const std::uint8_t> bytes, const ReadL
       limits);
 }
 
+Bytes encode(const Heartbeat& m) {
+  return build<schema::Heartbeat>([&](schema::Heartbeat::Builder root) {
+    root.setSeq(m.seq);
+    root.setNode(m.node);
+    auto stages = root.initStages(static_cast<unsigned>(m.stages.size()));
+    for (unsigned i = 0; i < m.stages.size(); ++i) {
+      const StageProgress& p = m.stages[i];
+      stages[i].setName(p.name);
+      stages[i].setActions(p.actions);
+      stages[i].setDoing(p.doing);
+      stages[i].setDoingSeconds(p.doing_seconds);
+      stages[i].setWaiting(p.waiting);
+      stages[i].setWaitingSeconds(p.waiting_seconds);
+    }
+  });
+}
+
+template <>
+Heartbeat decode<Heartbeat>(std::span<const std::uint8_t> bytes, const ReadLimits& limits) {
+  return read_message<schema::Heartbeat>(
+      bytes,
+      [](schema::Heartbeat::Reader root) {
+        Heartbeat m{root.getSeq(), root.getNode(), {}};
+        for (auto p : root.getStages())
+          m.stages.push_back({p.getName().cStr(), p.getActions(), p.getDoing().cStr(),
+                              p.getDoingSeconds(), p.getWaiting().cStr(), p.getWaitingSeconds()});
+        return m;
+      },
+      limits);
+}
+
 Bytes encode(const StepSummary& m) {
   return build<schema::StepSummary>([&](schema::StepSummary::Builder root) {
     root.setLossSum(m.loss_sum);

@@ -118,6 +118,24 @@ struct StageReport {
   bool operator==(const StageReport&) const = default;
 };
 
+// What one stage is doing (actors/stage_progress.h), and a node's heartbeat carrying its stages.
+struct StageProgress {
+  std::string name;
+  std::uint64_t actions = 0;
+  std::string doing;
+  double doing_seconds = 0;
+  std::string waiting;
+  double waiting_seconds = 0;
+  bool operator==(const StageProgress&) const = default;
+};
+
+struct Heartbeat {
+  std::uint64_t seq = 0;
+  std::int32_t node = 0;
+  std::vector<StageProgress> stages;
+  bool operator==(const Heartbeat&) const = default;
+};
+
 // What one training stage reports after a step. Fields a stage has nothing for stay 0; the
 // driver sums losses, counts and extras over stages and takes the largest norm (every stage
 // reports the same global norm after its reduction).
@@ -164,6 +182,7 @@ Bytes encode(const Assignment& message);
 Bytes encode(const StageReport& message);
 Bytes encode(const StepSummary& message);
 Bytes encode(const TrainControl& message);
+Bytes encode(const Heartbeat& message);
 
 // Defined for the value types above; throws CorruptInput on malformed bytes.
 template <typename T>

@@ -102,6 +102,11 @@ Schema train_schema() {
           .key("port", Schema::integer().min(0).max(65535))
           .key("join_timeout", Schema::floating().greater_than(0).doc(
                                    "seconds node 0 waits for every node to join"))
+          .key("heartbeat_timeout",
+               Schema::floating().greater_than(0).doc(
+                   "seconds without a heartbeat from a node, or without progress of a stage's "
+                   "current piece of work, after which the job ends naming them; must exceed the "
+                   "longest single action, step end or checkpoint"))
           .key("devices_per_node", count_at_least(1).doc("devices (stage slots) of each node"))
           .key("local_hop_seconds",
                Schema::floating().min(0).nullable().doc(

@@ -149,6 +149,12 @@ TEST(Wire, PipelineMessagesRoundTrip) {
   EXPECT_EQ(decode<Assignment>(encode(a)), a);
   const StageReport r{"stage 1 (dp 0, tp 1)", 1, 0.25, 52, 1 << 20};
   EXPECT_EQ(decode<StageReport>(encode(r)), r);
+  const Heartbeat beat{41,
+                       2,
+                       {{"stage 2", 12, "computing g5s0", 0.25, "", 0},
+                        {"stage 3", 7, "", 0, "a credit from stage 4", 1.5}}};
+  EXPECT_EQ(decode<Heartbeat>(encode(beat)), beat);
+  EXPECT_EQ(decode<Heartbeat>(encode(Heartbeat{})), Heartbeat{});
   const TrainControl save{
       TrainControlKind::save, "/out", "model_0000100", 3, 100, 400, 2.5, true, 7};
   EXPECT_EQ(decode<TrainControl>(encode(save)), save);

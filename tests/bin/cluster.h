@@ -69,6 +69,7 @@ class Cluster {
 
   // Starts `libai-actor args...`; returns its index.
   int launch(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
+    if (const std::string missing = missing_binary(); !missing.empty()) ADD_FAILURE() << missing;
     Node node;
     const int index = int(nodes_.size());
     node.out = dir_ + "/node" + std::to_string(index) + ".out";

@@ -53,7 +53,7 @@ struct Layout {
 class TrainGraph : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(kBinary)) GTEST_SKIP() << "libai-actor is not built";
+    ASSERT_EQ(missing_binary(), "");
     // The fixture tokenizer's corpus as an indexed dataset, and a random 4-layer GPT-2.
     const std::string text = cluster_.dir() + "/corpus.txt";
     {

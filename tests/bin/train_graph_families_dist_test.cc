@@ -41,7 +41,7 @@ struct Layout {
 class TrainGraphFamilies : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(kBinary)) GTEST_SKIP() << "libai-actor is not built";
+    ASSERT_EQ(missing_binary(), "");
     // Documents of sentences of random tokens, as a sentence-split preprocessing writes them.
     train::data::IndexedDatasetWriter writer(cluster_.dir() + "/sentences",
                                              train::data::TokenDType::u16);

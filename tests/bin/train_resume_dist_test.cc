@@ -51,7 +51,7 @@ bool writing_checkpoint(const fs::path& output_dir) {
 class TrainResume : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(kBinary)) GTEST_SKIP() << "libai-actor is not built";
+    ASSERT_EQ(missing_binary(), "");
   }
 
   // A config training `model` on `data` (YAML of the data section) into `out`.

@@ -27,7 +27,9 @@ struct Result {
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kBinary)) GTEST_SKIP() << "libai-actor is not built";
+    // The target depends on libai-actor: a missing binary is a broken build, not a skip.
+    ASSERT_TRUE(std::filesystem::exists(kBinary))
+        << "libai-actor is not built (" << kBinary << "): build the libai-actor target";
   }
 
   Result run(const std::string& arguments) {

@@ -1,0 +1,72 @@
+// Liveness of `libai-actor run` over real processes, the longer cases (label slow): node 0
+// stopped, the middle node of a training job stopped, a node 20x slower than the others (not hung),
+// and one action longer than the heartbeat timeout (hung, named). Fixture and checks:
+// tests/bin/liveness.h.
+#include "tests/bin/liveness.h"
+
+namespace libai::testing::liveness {
+namespace {
+
+TEST_F(Liveness, StoppingNodeZeroEndsTheOthersNamingIt) {
+  Job job;
+  launch(job);
+  wait_until_running(job.nodes);
+  cluster_.signal(0, SIGSTOP);
+  const auto stopped = Clock::now();
+  const auto within = std::chrono::milliseconds(int(job.heartbeat_timeout * 1000)) + 5s;
+  for (int r : {1, 2})
+    expect_failed(r, stopped, within,
+                  {"node 0 (the scheduler at 127.0.0.1:", "stopped answering for",
+                   str_cat("here: stage ", r)});
+  cluster_.signal(0, SIGCONT);
+  expect_failed(0, Clock::now(), 5s, {"error"});
+}
+
+// The same through training stage actors: node 0's train driver waits on a step that cannot
+// end, and node 2 on its gradients.
+TEST_F(Liveness, StoppingTheMiddleNodeOfATrainingJobEndsTheOthersNamingIt) {
+  Job job;
+  job.train = true;
+  launch(job);
+  wait_until_running(job.nodes);
+  cluster_.signal(1, SIGSTOP);
+  const auto stopped = Clock::now();
+  const auto within = std::chrono::milliseconds(int(job.heartbeat_timeout * 1000)) + 5s;
+  for (int r : {0, 2})
+    expect_failed(r, stopped, within,
+                  {"node 1 (stage 1) stopped answering for", "last seen: stage 1"});
+  cluster_.signal(1, SIGCONT);
+  expect_failed(1, Clock::now(), 5s, {"error"});
+}
+
+// Node 1's device is 20x slower (0.2 s an action where the others take 0.01 s): the others
+// wait for it for far longer than a heartbeat period, but every one of its actions ends well
+// within the 1 s timeout, so the job completes.
+TEST_F(Liveness, ANodeTwentyTimesSlowerIsNotHung) {
+  Job job;
+  job.steps = 3;
+  job.heartbeat_timeout = 1.0;
+  job.slowdown = "[1, 20, 1]";
+  launch(job);
+  for (int r = 0; r < job.nodes; ++r)
+    ASSERT_EQ(cluster_.wait(r, 60s), 0) << "node " << r << ":\n" << cluster_.err(r);
+  EXPECT_EQ(cluster_.err(0).find("stopped answering"), std::string::npos) << cluster_.err(0);
+}
+
+// The watchdog's other half: one action (10 layers of 0.01 s, 20x slower: 2 s) longer than
+// the 1 s timeout is a stage that made no progress, named with what it was computing.
+TEST_F(Liveness, AnActionLongerThanTheTimeoutIsNamed) {
+  Job job;
+  job.layers_per_stage = 10;
+  job.heartbeat_timeout = 1.0;
+  job.slowdown = "[1, 20, 1]";
+  launch(job);
+  const auto start = Clock::now();
+  for (int r = 0; r < job.nodes; ++r)
+    expect_failed(
+        r, start, 40s,
+        {"stage 1 on node 1 made no progress for", "heartbeat_timeout 1.0 s", ": computing g"});
+}
+
+}  // namespace
+}  // namespace libai::testing::liveness
