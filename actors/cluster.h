@@ -76,6 +76,10 @@ struct ClusterOptions {
   // A node silent, or a stage's thread on one piece of work, for longer ends the job
   // (train.cluster.heartbeat_timeout; Note [Liveness] in actors/cluster_node.h).
   std::chrono::milliseconds heartbeat_timeout{30000};
+  // The data plane between the nodes (train.cluster.transport; Note [Choosing the transport]
+  // in actors/cluster_node.h): "auto" (shared memory when every node shares this host's
+  // memory, else UCX), "shm" or "ucx".
+  std::string transport = "auto";
   std::function<void(int port)> on_listening;      // node 0, port 0: the port it got
   std::string config_yaml;                         // what node 0 sends in the assignment
 };

@@ -51,7 +51,7 @@ ClusterResult run_agent(Node& node) {
         caf::after(2s) >> [] {});
   }
   wire::JoinRequest request{uint32_t(node.spec.node_rank), node.spec.token, hostname(),
-                            node.job.profile_devices(node.spec.node_rank), rtt};
+                            node.job.profile_devices(node.spec.node_rank), rtt, host_identity()};
   node.me()->send(scheduler, join_atom::value, wire::encode(request));
 
   std::string failure;
@@ -126,7 +126,7 @@ ClusterResult run_agent(Node& node) {
     o.addr = node.spec.addr;
     o.port = result.assignment.data_port;
     o.timeout = node.options.setup_timeout;
-    node.data_plane = open_data_plane(o, [&] {
+    node.set_data_plane(open_data_plane(result.assignment.transport, o, [&] {
       if (interrupted_signal()) {
         interrupted();
       } else {
@@ -134,7 +134,7 @@ ClusterResult run_agent(Node& node) {
             on_down, on_abort, caf::after(100ms) >> [] {});
       }
       if (!failure.empty()) LIBAI_THROW(CommunicationError, failure);
-    });
+    }));
     node.layout = node.job.layout(result.assignment);
     node.have_layout = true;
     node.stages = node.spawn_stages(result.assignment, node.spec.node_rank);

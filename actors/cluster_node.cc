@@ -1,5 +1,7 @@
 #include "actors/cluster_node.h"
 
+#include "runtime/comm/shm_communicator.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -55,6 +57,11 @@ void Node::on_abort(std::function<void(const std::string&)> hook) {
   abort_hooks.push_back(std::move(hook));
 }
 
+void Node::set_data_plane(std::shared_ptr<comm::Communicator> communicator) {
+  data_plane = std::move(communicator);
+  on_abort([plane = data_plane](const std::string& reason) { plane->abort(reason); });
+}
+
 void Node::abort_data_planes(const std::string& reason) {
   if (data_planes_aborted) return;
   data_planes_aborted = true;
@@ -101,7 +108,23 @@ void Node::check_interrupt() {
     LIBAI_THROW(CommunicationError, who(), " was interrupted (signal ", sig, ")");
 }
 
-std::shared_ptr<comm::Communicator> open_data_plane(comm::UcxGroupOptions options,
+std::string choose_transport(const std::string& wanted, const std::vector<std::string>& host_keys) {
+  LIBAI_CHECK(wanted == "auto" || wanted == "shm" || wanted == "ucx",
+              "train.cluster.transport must be auto, shm or ucx, got '", wanted, "'");
+  if (wanted == "ucx") return wanted;
+  std::string apart;  // the nodes that cannot share node 0's memory
+  for (size_t k = 0; k < host_keys.size(); ++k)
+    if (host_keys[k].empty() || host_keys[k] != host_keys[0])
+      apart += (apart.empty() ? "" : ", ") + std::to_string(k);
+  if (apart.empty()) return "shm";
+  LIBAI_CHECK(wanted == "auto", "train.cluster.transport is shm, but node(s) ", apart,
+              " cannot share memory with node 0 (another host, or other IPC/PID namespaces): "
+              "use ucx or auto");
+  return "ucx";
+}
+
+std::shared_ptr<comm::Communicator> open_data_plane(const std::string& transport,
+                                                    comm::UcxGroupOptions options,
                                                     const std::function<void()>& watch,
                                                     const std::function<void(int)>& on_port) {
   struct Shared {
@@ -118,11 +141,22 @@ std::shared_ptr<comm::Communicator> open_data_plane(comm::UcxGroupOptions option
     shared->port = port;
     shared->changed.notify_all();
   };
-  std::thread([shared, options] {
+  std::thread([shared, options, transport] {
     std::shared_ptr<comm::Communicator> comm;
     std::exception_ptr error;
     try {
-      comm = comm::make_ucx_communicator(options);
+      if (transport == "shm") {
+        comm::ShmGroupOptions shm;
+        shm.rank = options.rank;
+        shm.size = options.size;
+        shm.addr = options.addr;
+        shm.port = options.port;
+        shm.timeout = options.timeout;
+        shm.on_listening = options.on_listening;
+        comm = comm::make_shm_communicator(shm);
+      } else {
+        comm = comm::make_ucx_communicator(options);
+      }
     } catch (...) {
       error = std::current_exception();
     }
@@ -195,6 +229,7 @@ ClusterOptions cluster_options(const config::Config& cfg) {
   ClusterOptions options;
   options.join_timeout = ms(cfg.get_or<double>("train.cluster.join_timeout", 60.0));
   options.heartbeat_timeout = ms(cfg.get_or<double>("train.cluster.heartbeat_timeout", 30.0));
+  options.transport = cfg.get_or<std::string>("train.cluster.transport", "auto");
   options.config_yaml = cfg.to_yaml();
   return options;
 }

@@ -40,6 +40,7 @@
 #include "actors/cluster.h"
 #include "actors/stage_progress.h"
 #include "runtime/comm/ucx_communicator.h"
+#include "runtime/host_identity.h"
 
 namespace libai::actors::cluster {
 
@@ -87,6 +88,8 @@ struct Node {
   // once it exists (the communicator's, the message plane's); hooks run once, in order, on
   // the first failure, from the control loop's thread.
   void on_abort(std::function<void(const std::string& reason)> hook);
+  // Keeps the communicator between the nodes and registers its abort.
+  void set_data_plane(std::shared_ptr<comm::Communicator> communicator);
   void abort_data_planes(const std::string& reason);
   // Breaks the data planes (with `reason`), then ends this node's stages and driver.
   void stop_local_stages(const std::string& reason = "job aborted");
@@ -97,12 +100,23 @@ struct Node {
   void check_interrupt();
 };
 
-// Opens the UCX data plane on a thread of its own while the caller keeps watching the
-// control plane: `watch` receives control messages for a moment and throws when a node died
-// or the job was aborted, so that a node lost while the data plane forms ends the job at
-// once instead of at the data plane's timeout. The thread is detached: after such a failure
-// it still waits in the rendezvous until its own timeout, owning only its shared state.
-std::shared_ptr<comm::Communicator> open_data_plane(comm::UcxGroupOptions options,
+// Note [Choosing the transport]
+// Nodes that share one host's memory (the same kernel, IPC and PID namespaces: their
+// host_identity() keys are equal) exchange data through shared memory (the shm communicator
+// and message plane, runtime/comm/shm_*.h): at memcpy speeds, with a dead peer seen by its pid
+// and a hung one by the heartbeats (Note [Liveness]). Any other cluster uses UCX for every
+// pair (TCP here, verbs where there are), with its own peer-failure handling. Node 0 chooses
+// from train.cluster.transport and the keys the nodes joined with, and names the choice in the
+// assignment; "shm" on nodes that cannot share memory is an error naming them.
+std::string choose_transport(const std::string& wanted, const std::vector<std::string>& host_keys);
+
+// Opens the data plane (`transport`: "shm" or "ucx") on a thread of its own while the caller
+// keeps watching the control plane: `watch` receives control messages for a moment and throws
+// when a node died or the job was aborted, so that a node lost while the data plane forms ends
+// the job at once instead of at the data plane's timeout. The thread is detached: after such a
+// failure it still waits in the rendezvous until its own timeout, owning only its shared state.
+std::shared_ptr<comm::Communicator> open_data_plane(const std::string& transport,
+                                                    comm::UcxGroupOptions options,
                                                     const std::function<void()>& watch,
                                                     const std::function<void(int)>& on_port = {});
 

@@ -27,9 +27,15 @@ struct Scheduler {
   std::set<int> hung;  // stopped answering heartbeats (Note [Liveness])
   bool aborted_ = false;
   std::vector<double> control_rtts;  // the agents' measured round trips to node 0
+  std::vector<std::string> host_keys;  // by node rank (runtime/host_identity.h)
 
   explicit Scheduler(Node& n)
-      : node(n), agents(size_t(n.spec.nodes)), devices(size_t(n.spec.nodes)) {}
+      : node(n),
+        agents(size_t(n.spec.nodes)),
+        devices(size_t(n.spec.nodes)),
+        host_keys(size_t(n.spec.nodes)) {
+    host_keys[0] = host_identity();
+  }
 
   int rank_of(const caf::actor_addr& addr) const {
     for (size_t k = 1; k < agents.size(); ++k)
@@ -137,6 +143,7 @@ struct Scheduler {
             }
             agents[request.node_rank] = sender;
             devices[request.node_rank] = request.devices;
+            host_keys[request.node_rank] = request.host_key;
             control_rtts.push_back(request.control_rtt_seconds);
             node.me()->monitor(sender);
             ++joined;
@@ -224,6 +231,13 @@ struct Scheduler {
     }
     end_if_a_node_failed_while_planning();
     if (node.spec.nodes > 1) {
+      try {
+        a.transport = choose_transport(node.options.transport, host_keys);
+      } catch (const std::exception& e) {
+        abort_all(e.what());
+      }
+      logger("cluster")->info("data plane between the {} nodes: {}", node.spec.nodes,
+                              a.transport == "shm" ? "shared memory (one host)" : "UCX");
       comm::UcxGroupOptions o;
       o.rank = 0;
       o.size = node.spec.nodes;
@@ -238,8 +252,8 @@ struct Scheduler {
           node.me()->send(agents[k], assign_atom::value, bytes);
       };
       try {
-        node.data_plane = open_data_plane(
-            o, [&] { watch_while_forming(); }, send_assignment);
+        node.set_data_plane(open_data_plane(
+            a.transport, o, [&] { watch_while_forming(); }, send_assignment));
       } catch (const CommunicationError& e) {
         if (!aborted_) abort_all(str_cat("the data plane did not form: ", e.what()));
         throw;

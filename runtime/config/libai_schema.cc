@@ -108,6 +108,11 @@ Schema train_schema() {
                    "current piece of work, after which the job ends naming them; must exceed the "
                    "longest single action, step end or checkpoint"))
           .key("devices_per_node", count_at_least(1).doc("devices (stage slots) of each node"))
+          .key("transport",
+               Schema::one_of({"auto", "shm", "ucx"})
+                   .doc("data plane between the nodes: shm (shared memory, every node on this "
+                        "host), ucx (any hosts), auto (shm when every node shares this host's "
+                        "memory, else ucx)"))
           .key("local_hop_seconds",
                Schema::floating().min(0).nullable().doc(
                    "planning: seconds one packet hop costs inside a process (null: measured by "

@@ -43,6 +43,7 @@ struct Job {
   double heartbeat_timeout = 3.0;
   std::string slowdown = "null";  // train.cluster.device_slowdown
   std::string addr = "127.0.0.1";
+  std::string transport = "auto";  // train.cluster.transport: shared memory on this host
   bool train = false;  // a synthetic training job (1F1B, forward 5 ms, backward 10 ms)
 };
 
@@ -73,7 +74,7 @@ class Liveness : public ::testing::Test {
                 ", pipeline_num_layers: ", job.nodes * job.layers_per_stage, "}\n",
                 "  cluster: {nodes: ", job.nodes, ", token: test-token, join_timeout: 30.0, ",
                 "heartbeat_timeout: ", job.heartbeat_timeout, ", device_slowdown: ", job.slowdown,
-                "}\n", target);
+                ", transport: ", job.transport, "}\n", target);
     const std::string path = cluster_.dir() + "/liveness.yaml";
     std::ofstream(path) << yaml;
     return path;
@@ -116,6 +117,11 @@ class Liveness : public ::testing::Test {
     Job job;
     launch(job);
     wait_until_running(job.nodes);
+    // The nodes share this host: the data plane is shared memory, whose peers' deaths come
+    // from the control plane and the pids (Note [Choosing the transport]).
+    EXPECT_NE(cluster_.err(0).find("data plane between the 3 nodes: shared memory"),
+              std::string::npos)
+        << cluster_.err(0);
     cluster_.signal(victim, SIGKILL);
     const auto killed = Clock::now();
     EXPECT_EQ(cluster_.wait(victim, 5s), 128 + SIGKILL);

@@ -40,22 +40,27 @@ TEST_F(Liveness, StoppingTheMiddleNodeEndsTheOthersNamingIt) {
   expect_failed(1, Clock::now(), 5s, {"error"});
 }
 
-// The control plane and the UCX data plane meet at 127.0.0.2 (a loopback address other than
+// The control plane and the UCX data plane (chosen by train.cluster.transport: ucx, as between
+// hosts) meet at 127.0.0.2 (a loopback address other than
 // the default, as a second host's would be; node 0's rendezvous binds exactly that address):
 // a job completes, and a killed peer is detected.
 TEST_F(Liveness, TheDataPlaneAcrossLoopbackAddressesWorks) {
   Job job;
   job.addr = "127.0.0.2";
+  job.transport = "ucx";
   job.steps = 2;
   launch(job);
   for (int r = 0; r < job.nodes; ++r)
     ASSERT_EQ(cluster_.wait(r, 60s), 0) << "node " << r << ":\n" << cluster_.err(r);
   EXPECT_NE(cluster_.err(0).find("listening on 127.0.0.2:"), std::string::npos) << cluster_.err(0);
+  EXPECT_NE(cluster_.err(0).find("data plane between the 3 nodes: UCX"), std::string::npos)
+      << cluster_.err(0);
 }
 
 TEST_F(Liveness, TheDataPlaneAcrossLoopbackAddressesSeesAKilledPeer) {
   Job job;
   job.addr = "127.0.0.2";
+  job.transport = "ucx";
   launch(job);
   wait_until_running(job.nodes);
   cluster_.signal(1, SIGKILL);
