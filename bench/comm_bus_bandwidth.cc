@@ -202,7 +202,7 @@ bool run_world(int n, const Options& options) {
       ::close(pair[0]);
       int code = 0;
       try {
-        ShmGroupOptions group;  // the same fields as UcxGroupOptions
+        ProcessGroupOptions group;
         group.rank = rank;
         group.size = n;
         group.timeout = std::chrono::seconds(120);
@@ -214,13 +214,7 @@ bool run_world(int n, const Options& options) {
         if (options.backend == "shm") {
           comm = make_shm_communicator(group);
         } else {
-          UcxGroupOptions ucx;
-          ucx.rank = group.rank;
-          ucx.size = group.size;
-          ucx.port = group.port;
-          ucx.timeout = group.timeout;
-          ucx.on_listening = group.on_listening;
-          comm = make_ucx_communicator(ucx);
+          comm = make_ucx_communicator(group);
         }
         run_rank(*comm, options);
       } catch (const std::exception& e) {

@@ -228,33 +228,13 @@ bool use_cma(const Collective& c, std::size_t bytes) {
   return c.cross_memory_attach() && bytes > kSmallBytes;
 }
 
-bool same_collective(const CollectiveHeader& a, const CollectiveHeader& b) {
-  return a.op == b.op && a.dtype == b.dtype && a.reduce_op == b.reduce_op && a.root == b.root &&
-         a.count == b.count && a.extra == b.extra;
-}
-
-std::string describe(const CollectiveHeader& h) {
-  const auto op = CollectiveOp(h.op);
-  if (op == CollectiveOp::new_group) return str_cat("new_group of ", h.count, " ranks");
-  std::string out = collective_name(op);
-  if (op == CollectiveOp::all_reduce || op == CollectiveOp::reduce_scatter)
-    out += str_cat("(", reduce_op_name(ReduceOp(h.reduce_op)), ")");
-  out += str_cat(" of ", h.count, " ", dtype_name(DType(h.dtype)), " elements");
-  if (op == CollectiveOp::broadcast) out += str_cat(" from root ", h.root);
-  return out;
-}
-
 }  // namespace
 
 Collective::Collective(ShmWorld& world, GroupView& group, CollectiveOp op)
     : world_(world), group_(group), op_(op), sequence_(group.sequence++) {}
 
 std::string Collective::what() const {
-  std::string out =
-      str_cat("shm ", collective_name(op_), " #", sequence_, " on rank ", rank(), " of ", size());
-  if (group_.id != 0)
-    out += str_cat(" (group ", group_.id, " of world ranks ", group_.world_ranks, ")");
-  return out;
+  return detail::collective_what("shm", op_, sequence_, group_);
 }
 
 const ProcessId& Collective::process(int group_rank) const {
@@ -298,14 +278,7 @@ const std::vector<CollectiveHeader>& Collective::agree(const CollectiveHeader& m
   barrier();  // publishes the header with the arrival
   headers_.clear();
   for (int q : group_.world_ranks) headers_.push_back(world_.slot(q, group_.id).header);
-  const bool same = std::all_of(headers_.begin(), headers_.end(),
-                                [&](const CollectiveHeader& h) { return same_collective(h, mine); });
-  if (!same) {
-    std::string ranks;
-    for (int q = 0; q < size(); ++q)
-      ranks += str_cat(q == 0 ? "" : "; ", "rank ", q, ": ", describe(headers_[std::size_t(q)]));
-    LIBAI_THROW(CommunicationError, what(), ": the ranks called different collectives: ", ranks);
-  }
+  detail::check_same_collective(headers_, rank(), what());
   return headers_;
 }
 

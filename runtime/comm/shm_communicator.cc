@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "runtime/comm/process_group_checks.h"
 #include "runtime/comm/shm_collectives.h"
 #include "runtime/comm/shm_world.h"
 #include "runtime/error.h"
@@ -17,6 +18,7 @@ using shm::GroupView;
 using shm::ShmWork;
 using shm::ShmWorld;
 using shm::Task;
+using detail::header_of;
 
 // A communicator's own state, shared with its queued operations.
 struct Group {
@@ -25,14 +27,10 @@ struct Group {
   CommStats stats;
 };
 
+constexpr const char* kBackend = "shm";
+
 void check_tensor(const Tensor& t, const char* what, bool reduces) {
-  LIBAI_CHECK(t.defined(), "shm ", what, ": the tensor is undefined");
-  LIBAI_CHECK(t.device().is_cpu(), "shm ", what, ": the tensor is on ", t.device(),
-              "; the shm backend moves host memory");
-  LIBAI_CHECK(t.is_contiguous(), "shm ", what, ": the tensor of shape ", t.shape(),
-              " is not contiguous");
-  LIBAI_CHECK(!reduces || is_floating(t.dtype()), "shm ", what, ": cannot reduce dtype ",
-              t.dtype(), " (needs f32, f64, bf16 or f16)");
+  detail::check_tensor(kBackend, t, what, reduces);
 }
 
 bool overlap(const Tensor& a, const Tensor& b) {
@@ -50,25 +48,6 @@ void check_pair(const Tensor& part, const Tensor& whole, int size, int rank, con
   const auto* own_block = static_cast<const char*>(whole.data_ptr()) + part.nbytes() * rank;
   LIBAI_CHECK(own_block == part.data_ptr() || !overlap(part, whole), "shm ", what,
               ": input and output overlap (only this rank's block may alias)");
-}
-
-std::uint64_t hash_ranks(const std::vector<int>& ranks) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (int r : ranks) h = (h ^ std::uint64_t(r)) * 1099511628211ull;
-  return h;
-}
-
-CollectiveHeader header_of(CollectiveOp op, const Tensor& input, const Tensor& output,
-                           ReduceOp reduce, int root) {
-  CollectiveHeader h;
-  h.op = std::uint8_t(op);
-  h.dtype = std::uint8_t(input.dtype());
-  h.reduce_op = std::uint8_t(reduce);
-  h.root = root;
-  h.count = input.numel();
-  h.input = reinterpret_cast<std::uint64_t>(input.data_ptr());
-  h.output = reinterpret_cast<std::uint64_t>(output.data_ptr());
-  return h;
 }
 
 class ShmCommunicator final : public Communicator {
@@ -137,8 +116,7 @@ class ShmCommunicator final : public Communicator {
 
   WorkHandle broadcast_async(Tensor tensor, int root) override {
     check_tensor(tensor, "broadcast", false);
-    LIBAI_CHECK(root >= 0 && root < size(), "shm broadcast: root ", root, " is not a rank of ",
-                size());
+    detail::check_root(kBackend, root, size());
     count([&](CommStats& s) {
       ++s.broadcast_calls;
       s.broadcast_elements += tensor.numel();
@@ -183,8 +161,7 @@ class ShmCommunicator final : public Communicator {
   WorkHandle point_to_point(const Tensor& tensor, int peer, uint32_t tag, bool is_send) {
     const char* what = is_send ? "send" : "recv";
     check_tensor(tensor, what, false);
-    LIBAI_CHECK(peer >= 0 && peer < size() && peer != rank(), "shm ", what, ": peer ", peer,
-                " is not another rank of ", size());
+    detail::check_peer(kBackend, what, peer, rank(), size());
     count([&](CommStats& s) {
       (is_send ? s.send_calls : s.recv_calls) += 1;
       if (is_send) s.bytes_sent += std::int64_t(tensor.nbytes());
@@ -197,8 +174,8 @@ class ShmCommunicator final : public Communicator {
     transfer->tag = tag;
     transfer->data = static_cast<std::uint8_t*>(tensor.data_ptr());
     transfer->bytes = tensor.nbytes();
-    transfer->what = str_cat("shm ", what, is_send ? " to" : " from", " rank ", peer, " (tag ", tag,
-                             ", ", tensor.nbytes(), " bytes) on rank ", rank(), " of ", size());
+    transfer->what =
+        detail::point_to_point_what(kBackend, is_send, peer, tag, tensor.nbytes(), rank(), size());
     transfer->work = work;
     world_->submit(Task{{}, std::move(transfer), work});
     return work;
@@ -209,25 +186,20 @@ class ShmCommunicator final : public Communicator {
 };
 
 std::shared_ptr<Communicator> ShmCommunicator::new_group(const std::vector<int>& ranks) {
-  LIBAI_CHECK(!ranks.empty() && std::is_sorted(ranks.begin(), ranks.end()) &&
-                  std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end() &&
-                  ranks.front() >= 0 && ranks.back() < size(),
-              "shm new_group: ranks ", ranks, " must be sorted, distinct ranks of ", size());
+  detail::check_group_ranks(kBackend, ranks, size());
   world_->throw_if_broken();
-  CollectiveHeader header;
-  header.op = std::uint8_t(CollectiveOp::new_group);
-  header.count = std::int64_t(ranks.size());
-  header.extra = hash_ranks(ranks);
+  const CollectiveHeader header = detail::new_group_header(ranks);
   auto id = std::make_shared<std::uint32_t>(0);
   auto work = std::make_shared<ShmWork>(std::vector<Tensor>{});
   Task task;
   task.work = work;
   // Agree on an id no member uses yet: the largest first free id of the ranks of this group.
-  task.run = [world = world_.get(), group = group_, header, id]() mutable {
+  task.run = [world = world_.get(), group = group_, header, id] {
     Collective c(*world, group->view, CollectiveOp::new_group);
-    header.proposal = world->next_group_id;
+    CollectiveHeader mine = header;
+    mine.proposal = world->next_group_id;
     std::uint64_t largest = 0;
-    for (const CollectiveHeader& h : c.agree(header)) largest = std::max(largest, h.proposal);
+    for (const CollectiveHeader& h : c.agree(mine)) largest = std::max(largest, h.proposal);
     LIBAI_CHECK_KIND(CommunicationError, largest < shm::kMaxGroups, c.what(), ": more than ",
                      shm::kMaxGroups - 1, " groups");
     *id = std::uint32_t(largest);
@@ -236,25 +208,18 @@ std::shared_ptr<Communicator> ShmCommunicator::new_group(const std::vector<int>&
   };
   world_->submit(std::move(task));
   work->wait();
-  const auto at = std::find(ranks.begin(), ranks.end(), rank());
-  if (at == ranks.end()) return nullptr;
   GroupView view;
-  view.id = *id;
-  view.rank = int(at - ranks.begin());
-  for (int r : ranks) view.world_ranks.push_back(group_->view.world_ranks[std::size_t(r)]);
+  if (!detail::set_subgroup_view(view, group_->view, ranks, *id)) return nullptr;
   return std::make_shared<ShmCommunicator>(world_, std::move(view));
 }
 
 }  // namespace
 
 std::shared_ptr<Communicator> make_shm_communicator(const ShmGroupOptions& options) {
-  LIBAI_CHECK(options.size >= 1 && options.rank >= 0 && options.rank < options.size,
-              "shm communicator: rank ", options.rank, " is not in a world of size ", options.size);
-  LIBAI_CHECK(options.timeout.count() > 0, "shm communicator: the timeout must be positive");
+  detail::check_group_options(kBackend, options);
   auto world = std::make_shared<ShmWorld>(options);
   GroupView view;
-  view.rank = options.rank;
-  for (int r = 0; r < options.size; ++r) view.world_ranks.push_back(r);
+  detail::set_world_view(view, options.rank, options.size);
   return std::make_shared<ShmCommunicator>(std::move(world), std::move(view));
 }
 

@@ -29,27 +29,15 @@
 // ranks (in order per (peer, tag); a send completes once its bytes are in the ring).
 #pragma once
 
-#include <chrono>
-#include <functional>
 #include <memory>
-#include <string>
 
 #include "runtime/comm/communicator.h"
+#include "runtime/comm/process_group.h"
 
 namespace libai::comm {
 
-struct ShmGroupOptions {
-  int rank = 0;
-  int size = 1;
-  std::string addr = "127.0.0.1";  // where rank 0 listens for the rendezvous
-  int port = 0;                    // 0 on rank 0: pick a free port (see on_listening)
-  // Bounds the rendezvous and every wait of every operation.
-  std::chrono::milliseconds timeout{60000};
-  std::function<void(int port)> on_listening;  // rank 0, once it listens
-  // Large collectives copy between the processes' buffers directly when the kernel allows
-  // it; false forces the staged path (tests, or to compare the two).
-  bool cross_memory_attach = true;
-};
+// The options of process_group.h, cross_memory_attach included.
+using ShmGroupOptions = ProcessGroupOptions;
 
 std::shared_ptr<Communicator> make_shm_communicator(const ShmGroupOptions& options);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/comm/process_group_checks.h"
 #include "runtime/comm/rendezvous.h"
 #include "runtime/error.h"
 
@@ -39,43 +40,10 @@ struct Attachment {
 
 }  // namespace
 
-const char* collective_name(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::all_reduce: return "all_reduce";
-    case CollectiveOp::all_gather: return "all_gather";
-    case CollectiveOp::reduce_scatter: return "reduce_scatter";
-    case CollectiveOp::broadcast: return "broadcast";
-    case CollectiveOp::new_group: return "new_group";
-  }
-  return "collective";
-}
-
-void ShmWork::wait() {
-  std::unique_lock lock(mutex_);
-  done_changed_.wait(lock, [&] { return done_; });  // the operations thread bounds every step
-  if (error_) std::rethrow_exception(error_);
-}
-
-bool ShmWork::completed() const {
-  std::lock_guard lock(mutex_);
-  return done_;
-}
-
-void ShmWork::finish(std::exception_ptr error) {
-  {
-    std::lock_guard lock(mutex_);
-    done_ = true;
-    error_ = std::move(error);
-    tensors_.clear();
-  }
-  done_changed_.notify_all();
-}
-
 ShmWorld::ShmWorld(const ShmGroupOptions& options)
     : rank_(options.rank), size_(options.size), timeout_(options.timeout) {
   const std::string where = str_cat("shm communicator, rank ", rank_, " of ", size_);
-  Rendezvous store(RendezvousOptions{options.rank, options.size, options.addr, options.port,
-                                     options.timeout, options.on_listening});
+  Rendezvous store(detail::rendezvous_options(options));
   // Round 1: rank 0 names the job, so that every segment name is unique to it.
   const std::string mine_job = rank_ == 0 ? random_job_id() : "";
   const std::vector<Blob> jobs = store.exchange(Blob(mine_job.begin(), mine_job.end()));

@@ -23,7 +23,9 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/comm/collective_header.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/comm/queued_work.h"
 #include "runtime/comm/shm_communicator.h"
 #include "runtime/comm/shm_transport.h"
 
@@ -33,24 +35,9 @@ constexpr std::uint32_t kMaxGroups = 64;
 constexpr std::size_t kStagingHalf = 4u << 20;
 constexpr std::size_t kPointToPointRing = 1u << 20;
 
-enum class CollectiveOp : std::uint8_t {
-  all_reduce = 1,
-  all_gather,
-  reduce_scatter,
-  broadcast,
-  new_group
-};
-const char* collective_name(CollectiveOp op);
-
-// What every rank of a collective must agree on, plus where its tensors are (for CMA).
-struct CollectiveHeader {
-  std::uint8_t op = 0, dtype = 0, reduce_op = 0, pad = 0;
-  std::int32_t root = -1;
-  std::int64_t count = 0;      // elements of this rank's input
-  std::uint64_t extra = 0;     // new_group: a hash of the rank list
-  std::uint64_t proposal = 0;  // new_group: this rank's first free group id (may differ)
-  std::uint64_t input = 0, output = 0;  // addresses in the owner's process
-};
+using detail::collective_name;
+using detail::CollectiveHeader;
+using detail::CollectiveOp;
 
 struct alignas(64) GroupSlot {
   std::atomic<std::uint64_t> barrier{0};  // barriers this rank has arrived at, in this group
@@ -58,30 +45,14 @@ struct alignas(64) GroupSlot {
 };
 
 // A group as the world sees it. The operations thread alone touches the counters.
-struct GroupView {
-  std::uint32_t id = 0;
-  std::vector<int> world_ranks;  // group rank -> world rank
-  int rank = 0;
-  std::uint64_t barriers = 0;    // barriers passed
-  std::uint32_t sequence = 0;    // collectives started
-  int size() const { return int(world_ranks.size()); }
+struct GroupView : detail::GroupView {
+  std::uint64_t barriers = 0;  // barriers passed
+  std::uint32_t sequence = 0;  // collectives started
 };
 
-class ShmWork final : public Work {
- public:
-  explicit ShmWork(std::vector<Tensor> tensors) : tensors_(std::move(tensors)) {}
-  void wait() override;
-  bool completed() const override;
-  void finish(std::exception_ptr error);
-
- private:
-  mutable std::mutex mutex_;
-  std::condition_variable done_changed_;
-  bool done_ = false;
-  std::exception_ptr error_;
-  std::vector<Tensor> tensors_;  // alive until the operation is over
-};
-using ShmWorkPtr = std::shared_ptr<ShmWork>;
+// The Work of a queued operation (queued_work.h).
+using ShmWork = detail::QueuedWork;
+using ShmWorkPtr = detail::QueuedWorkPtr;
 
 // A point-to-point transfer in flight (ring progress, operations thread only).
 struct Transfer {

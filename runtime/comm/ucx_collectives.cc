@@ -165,27 +165,12 @@ void reduce_in_rank_order(int n, DType dtype, ReduceOp op, std::int64_t count, v
 
 }  // namespace
 
-const char* collective_name(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::all_reduce: return "all_reduce";
-    case CollectiveOp::all_gather: return "all_gather";
-    case CollectiveOp::reduce_scatter: return "reduce_scatter";
-    case CollectiveOp::broadcast: return "broadcast";
-    case CollectiveOp::new_group: return "new_group";
-  }
-  return "collective";
-}
-
 Collective::Collective(UcxWorld& world, const GroupView& group, std::uint32_t sequence,
                        CollectiveOp op, std::int64_t* bytes_sent)
     : world_(world), group_(group), sequence_(sequence), op_(op), bytes_sent_(bytes_sent) {}
 
 std::string Collective::what() const {
-  std::string out =
-      str_cat("ucx ", collective_name(op_), " #", sequence_, " on rank ", rank(), " of ", size());
-  if (group_.id != 0)
-    out += str_cat(" (group ", group_.id, " of world ranks ", group_.world_ranks, ")");
-  return out;
+  return collective_what("ucx", op_, sequence_, group_);
 }
 
 TransferPtr Collective::send(int to, std::uint32_t step, const void* data, std::size_t bytes,
@@ -203,27 +188,6 @@ TransferPtr Collective::recv(int from, std::uint32_t step, void* data, std::size
   const std::uint64_t tag = collective_tag(TagKind::data, group_.id, peer, sequence_, step);
   return pending_.emplace_back(world_.recv(peer, tag, data, bytes, std::move(owner)));
 }
-
-namespace {
-
-bool same_collective(const CollectiveHeader& a, const CollectiveHeader& b) {
-  return a.op == b.op && a.dtype == b.dtype && a.reduce_op == b.reduce_op && a.root == b.root &&
-         a.count == b.count && a.extra == b.extra;
-}
-
-std::string describe(const CollectiveHeader& h) {
-  const auto op = CollectiveOp(h.op);
-  if (op == CollectiveOp::new_group) return str_cat("new_group of ", h.count, " ranks");
-  std::string out = collective_name(op);
-  if (op == CollectiveOp::all_reduce || op == CollectiveOp::reduce_scatter) {
-    out += str_cat("(", reduce_op_name(ReduceOp(h.reduce_op)), ")");
-  }
-  out += str_cat(" of ", h.count, " ", dtype_name(DType(h.dtype)), " elements");
-  if (op == CollectiveOp::broadcast) out += str_cat(" from root ", h.root);
-  return out;
-}
-
-}  // namespace
 
 void Collective::announce(const CollectiveHeader& mine) {
   const int n = size(), r = rank();
@@ -246,17 +210,7 @@ const std::vector<CollectiveHeader>& Collective::agree() {
   if (agreed_) return *headers_;
   world_.wait(header_transfers_, Clock::now() + world_.timeout(), [this] { return what(); });
   header_transfers_.clear();
-  const CollectiveHeader& mine = (*headers_)[std::size_t(rank())];
-  const bool same = std::all_of(headers_->begin(), headers_->end(), [&](const CollectiveHeader& h) {
-    return same_collective(h, mine);
-  });
-  if (!same) {
-    std::string ranks;
-    for (int q = 0; q < size(); ++q) {
-      ranks += str_cat(q == 0 ? "" : "; ", "rank ", q, ": ", describe((*headers_)[std::size_t(q)]));
-    }
-    LIBAI_THROW(CommunicationError, what(), ": the ranks called different collectives: ", ranks);
-  }
+  check_same_collective(*headers_, rank(), what());
   agreed_ = true;
   return *headers_;
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/comm/collective_header.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/ucx_world.h"
 
@@ -26,38 +27,13 @@ constexpr std::size_t kSmallMessageBytes = 64u << 10;
 // work at once.
 constexpr std::size_t kPipelineChunkBytes = 1u << 20;
 
-enum class CollectiveOp : std::uint8_t {
-  all_reduce = 1,
-  all_gather,
-  reduce_scatter,
-  broadcast,
-  new_group
-};
-const char* collective_name(CollectiveOp op);
-
-// What every rank of a collective must agree on, checked before any received data is used.
-struct CollectiveHeader {
-  std::uint8_t op = 0, dtype = 0, reduce_op = 0, pad = 0;
-  std::int32_t root = -1;
-  std::int64_t count = 0;      // elements of this rank's input
-  std::uint64_t extra = 0;     // new_group: a hash of the rank list
-  std::uint64_t proposal = 0;  // new_group: this rank's first free group id (may differ)
-};
-
-// A group as the transport sees it: its id in tags and its members' world ranks.
-struct GroupView {
-  std::uint32_t id = 0;
-  std::vector<int> world_ranks;  // group rank -> world rank
-  int rank = 0;                  // this process's group rank
-};
-
 class Collective {
  public:
   Collective(UcxWorld& world, const GroupView& group, std::uint32_t sequence, CollectiveOp op,
              std::int64_t* bytes_sent);
 
   int rank() const { return group_.rank; }
-  int size() const { return int(group_.world_ranks.size()); }
+  int size() const { return group_.size(); }
   CollectiveOp op() const { return op_; }
   // "ucx all_reduce #7 on rank 1 of 4 (group 0)": the prefix of every error message.
   std::string what() const;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "runtime/comm/process_group_checks.h"
 #include "runtime/comm/ucx_collectives.h"
 #include "runtime/comm/ucx_executor.h"
 #include "runtime/error.h"
@@ -18,6 +19,7 @@ using detail::GroupView;
 using detail::Task;
 using detail::UcxWork;
 using detail::UcxWorld;
+using detail::header_of;
 
 // A communicator's own state, shared with its queued operations.
 struct Group {
@@ -32,20 +34,10 @@ struct Group {
   }
 };
 
-void check_tensor(const Tensor& t, const char* what, bool reduces) {
-  LIBAI_CHECK(t.defined(), "ucx ", what, ": the tensor is undefined");
-  LIBAI_CHECK(t.device().is_cpu(), "ucx ", what, ": the tensor is on ", t.device(),
-              "; the ucx backend moves host memory");
-  LIBAI_CHECK(t.is_contiguous(), "ucx ", what, ": the tensor of shape ", t.shape(),
-              " is not contiguous");
-  LIBAI_CHECK(!reduces || is_floating(t.dtype()), "ucx ", what, ": cannot reduce dtype ", t.dtype(),
-              " (needs f32, f64, bf16 or f16)");
-}
+constexpr const char* kBackend = "ucx";
 
-std::uint64_t hash_ranks(const std::vector<int>& ranks) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (int r : ranks) h = (h ^ std::uint64_t(r)) * 1099511628211ull;
-  return h;
+void check_tensor(const Tensor& t, const char* what, bool reduces) {
+  detail::check_tensor(kBackend, t, what, reduces);
 }
 
 class UcxCommunicator final : public Communicator {
@@ -56,7 +48,7 @@ class UcxCommunicator final : public Communicator {
   }
 
   int rank() const override { return group_->view.rank; }
-  int size() const override { return int(group_->view.world_ranks.size()); }
+  int size() const override { return group_->view.size(); }
   const char* backend() const override { return "ucx"; }
   std::chrono::milliseconds timeout() const override { return timeout_; }
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
@@ -71,7 +63,7 @@ class UcxCommunicator final : public Communicator {
   WorkHandle all_reduce_async(Tensor tensor, ReduceOp op) override {
     check_tensor(tensor, "all_reduce", true);
     count(&CommStats::all_reduce_calls, &CommStats::all_reduce_elements, tensor.numel());
-    return collective(CollectiveOp::all_reduce, header(CollectiveOp::all_reduce, tensor, op, -1),
+    return collective(CollectiveOp::all_reduce, header_of(CollectiveOp::all_reduce, tensor, tensor, op, -1),
                       {tensor}, [=](Collective& c) { detail::run_all_reduce(c, tensor, op); });
   }
 
@@ -84,7 +76,7 @@ class UcxCommunicator final : public Communicator {
                 " elements");
     count(&CommStats::all_gather_calls, &CommStats::all_gather_elements, output.numel());
     return collective(CollectiveOp::all_gather,
-                      header(CollectiveOp::all_gather, input, ReduceOp::sum, -1), {input, output},
+                      header_of(CollectiveOp::all_gather, input, output, ReduceOp::sum, -1), {input, output},
                       [=](Collective& c) { detail::run_all_gather(c, input, output); });
   }
 
@@ -97,17 +89,16 @@ class UcxCommunicator final : public Communicator {
                 " elements");
     count(&CommStats::reduce_scatter_calls, &CommStats::reduce_scatter_elements, input.numel());
     return collective(CollectiveOp::reduce_scatter,
-                      header(CollectiveOp::reduce_scatter, input, op, -1), {input, output},
+                      header_of(CollectiveOp::reduce_scatter, input, output, op, -1), {input, output},
                       [=](Collective& c) { detail::run_reduce_scatter(c, input, output, op); });
   }
 
   WorkHandle broadcast_async(Tensor tensor, int root) override {
     check_tensor(tensor, "broadcast", false);
-    LIBAI_CHECK(root >= 0 && root < size(), "ucx broadcast: root ", root, " is not a rank of ",
-                size());
+    detail::check_root(kBackend, root, size());
     count(&CommStats::broadcast_calls, &CommStats::broadcast_elements, tensor.numel());
     return collective(CollectiveOp::broadcast,
-                      header(CollectiveOp::broadcast, tensor, ReduceOp::sum, root), {tensor},
+                      header_of(CollectiveOp::broadcast, tensor, tensor, ReduceOp::sum, root), {tensor},
                       [=](Collective& c) { detail::run_broadcast(c, tensor, root); });
   }
 
@@ -121,16 +112,6 @@ class UcxCommunicator final : public Communicator {
   std::shared_ptr<Communicator> new_group(const std::vector<int>& ranks) override;
 
  private:
-  static CollectiveHeader header(CollectiveOp op, const Tensor& t, ReduceOp reduce, int root) {
-    CollectiveHeader h;
-    h.op = std::uint8_t(op);
-    h.dtype = std::uint8_t(t.dtype());
-    h.reduce_op = std::uint8_t(reduce);
-    h.root = root;
-    h.count = t.numel();
-    return h;
-  }
-
   void count(int64_t CommStats::*calls, int64_t CommStats::*elements, int64_t n) {
     std::lock_guard lock(group_->stats_mutex);
     group_->stats.*calls += 1;
@@ -162,8 +143,7 @@ class UcxCommunicator final : public Communicator {
   WorkHandle point_to_point(const Tensor& tensor, int peer, uint32_t tag, bool is_send) {
     const char* what = is_send ? "send" : "recv";
     check_tensor(tensor, what, false);
-    LIBAI_CHECK(peer >= 0 && peer < size() && peer != rank(), "ucx ", what, ": peer ", peer,
-                " is not another rank of ", size());
+    detail::check_peer(kBackend, what, peer, rank(), size());
     {
       std::lock_guard lock(group_->stats_mutex);
       (is_send ? group_->stats.send_calls : group_->stats.recv_calls) += 1;
@@ -172,8 +152,8 @@ class UcxCommunicator final : public Communicator {
     auto work = std::make_shared<UcxWork>(std::vector<Tensor>{tensor});
     Task task;
     task.work = work;
-    task.what = str_cat("ucx ", what, is_send ? " to" : " from", " rank ", peer, " (tag ", tag,
-                        ", ", tensor.nbytes(), " bytes) on rank ", rank(), " of ", size());
+    task.what =
+        detail::point_to_point_what(kBackend, is_send, peer, tag, tensor.nbytes(), rank(), size());
     task.post = [group = group_, tensor, peer, tag, is_send](UcxWorld& world) {
       const int other = group->view.world_ranks[std::size_t(peer)];
       const int sender = is_send ? world.rank() : other;
@@ -194,25 +174,20 @@ class UcxCommunicator final : public Communicator {
 };
 
 std::shared_ptr<Communicator> UcxCommunicator::new_group(const std::vector<int>& ranks) {
-  LIBAI_CHECK(!ranks.empty() && std::is_sorted(ranks.begin(), ranks.end()) &&
-                  std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end() &&
-                  ranks.front() >= 0 && ranks.back() < size(),
-              "ucx new_group: ranks ", ranks, " must be sorted, distinct ranks of ", size());
-  CollectiveHeader header;
-  header.op = std::uint8_t(CollectiveOp::new_group);
-  header.count = std::int64_t(ranks.size());
-  header.extra = hash_ranks(ranks);
+  detail::check_group_ranks(kBackend, ranks, size());
+  const CollectiveHeader header = detail::new_group_header(ranks);
   auto id = std::make_shared<std::uint32_t>(0);
   auto work = std::make_shared<UcxWork>(std::vector<Tensor>{});
   Task task;
   task.work = work;
   // Agree on an id no member uses yet: the largest first free id of the ranks of this group.
-  task.run = [group = group_, header, id, executor = executor_.get()](UcxWorld& world) mutable {
+  task.run = [group = group_, header, id, executor = executor_.get()](UcxWorld& world) {
     std::int64_t bytes = 0;
     Collective c(world, group->view, group->next_sequence++, CollectiveOp::new_group, &bytes);
-    header.proposal = executor->next_group_id;
+    CollectiveHeader mine = header;
+    mine.proposal = executor->next_group_id;
     std::uint64_t largest = 0;
-    c.announce(header);
+    c.announce(mine);
     for (const CollectiveHeader& h : c.agree()) largest = std::max(largest, h.proposal);
     LIBAI_CHECK_KIND(CommunicationError, largest < detail::kMaxGroups, c.what(), ": more than ",
                      detail::kMaxGroups - 1, " groups");
@@ -221,12 +196,8 @@ std::shared_ptr<Communicator> UcxCommunicator::new_group(const std::vector<int>&
   };
   executor_->submit(std::move(task));
   work->wait();
-  const auto at = std::find(ranks.begin(), ranks.end(), rank());
-  if (at == ranks.end()) return nullptr;
   GroupView view;
-  view.id = *id;
-  view.rank = int(at - ranks.begin());
-  for (int r : ranks) view.world_ranks.push_back(group_->view.world_ranks[std::size_t(r)]);
+  if (!detail::set_subgroup_view(view, group_->view, ranks, *id)) return nullptr;
   auto child = std::make_shared<UcxCommunicator>(executor_, std::move(view));
   child->set_timeout(timeout_);
   return child;
@@ -235,15 +206,10 @@ std::shared_ptr<Communicator> UcxCommunicator::new_group(const std::vector<int>&
 }  // namespace
 
 std::shared_ptr<Communicator> make_ucx_communicator(const UcxGroupOptions& options) {
-  LIBAI_CHECK(options.size >= 1 && options.rank >= 0 && options.rank < options.size,
-              "ucx communicator: rank ", options.rank, " is not in a world of size ", options.size);
-  LIBAI_CHECK(options.timeout.count() > 0, "ucx communicator: the timeout must be positive");
-  auto executor = std::make_shared<Executor>(
-      RendezvousOptions{options.rank, options.size, options.addr, options.port, options.timeout,
-                        options.on_listening});
+  detail::check_group_options(kBackend, options);
+  auto executor = std::make_shared<Executor>(detail::rendezvous_options(options));
   GroupView world;
-  world.rank = options.rank;
-  for (int r = 0; r < options.size; ++r) world.world_ranks.push_back(r);
+  detail::set_world_view(world, options.rank, options.size);
   auto comm = std::make_shared<UcxCommunicator>(std::move(executor), std::move(world));
   comm->set_timeout(options.timeout);
   return comm;

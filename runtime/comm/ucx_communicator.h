@@ -34,24 +34,15 @@
 // (n-1) x the input, reduce_scatter (n-1)/n of the input, broadcast by position in the ring.
 #pragma once
 
-#include <chrono>
-#include <functional>
 #include <memory>
-#include <string>
 
 #include "runtime/comm/communicator.h"
+#include "runtime/comm/process_group.h"
 
 namespace libai::comm {
 
-struct UcxGroupOptions {
-  int rank = 0;
-  int size = 1;
-  std::string addr = "127.0.0.1";  // where rank 0 listens for the rendezvous
-  int port = 0;                    // 0 on rank 0: pick a free port (see on_listening)
-  // Bounds the rendezvous, the connection set-up and every wait of every operation.
-  std::chrono::milliseconds timeout{60000};
-  std::function<void(int port)> on_listening;  // rank 0, once it listens
-};
+// The options of process_group.h (cross_memory_attach does not apply).
+using UcxGroupOptions = ProcessGroupOptions;
 
 std::shared_ptr<Communicator> make_ucx_communicator(const UcxGroupOptions& options);
 

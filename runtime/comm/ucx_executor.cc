@@ -11,27 +11,6 @@ std::string broken_message(const std::string& reason) {
 
 }  // namespace
 
-void UcxWork::wait() {
-  std::unique_lock lock(mutex_);
-  done_changed_.wait(lock, [&] { return done_; });
-  if (error_) std::rethrow_exception(error_);
-}
-
-bool UcxWork::completed() const {
-  std::lock_guard lock(mutex_);
-  return done_;
-}
-
-void UcxWork::finish(std::exception_ptr error) {
-  {
-    std::lock_guard lock(mutex_);
-    done_ = true;
-    error_ = std::move(error);
-    tensors_.clear();
-  }
-  done_changed_.notify_all();
-}
-
 Executor::Executor(const RendezvousOptions& options) {
   std::promise<void> ready;
   std::future<void> connected = ready.get_future();

@@ -26,27 +26,14 @@
 #include <vector>
 
 #include "runtime/comm/communicator.h"
+#include "runtime/comm/queued_work.h"
 #include "runtime/comm/ucx_world.h"
 
 namespace libai::comm::detail {
 
-class UcxWork final : public Work {
- public:
-  explicit UcxWork(std::vector<Tensor> tensors) : tensors_(std::move(tensors)) {}
-  void wait() override;
-  bool completed() const override;
-  // Wakes the waiters; `error` null on success. Drops the tensors: after a failure UcxWorld
-  // keeps alive what UCX may still touch.
-  void finish(std::exception_ptr error);
-
- private:
-  mutable std::mutex mutex_;
-  std::condition_variable done_changed_;
-  bool done_ = false;
-  std::exception_ptr error_;
-  std::vector<Tensor> tensors_;
-};
-using UcxWorkPtr = std::shared_ptr<UcxWork>;
+// The Work of a queued operation (queued_work.h).
+using UcxWork = QueuedWork;
+using UcxWorkPtr = QueuedWorkPtr;
 
 // One queued operation: either `run` (a collective) or `post` (a point-to-point transfer).
 struct Task {
