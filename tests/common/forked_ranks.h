@@ -1,7 +1,10 @@
-// Forked shm ranks for tests: run_ranks forks one child per rank, each makes a shm
-// communicator (rank 0 picks the rendezvous port, the parent hands it on) and runs `body`,
-// whose string comes back to the parent through a socketpair ("ok", or what went wrong).
-// Children never return into gtest; the parent reaps every child.
+// Forked ranks for tests of the process-group backends: run_ranks forks one child per rank,
+// each makes a communicator of the given backend (rank 0 picks the rendezvous port, the parent
+// hands it on) and runs `body`, whose string comes back to the parent through a socketpair
+// ("ok", or what went wrong). Children never return into gtest; the parent reaps every child.
+//
+//   expect_all_ok(run_ranks(4, [](Communicator& comm, int) { ...; return std::string("ok"); },
+//                           20s, ucx_backend()));
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,13 +16,15 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/comm/shm_communicator.h"
+#include "runtime/comm/ucx_communicator.h"
 #include "runtime/error.h"
 #include "tests/common/child_process.h"
 
-namespace libai::comm::shm_testing {
+namespace libai::comm::forked_ranks {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -57,23 +62,42 @@ inline std::string recv_text(int fd) {
 
 using Body = std::function<std::string(Communicator& comm, int report_fd)>;
 
-inline int child_main(int rank, int size, int fd, std::chrono::milliseconds timeout, bool cma,
-               const Body& body) {
+// A backend as the forked ranks make it, from the options run_ranks filled in.
+struct Backend {
+  std::string name;  // "ucx", "shm"
+  bool cross_memory_attach = false;
+  std::function<std::shared_ptr<Communicator>(ProcessGroupOptions&)> make;
+};
+
+inline Backend ucx_backend() {
+  return {"ucx", false, [](ProcessGroupOptions& options) { return make_ucx_communicator(options); }};
+}
+
+// Checks that the communicator runs cross-memory attach exactly when asked to.
+inline Backend shm_backend(bool cma) {
+  return {"shm", cma, [cma](ProcessGroupOptions& options) {
+            options.cross_memory_attach = cma;
+            auto comm = make_shm_communicator(options);
+            require(cma == shm_uses_cross_memory_attach(*comm), "cross-memory attach ",
+                    cma ? "not in use although the kernel allows it" : "in use although refused");
+            return comm;
+          }};
+}
+
+inline int child_main(int rank, int size, int fd, std::chrono::milliseconds timeout,
+                      const Backend& backend, const Body& body) {
   std::string report;
   try {
-    ShmGroupOptions options;
+    ProcessGroupOptions options;
     options.rank = rank;
     options.size = size;
     options.timeout = timeout;
-    options.cross_memory_attach = cma;
     if (rank == 0) {
       options.on_listening = [fd](int port) { send_text(fd, std::to_string(port)); };
     } else {
       require(read_all(fd, &options.port, sizeof options.port, kPipeTimeoutMs), "no port");
     }
-    auto comm = make_shm_communicator(options);
-    require(cma == shm_uses_cross_memory_attach(*comm), "cross-memory attach ",
-            cma ? "not in use although the kernel allows it" : "in use although refused");
+    auto comm = backend.make(options);
     report = body(*comm, fd);
   } catch (const Failure& e) {
     report = str_cat("FAILED: ", e.what());
@@ -86,7 +110,8 @@ inline int child_main(int rank, int size, int fd, std::chrono::milliseconds time
 
 // Runs body on `size` forked ranks; returns each rank's report.
 inline std::vector<std::string> run_ranks(int size, const Body& body,
-                                   std::chrono::milliseconds timeout = 20s, bool cma = true) {
+                                          std::chrono::milliseconds timeout = 20s,
+                                          const Backend& backend = shm_backend(true)) {
   std::vector<int> fds;
   std::vector<std::unique_ptr<ChildProcess>> children;
   for (int rank = 0; rank < size; ++rank) {
@@ -96,7 +121,7 @@ inline std::vector<std::string> run_ranks(int size, const Body& body,
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::close(pair[0]);
-      ::_exit(child_main(rank, size, pair[1], timeout, cma, body));  // never back into gtest
+      ::_exit(child_main(rank, size, pair[1], timeout, backend, body));  // never back into gtest
     }
     ::close(pair[1]);
     fds.push_back(pair[0]);
@@ -113,8 +138,33 @@ inline std::vector<std::string> run_ranks(int size, const Body& body,
   return reports;
 }
 
+// Runs `blocked` (a call waiting on a peer that never answers) while another thread calls
+// abort(reason) after `delay`: `blocked` must throw CommunicationError naming the reason
+// within 200 ms of the abort.
+inline void require_abort_wakes(const std::function<void()>& blocked,
+                                const std::function<void(const std::string&)>& abort,
+                                const std::string& reason, std::chrono::milliseconds delay) {
+  std::int64_t aborted_at = 0;
+  std::thread control([&] {
+    std::this_thread::sleep_for(delay);
+    aborted_at = now_ns();
+    abort(reason);
+  });
+  std::string message = "no error";
+  try {
+    blocked();
+  } catch (const CommunicationError& e) {
+    message = e.what();
+  }
+  const std::int64_t woke_at = now_ns();
+  control.join();
+  require(message.find(reason) != std::string::npos, "message: ", message);
+  require(woke_at - aborted_at < 200'000'000, "woke ", (woke_at - aborted_at) / 1000,
+          " us after the abort");
+}
+
 inline void expect_all_ok(const std::vector<std::string>& reports) {
   for (std::size_t r = 0; r < reports.size(); ++r) EXPECT_EQ(reports[r], "ok") << "rank " << r;
 }
 
-}  // namespace libai::comm::shm_testing
+}  // namespace libai::comm::forked_ranks

@@ -1,10 +1,11 @@
-// The shm communicator with real processes of this host, no mocks: the test forks one child
-// per rank; rank 0 picks a free rendezvous port and the parent hands it to the others. Each
-// child checks its results against values it computes itself (inputs are a function of
-// (rank, index), so every rank knows every other rank's input) and reports one line back
-// through a socketpair. The collectives run both with cross-memory attach and staged (the
-// path of hosts that refuse CMA).
+// The process-group communicators (ucx over loopback, shm through this host's memory) with
+// real processes, no mocks: one suite of cases, instantiated per backend (Ucx, ShmCma,
+// ShmStaged: shm with cross-memory attach and staged, the path of hosts that refuse CMA). The
+// test forks one child per rank (tests/common/forked_ranks.h); each child checks its results
+// against values it computes itself (inputs are a function of (rank, index), so every rank
+// knows every other rank's input) and reports one line back through a socketpair.
 #include "runtime/comm/shm_communicator.h"
+#include "runtime/comm/ucx_communicator.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -20,12 +21,12 @@
 #include "runtime/comm/shm_transport.h"
 #include "runtime/error.h"
 #include "tests/common/child_process.h"
-#include "tests/common/shm_ranks.h"
+#include "tests/common/forked_ranks.h"
 
 namespace libai::comm {
 namespace {
 
-using namespace shm_testing;
+using namespace forked_ranks;
 
 // Rank r's input element i: multiples of 1/4 in [-2, 2], exact in bf16 and f16, and so are
 // their sums over at most 4 ranks, in any order: every result can be compared exactly.
@@ -57,11 +58,13 @@ double reduce_over_ranks(int size, ReduceOp op, const std::function<double(int)>
   return acc;
 }
 
-// Every collective, four dtypes, sizes from 1 element across the direct/ring threshold to MBs.
-std::string every_collective(Communicator& comm, int) {
+// Every collective, four dtypes, sizes from 1 element across the backends' small/large
+// thresholds (64 KiB per rank) to MBs (`large` f32 elements).
+std::string every_collective(Communicator& comm, std::int64_t large) {
   const int n = comm.size(), r = comm.rank();
   for (DType dtype : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
-    for (std::int64_t count : {1, 7, 1000, 40000, dtype == DType::f32 ? 2500003 : 300001}) {
+    for (std::int64_t count : {std::int64_t(1), std::int64_t(7), std::int64_t(1000),
+                               std::int64_t(40000), dtype == DType::f32 ? large : 300001}) {
       const std::string at = str_cat(dtype_name(dtype), " x ", count);
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
         if (op != ReduceOp::sum && count > 40000) continue;
@@ -100,7 +103,7 @@ std::string every_collective(Communicator& comm, int) {
   }
   const CommStats stats = comm.stats();
   require(stats.all_reduce_calls == 4 * 13 && stats.broadcast_calls == 20 &&
-              stats.all_gather_elements == n * 3 * (41008 + 300001) + n * (41008 + 2500003),
+              stats.all_gather_elements == n * 3 * (41008 + 300001) + n * (41008 + large),
           "stats: ", stats.all_reduce_calls, " all_reduce calls, ", stats.all_gather_elements,
           " gathered elements");
   comm.barrier();
@@ -146,23 +149,67 @@ bool host_allows_cross_memory_attach() {
   return ok;
 }
 
-class ShmCommunicator_Dist : public ::testing::TestWithParam<bool> {  // cross-memory attach?
+// A backend under test and what differs between the backends by design.
+struct Case {
+  Backend backend;
+  std::int64_t large_count;        // every_collective's largest f32 tensor
+  std::int64_t all_reduce_factor;  // bytes_sent of an all_reduce: factor (n-1)/n x the tensor
+  double death_noticed_within;     // seconds: a killed rank fails the others within this
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  const Backend& b = info.param.backend;
+  return b.name == "ucx" ? "Ucx" : b.cross_memory_attach ? "ShmCma" : "ShmStaged";
+}
+
+// Ring all-reduce (ucx) sends 2(n-1)/n of the tensor; shm's rank r reduces slice r and writes
+// it into the n-1 others, (n-1)/n of the tensor.
+const Case kUcx{ucx_backend(), 1000003, 2, 10.0};
+const Case kShmCma{shm_backend(true), 2500003, 1, 3.0};
+const Case kShmStaged{shm_backend(false), 2500003, 1, 3.0};
+
+class Communicator_Dist : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     static const bool allowed = host_allows_cross_memory_attach();
-    if (GetParam() && !allowed)
+    if (GetParam().backend.cross_memory_attach && !allowed)
       GTEST_SKIP() << "this host refuses process_vm_readv: the staged variant covers it";
+  }
+  bool is_shm() const { return GetParam().backend.name == "shm"; }
+  std::vector<std::string> run(int size, const Body& body, std::chrono::milliseconds timeout = 20s) {
+    return run_ranks(size, body, timeout, GetParam().backend);
   }
 };
 
-TEST_P(ShmCommunicator_Dist, EveryCollectiveOnTwoRanks) {
+// shm only: what the segments leave in /dev/shm.
+class ShmCommunicator_Dist : public Communicator_Dist {};
+// Failures do not depend on how shm moves the data: CMA (or staged where CMA is refused) only.
+class CommunicatorFaults_Dist : public Communicator_Dist {};
+
+TEST_P(Communicator_Dist, EveryCollectiveOnTwoRanks) {
   const auto before = shm_entries();
-  expect_all_ok(run_ranks(2, every_collective, 20s, GetParam()));
-  EXPECT_TRUE(new_entries(before).empty()) << *new_entries(before).begin();
+  const std::int64_t large = GetParam().large_count;
+  expect_all_ok(run(2, [large](Communicator& comm, int) { return every_collective(comm, large); }));
+  if (is_shm()) {
+    EXPECT_TRUE(new_entries(before).empty()) << *new_entries(before).begin();
+  }
 }
 
-TEST_P(ShmCommunicator_Dist, EveryCollectiveOnFourRanks) {
-  expect_all_ok(run_ranks(4, every_collective, 20s, GetParam()));
+TEST_P(Communicator_Dist, EveryCollectiveOnFourRanks) {
+  const std::int64_t large = GetParam().large_count;
+  expect_all_ok(run(4, [large](Communicator& comm, int) { return every_collective(comm, large); }));
+}
+
+TEST_P(Communicator_Dist, AllReduceCountsTheBytesItSends) {
+  const std::int64_t factor = GetParam().all_reduce_factor;
+  expect_all_ok(run(4, [factor](Communicator& comm, int) {
+    Tensor t = Tensor::ones({1 << 20});
+    comm.all_reduce(t);
+    require(comm.stats().bytes_sent == factor * 3 * (4 << 20) / 4, "bytes sent ",
+            comm.stats().bytes_sent);
+    require(t.to_vector<float>()[12345] == 4.0f, "sum");
+    return std::string("ok");
+  }));
 }
 
 // The segments are unlinked once every rank attached: none is left while the job still runs.
@@ -177,12 +224,13 @@ TEST_P(ShmCommunicator_Dist, SegmentsAreGoneOnceEveryRankAttached) {
         comm.barrier();
         return std::string("ok");
       },
-      20s, GetParam()));
+      20s, GetParam().backend));
 }
 
-// Sub-groups share the segments; their barriers and messages never mix with the world's.
-TEST_P(ShmCommunicator_Dist, NewGroupsRunBesideTheWorld) {
-  expect_all_ok(run_ranks(
+// Sub-groups share the connections or segments; their messages never mix with the world's
+// or each other's.
+TEST_P(Communicator_Dist, NewGroupsRunBesideTheWorld) {
+  expect_all_ok(run(
       4,
       [](Communicator& world, int) {
         const int r = world.rank();
@@ -227,18 +275,14 @@ TEST_P(ShmCommunicator_Dist, NewGroupsRunBesideTheWorld) {
                 "stats are per group");
         world.barrier();
         return std::string("ok");
-      },
-      20s, GetParam()));
+      }));
 }
 
-INSTANTIATE_TEST_SUITE_P(CrossMemoryAttachOrStaged, ShmCommunicator_Dist, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "Cma" : "Staged"; });
-
 // *_async returns at once; the operations thread overlaps with the caller's compute. Point to
-// point progresses in the background: both ranks send messages larger than the ring before
-// receiving, and tags are received in another order than sent.
-TEST(ShmCommunicator, AsyncOperationsOverlapAndPointToPointDoesNotDeadlock) {
-  expect_all_ok(run_ranks(2, [](Communicator& comm, int) {
+// point progresses in the background: both ranks send 12 MB (many times shm's ring, above
+// ucx's rendezvous size) before receiving, and tags are received in another order than sent.
+TEST_P(Communicator_Dist, AsyncOperationsOverlapAndPointToPointDoesNotDeadlock) {
+  expect_all_ok(run(2, [](Communicator& comm, int) {
     const int r = comm.rank(), other = 1 - r;
     std::vector<Tensor> tensors;
     std::vector<WorkHandle> works;
@@ -274,9 +318,11 @@ TEST(ShmCommunicator, AsyncOperationsOverlapAndPointToPointDoesNotDeadlock) {
   }));
 }
 
-TEST(ShmCommunicator, MismatchedCountsFailOnEveryRankNamingThem) {
+// Small and large collectives alike: the data may already be on its way (ucx), but the headers
+// are checked before anything is trusted.
+TEST_P(CommunicatorFaults_Dist, MismatchedCountsFailOnEveryRankNamingThem) {
   for (const std::int64_t count : {10, 300000}) {
-    const auto reports = run_ranks(3, [count](Communicator& comm, int) {
+    const auto reports = run(3, [count](Communicator& comm, int) {
       Tensor t = Tensor::ones({comm.rank() == 1 ? count + 1 : count});
       try {
         comm.all_reduce(t);
@@ -294,7 +340,8 @@ TEST(ShmCommunicator, MismatchedCountsFailOnEveryRankNamingThem) {
       }
     });
     for (const std::string& message : reports) {
-      EXPECT_NE(message.find("shm all_reduce #0"), std::string::npos) << message;
+      EXPECT_NE(message.find(GetParam().backend.name + " all_reduce #0"), std::string::npos)
+          << message;
       for (int r = 0; r < 3; ++r) {
         const std::string rank_count =
             str_cat("rank ", r, ": all_reduce(sum) of ", r == 1 ? count + 1 : count, " f32");
@@ -305,10 +352,10 @@ TEST(ShmCommunicator, MismatchedCountsFailOnEveryRankNamingThem) {
 }
 
 // Rank 2 dies (SIGKILL) while 4 MB all-reduces are in flight: every other rank fails naming it
-// within seconds (the timeout is 30 s), and the killed job leaves no segment behind.
-TEST(ShmCommunicator, KilledRankFailsTheOthersNamingIt) {
+// within seconds (the timeout is 30 s), and (shm) the killed job leaves no segment behind.
+TEST_P(CommunicatorFaults_Dist, KilledRankFailsTheOthersNamingIt) {
   const auto before = shm_entries();
-  const auto reports = run_ranks(
+  const auto reports = run(
       4,
       [](Communicator& comm, int fd) {
         Tensor t = Tensor::ones({1 << 20});
@@ -332,47 +379,39 @@ TEST(ShmCommunicator, KilledRankFailsTheOthersNamingIt) {
   for (int r : {0, 1, 3}) {
     const std::string& report = reports[std::size_t(r)];
     const double seconds = double(std::stoll(report) - killed) * 1e-9;
-    EXPECT_LT(seconds, 3.0) << report;
+    EXPECT_LT(seconds, GetParam().death_noticed_within) << report;
     EXPECT_NE(report.find("rank 2"), std::string::npos) << report;
     std::printf("rank %d noticed the death of rank 2 after %.3f s: %s\n", r, seconds,
                 report.substr(report.find(' ') + 1).c_str());
   }
-  EXPECT_TRUE(new_entries(before).empty()) << *new_entries(before).begin();
+  if (is_shm()) {
+    EXPECT_TRUE(new_entries(before).empty()) << *new_entries(before).begin();
+  }
 }
 
-// Rank 1 stops (SIGSTOP: alive, but answers nothing). Rank 0's wait ends the moment another
+// Rank 1 answers nothing: shm stops it (SIGSTOP: alive, but silent), ucx lets it sleep (a
+// stopped UCX peer would hold up the goodbye at teardown). Rank 0's wait ends the moment another
 // thread calls abort(), with the reason; later calls throw it too.
-TEST(ShmCommunicator, AbortFromAnotherThreadWakesAWaitOnAStoppedPeer) {
-  const auto reports = run_ranks(2, [](Communicator& comm, int) {
+TEST_P(CommunicatorFaults_Dist, AbortFromAnotherThreadWakesAWait) {
+  const bool stop_peer = is_shm();
+  const auto reports = run(2, [stop_peer](Communicator& comm, int) {
     Tensor pids = Tensor::zeros({2}, DType::f64);
     comm.all_gather(Tensor::full({1}, double(::getpid()), DType::f64), pids);
     if (comm.rank() == 1) {
+      if (!stop_peer) {
+        std::this_thread::sleep_for(1500ms);
+        return std::string("ok");
+      }
       ::raise(SIGSTOP);  // rank 0 kills it once done
       return std::string("FAILED: continued");
     }
     const auto peer = pid_t(pids.to_vector<double>()[1]);
     Tensor t = Tensor::ones({1 << 20});
     WorkHandle w = comm.all_reduce_async(t);
-    std::int64_t aborted_at = 0;
-    std::thread control([&] {
-      std::this_thread::sleep_for(300ms);
-      aborted_at = now_ns();
-      comm.abort("control plane: node 1 stopped answering");
-    });
-    std::string message;
-    try {
-      w->wait();
-      message = "FAILED: no error";
-    } catch (const CommunicationError& e) {
-      message = e.what();
-    }
-    const std::int64_t woke_at = now_ns();
-    control.join();
-    ::kill(peer, SIGKILL);
-    require(message.find("control plane: node 1 stopped answering") != std::string::npos,
-            "message: ", message);
-    require(woke_at - aborted_at < 200'000'000, "woke ", (woke_at - aborted_at) / 1000,
-            " us after the abort");
+    require_abort_wakes([&] { w->wait(); },
+                        [&](const std::string& reason) { comm.abort(reason); },
+                        "control plane: node 1 stopped answering", 300ms);
+    if (stop_peer) ::kill(peer, SIGKILL);
     try {
       comm.barrier();
       return std::string("FAILED: a call after abort did not throw");
@@ -383,8 +422,8 @@ TEST(ShmCommunicator, AbortFromAnotherThreadWakesAWaitOnAStoppedPeer) {
   EXPECT_EQ(reports[0], "ok");
 }
 
-TEST(ShmCommunicator, RankThatNeverCallsTimesOutNamingIt) {
-  const auto reports = run_ranks(
+TEST_P(CommunicatorFaults_Dist, RankThatNeverCallsTimesOutNamingIt) {
+  const auto reports = run(
       2,
       [](Communicator& comm, int) {
         if (comm.rank() == 1) {  // alive, but skips the collective
@@ -405,6 +444,13 @@ TEST(ShmCommunicator, RankThatNeverCallsTimesOutNamingIt) {
   EXPECT_NE(reports[0].find("timed out after 800 ms waiting for rank 1"), std::string::npos)
       << reports[0];
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, Communicator_Dist,
+                         ::testing::Values(kUcx, kShmCma, kShmStaged), case_name);
+INSTANTIATE_TEST_SUITE_P(Backends, ShmCommunicator_Dist, ::testing::Values(kShmCma, kShmStaged),
+                         case_name);
+INSTANTIATE_TEST_SUITE_P(Backends, CommunicatorFaults_Dist, ::testing::Values(kUcx, kShmCma),
+                         case_name);
 
 }  // namespace
 }  // namespace libai::comm

@@ -13,12 +13,12 @@
 #include <thread>
 
 #include "runtime/comm/message_plane.h"
-#include "tests/common/shm_ranks.h"
+#include "tests/common/forked_ranks.h"
 
 namespace libai::comm {
 namespace {
 
-using namespace shm_testing;
+using namespace forked_ranks;
 
 std::uint32_t value(int from, int thread, int sequence, std::size_t i) {
   return std::uint32_t(from * 1000003 + thread * 10007 + sequence * 101) + std::uint32_t(i) * 7u;
@@ -189,22 +189,9 @@ TEST(ShmMessagePlane, AbortWakesABlockedSend) {
     }
     std::vector<std::uint8_t> big(32u << 20, 3);
     const ConstBlock block{big.data(), big.size()};
-    std::int64_t aborted_at = 0;
-    std::thread control([&] {
-      std::this_thread::sleep_for(200ms);
-      aborted_at = now_ns();
-      plane->abort("control plane: node 1 hangs");
-    });
-    std::string message;
-    try {
-      plane->send(1, 0, {}, {&block, 1});
-    } catch (const CommunicationError& e) {
-      message = e.what();
-    }
-    const std::int64_t woke_at = now_ns();
-    control.join();
-    require(message.find("control plane: node 1 hangs") != std::string::npos, "message: ", message);
-    require(woke_at - aborted_at < 200'000'000, "woke ", (woke_at - aborted_at) / 1000, " us late");
+    require_abort_wakes([&] { plane->send(1, 0, {}, {&block, 1}); },
+                        [&](const std::string& reason) { plane->abort(reason); },
+                        "control plane: node 1 hangs", 200ms);
     bool later = false;
     try {
       plane->send(1, 0, {}, {});
