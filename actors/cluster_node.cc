@@ -145,18 +145,8 @@ std::shared_ptr<comm::Communicator> open_data_plane(const std::string& transport
     std::shared_ptr<comm::Communicator> comm;
     std::exception_ptr error;
     try {
-      if (transport == "shm") {
-        comm::ShmGroupOptions shm;
-        shm.rank = options.rank;
-        shm.size = options.size;
-        shm.addr = options.addr;
-        shm.port = options.port;
-        shm.timeout = options.timeout;
-        shm.on_listening = options.on_listening;
-        comm = comm::make_shm_communicator(shm);
-      } else {
-        comm = comm::make_ucx_communicator(options);
-      }
+      comm = transport == "shm" ? comm::make_shm_communicator(options)
+                                : comm::make_ucx_communicator(options);
     } catch (...) {
       error = std::current_exception();
     }
