@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "actors/packet_inbox.h"
 #include "runtime/comm/ucx_communicator.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
@@ -53,6 +54,7 @@ struct Node {
   std::unique_ptr<caf::actor_system> system;
   std::unique_ptr<caf::scoped_actor> self;
   std::shared_ptr<comm::Communicator> data_plane;
+  NodePlane plane;  // packets and credits between nodes, over the data plane
   PipelineLayout layout;
   bool have_layout = false;
   std::vector<caf::actor> stages;  // this node's (null for other nodes' slots)
@@ -71,7 +73,17 @@ struct Node {
     return have_layout ? stages_of_node(layout, node) : "stages not yet assigned";
   }
 
+  // The message plane over the data plane (actors/packet_inbox.h), started before this node
+  // reports ready; its failures end the job like a stage's.
+  void start_plane() {
+    plane = start_node_plane(data_plane, options.setup_timeout,
+                             [me = caf::actor{me()}](const std::string& error) {
+                               caf::anon_send(me, failed_atom::value, error);
+                             });
+  }
+
   void stop_local_stages() {
+    if (plane) plane.plane->abort("the job was aborted");
     for (auto& stage : stages)
       if (stage) caf::anon_send(stage, abort_atom::value, std::string("job aborted"));
     // The train driver's stop would ask the stages to end normally: abort it instead.
@@ -84,9 +96,9 @@ struct Node {
     training = job.train_programs(assignment);
     if (training)
       return spawn_train_slots(*system, layout, *training, rank,
-                               job.train_compute(layout, assignment, data_plane), data_plane,
+                               job.train_compute(layout, assignment, data_plane), plane,
                                caf::actor{me()});
-    return spawn_slots(*system, layout, rank, job.compute(layout, assignment), data_plane,
+    return spawn_slots(*system, layout, rank, job.compute(layout, assignment), plane,
                        caf::actor{me()});
   }
 
@@ -383,6 +395,7 @@ struct Scheduler {
         if (!aborted_) abort_all(str_cat("the data plane did not form: ", e.what()));
         throw;
       }
+      node.start_plane();
     }
     return a;
   }
@@ -467,7 +480,8 @@ ClusterResult run_node0(Node& node) {
     node.stages = node.spawn_stages(result.assignment, 0);
     node.driver = node.training ? spawn_train_driver(*node.system, train_client)
                                 : spawn_driver(*node.system, DriverSetup{.node = 0, .client = client,
-                                                                         .data_plane = node.data_plane});
+                                                                         .plane = node.plane.plane});
+    if (node.plane && !node.training) add_driver_channels(node.layout, *node.plane.inbox, node.driver);
   } catch (const std::exception& e) {
     scheduler.abort_all(str_cat("node 0 could not build its stages: ", e.what()));
   }
@@ -672,6 +686,7 @@ ClusterResult run_agent(Node& node) {
       }
       if (!failure.empty()) LIBAI_THROW(CommunicationError, failure);
     });
+    node.start_plane();
     node.layout = node.job.layout(result.assignment);
     node.have_layout = true;
     node.stages = node.spawn_stages(result.assignment, node.spec.node_rank);
