@@ -103,18 +103,21 @@ void send_credit_message(comm::MessagePlane& plane, int node, std::uint32_t link
   plane.send(node, credit_channel(link), wire::encode(wire::Credit{slots, 0}), {});
 }
 
-NodePlane start_node_plane(std::shared_ptr<comm::Communicator> data_plane,
-                           std::chrono::milliseconds timeout,
-                           comm::MessagePlane::ErrorHandler on_error) {
-  LIBAI_CHECK(data_plane != nullptr, "start_node_plane: no data plane");
+std::shared_ptr<comm::MessagePlane> make_node_message_plane(
+    std::shared_ptr<comm::Communicator> data_plane, std::chrono::milliseconds timeout) {
+  LIBAI_CHECK(data_plane != nullptr, "the message plane needs a data plane");
   // Note [Choosing the message plane]
   const char* chosen = std::getenv("LIBAI_MESSAGE_PLANE");
   const std::string kind = chosen && *chosen ? chosen : "p2p";
+  if (kind == "p2p") return comm::make_p2p_message_plane(std::move(data_plane), timeout);
+  LIBAI_THROW(InvalidArgument, "LIBAI_MESSAGE_PLANE=", kind, ": the message planes are p2p");
+}
+
+NodePlane start_node_plane(std::shared_ptr<comm::Communicator> data_plane,
+                           std::chrono::milliseconds timeout,
+                           comm::MessagePlane::ErrorHandler on_error) {
   NodePlane node;
-  if (kind == "p2p")
-    node.plane = comm::make_p2p_message_plane(std::move(data_plane), timeout);
-  else
-    LIBAI_THROW(InvalidArgument, "LIBAI_MESSAGE_PLANE=", kind, ": the message planes are p2p");
+  node.plane = make_node_message_plane(std::move(data_plane), timeout);
   node.inbox = std::make_shared<PacketInbox>(node.plane->rank());
   // The plane owns its handler and so keeps the inbox alive while messages may come.
   node.plane->start([inbox = node.inbox](comm::IncomingMessage& m) { inbox->handle(m); },

@@ -89,4 +89,8 @@ NodePlane start_node_plane(std::shared_ptr<comm::Communicator> data_plane,
                            std::chrono::milliseconds timeout,
                            comm::MessagePlane::ErrorHandler on_error);
 
+// The plane alone, not started (benchmarks): the transport of Note [Choosing the message plane].
+std::shared_ptr<comm::MessagePlane> make_node_message_plane(
+    std::shared_ptr<comm::Communicator> data_plane, std::chrono::milliseconds timeout);
+
 }  // namespace libai::actors

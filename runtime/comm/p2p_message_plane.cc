@@ -6,8 +6,11 @@
 // the extension when the frame could not hold it, then one transfer per non-empty payload
 // block. The frame says the channel, the header's size, the number of blocks and their total;
 // the header and the list of block sizes ride inside the frame when they fit (a packet of a
-// few tensors: a few hundred bytes), else as the extension. Both tags are the plane's own
-// (callers' point-to-point tags stay below kFrameTag).
+// few tensors: a few hundred bytes), else as the extension. A payload small enough to fit
+// beside them rides inside the frame too (credits, token ids, a decoding step's activations
+// of a small model): one transfer per message, and send() returns at once since the frame is
+// the plane's own memory. Both tags are the plane's own (callers' point-to-point tags stay
+// below kFrameTag).
 //
 // Ordering: a sender posts a message's transfers under its peer's lock, so the transfers of
 // two messages to one peer never interleave on either tag; the communicator matches each
@@ -60,7 +63,8 @@ struct FramePrefix {
   std::uint32_t magic = kMagic;
   std::uint8_t kind = 0;
   std::uint8_t inline_extension = 0;
-  std::uint16_t reserved = 0;
+  std::uint8_t inline_payload = 0;  // the payload follows the extension inside the frame
+  std::uint8_t reserved = 0;
   std::uint32_t channel = 0;
   std::uint32_t header_bytes = 0;
   std::uint32_t blocks = 0;
@@ -101,13 +105,15 @@ class P2pMessagePlane;
 class P2pIncoming final : public IncomingMessage {
  public:
   P2pIncoming(P2pMessagePlane& plane, int from, std::uint32_t channel, std::vector<std::uint8_t> header,
-              std::vector<std::uint64_t> blocks, std::uint64_t payload)
+              std::vector<std::uint64_t> blocks, std::uint64_t payload,
+              std::vector<std::uint8_t> inline_payload)
       : plane_(plane),
         from_(from),
         channel_(channel),
         header_(std::move(header)),
         blocks_(std::move(blocks)),
-        payload_(payload) {}
+        payload_(payload),
+        inline_(std::move(inline_payload)) {}
 
   int from() const override { return from_; }
   std::uint32_t channel() const override { return channel_; }
@@ -127,6 +133,7 @@ class P2pIncoming final : public IncomingMessage {
   std::size_t block_ = 0;         // the block being read
   std::uint64_t block_offset_ = 0;
   Tensor staging_;                // that block, when a read split it
+  std::vector<std::uint8_t> inline_;  // the whole payload, when it came inside the frame
 };
 
 class P2pMessagePlane final : public MessagePlane {
@@ -196,6 +203,7 @@ class P2pMessagePlane final : public MessagePlane {
     prefix.payload_bytes = total;
     const std::size_t extension_bytes = header.size() + blocks.size() * sizeof(std::uint64_t);
     prefix.inline_extension = extension_bytes <= kInlineRoom;
+    prefix.inline_payload = extension_bytes + total <= kInlineRoom;
     Tensor frame = Tensor::zeros({std::int64_t(kFrameBytes)}, DType::u8);
     Tensor extension = prefix.inline_extension
                            ? frame
@@ -208,6 +216,13 @@ class P2pMessagePlane final : public MessagePlane {
     for (std::size_t i = 0; i < blocks.size(); ++i) {
       const std::uint64_t size = blocks[i].bytes;
       std::memcpy(ext + header.size() + i * sizeof size, &size, sizeof size);
+    }
+    if (prefix.inline_payload) {
+      std::uint8_t* at = ext + extension_bytes;
+      for (const ConstBlock& b : blocks) {
+        std::memcpy(at, b.data, b.bytes);
+        at += b.bytes;
+      }
     }
 
     const auto what = [&] {
@@ -223,8 +238,9 @@ class P2pMessagePlane final : public MessagePlane {
       to.unreaped.push_back(world_->send_async(frame, peer, kFrameTag));
       if (!prefix.inline_extension)
         to.unreaped.push_back(world_->send_async(extension, peer, kDataTag));
-      for (const ConstBlock& b : blocks)
-        transfers.push_back(world_->send_async(bytes_view(b.data, b.bytes), peer, kDataTag));
+      if (!prefix.inline_payload)
+        for (const ConstBlock& b : blocks)
+          transfers.push_back(world_->send_async(bytes_view(b.data, b.bytes), peer, kDataTag));
       to.last_sent = Clock::now();
     } catch (const std::exception& e) {
       fail(str_cat(what(), ": ", e.what()));
@@ -427,9 +443,16 @@ class P2pMessagePlane final : public MessagePlane {
           prefix.header_bytes + std::size_t(prefix.blocks) * sizeof(std::uint64_t);
       if (prefix.inline_extension && extension_bytes > kInlineRoom)
         return malformed(str_cat("an inline extension of ", extension_bytes, " bytes"));
+      if (prefix.inline_payload &&
+          (!prefix.inline_extension || prefix.payload_bytes > kInlineRoom - extension_bytes))
+        return malformed(str_cat("an inline payload of ", prefix.payload_bytes, " bytes"));
       std::vector<std::uint8_t> extension(extension_bytes);
+      std::vector<std::uint8_t> inline_payload;
       if (prefix.inline_extension) {
         std::memcpy(extension.data(), in + sizeof prefix, extension_bytes);
+        if (prefix.inline_payload)
+          inline_payload.assign(in + sizeof prefix + extension_bytes,
+                                in + sizeof prefix + extension_bytes + prefix.payload_bytes);
       } else {
         try {
           receive_block(p, extension.data(), extension_bytes, prefix.channel);
@@ -453,7 +476,7 @@ class P2pMessagePlane final : public MessagePlane {
         return malformed(str_cat("blocks of ", total, " bytes in a payload of ",
                                  prefix.payload_bytes));
       P2pIncoming message(*this, p, prefix.channel, std::move(header), std::move(blocks),
-                          prefix.payload_bytes);
+                          prefix.payload_bytes, std::move(inline_payload));
       try {
         handler_(message);
       } catch (const std::exception& e) {
@@ -539,6 +562,11 @@ void P2pIncoming::read(void* dst, std::size_t bytes) {
                    " on channel ", channel_, " (", payload_ - consumed_, " of ", payload_,
                    " bytes left)");
   auto* out = static_cast<std::uint8_t*>(dst);
+  if (!inline_.empty()) {
+    if (bytes > 0) std::memcpy(out, inline_.data() + consumed_, bytes);
+    consumed_ += bytes;
+    return;
+  }
   while (bytes > 0) {
     const std::uint64_t size = blocks_[block_];
     if (block_offset_ == 0 && bytes >= size) {
