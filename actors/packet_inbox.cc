@@ -58,8 +58,12 @@ void PacketInbox::handle(comm::IncomingMessage& m) {
   }
   LIBAI_CHECK_KIND(CorruptInput, header.bytes == m.payload_bytes(), where(), "its header says ",
                    header.bytes, " bytes, the message carries ", m.payload_bytes());
-  Packet packet{.group = int(header.group), .step = int(header.step), .done = header.done,
-                .tensors = {}, .gradient = header.gradient, .chunk = int(header.chunk)};
+  Packet packet{.group = int(header.group),
+                .step = int(header.step),
+                .done = header.done,
+                .tensors = {},
+                .gradient = header.gradient,
+                .chunk = int(header.chunk)};
   for (const wire::NamedTensor& t : header.tensors) {
     LIBAI_CHECK_KIND(CorruptInput, !packet.tensors.count(t.name), where(), "tensor '", t.name,
                      "' appears twice");
@@ -73,7 +77,8 @@ void PacketInbox::handle(comm::IncomingMessage& m) {
     std::lock_guard lock(mutex_);
     bytes_received_ += header.bytes;
   }
-  caf::anon_send(actor, packet_atom::value, PacketPtr(std::make_shared<const Packet>(std::move(packet))));
+  caf::anon_send(actor, packet_atom::value,
+                 PacketPtr(std::make_shared<const Packet>(std::move(packet))));
 }
 
 void send_packet(comm::MessagePlane& plane, int node, std::uint32_t channel, const Packet& packet) {
@@ -86,7 +91,8 @@ void send_packet(comm::MessagePlane& plane, int node, std::uint32_t channel, con
   std::vector<Tensor> parts;  // keeps contiguous copies alive until the bytes left
   std::vector<comm::ConstBlock> blocks;
   for (const auto& [name, tensor] : packet.tensors) {
-    LIBAI_CHECK(tensor.defined(), "packet ", describe(packet), ": tensor '", name, "' is undefined");
+    LIBAI_CHECK(tensor.defined(), "packet ", describe(packet), ": tensor '", name,
+                "' is undefined");
     LIBAI_CHECK(tensor.device().is_cpu(), "packet ", describe(packet), ": tensor '", name,
                 "' is on ", tensor.device().str(), "; the message plane moves CPU tensors");
     Tensor t = tensor.is_contiguous() ? tensor : tensor.clone_raw();

@@ -31,17 +31,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "actors/messages.h"
 #include "actors/packet_inbox.h"
 #include "actors/pinned_thread.h"
+#include "bench/summary.h"
 #include "runtime/comm/spmd.h"
 #include "runtime/error.h"
 #include "runtime/progress.h"
-#include "bench/summary.h"
 
 namespace libai::actors {
 namespace {
@@ -49,8 +49,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Channels: raw blocks, the packet stream, the hop's two directions, the answers.
-constexpr std::uint32_t kRawChannel = 1, kPacketChannel = 2, kHopOut = 3, kHopBack = 4,
-                        kAnswer = 5;
+constexpr std::uint32_t kRawChannel = 1, kPacketChannel = 2, kHopOut = 3, kHopBack = 4, kAnswer = 5;
 
 struct Options {
   std::vector<int> sizes_mb{1, 4, 16, 64};
@@ -64,8 +63,8 @@ double since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-using bench::Summary;
 using bench::summarize;
+using bench::Summary;
 
 // Seconds per call: the median over `reps` calls.
 template <typename Fn>
@@ -114,10 +113,10 @@ struct Side {
 // Waits for an answer (a credit message) on the main thread.
 std::uint32_t wait_answer(Side& side) {
   std::uint32_t got = 0;
-  side.me->receive([&](credit_atom, std::uint32_t slots, std::uint32_t) { got = slots; },
-                   caf::after(std::chrono::seconds(120)) >> [] {
-                     LIBAI_THROW(CommunicationError, "no answer from rank 1 within 120 s");
-                   });
+  side.me->receive(
+      [&](credit_atom, std::uint32_t slots, std::uint32_t) { got = slots; },
+      caf::after(std::chrono::seconds(120)) >>
+          [] { LIBAI_THROW(CommunicationError, "no answer from rank 1 within 120 s"); });
   return got;
 }
 
@@ -259,8 +258,8 @@ std::vector<double> hops(Side& side, int count) {
   if (side.comm.rank() == 1) {
     const auto deadline = Clock::now() + std::chrono::seconds(120);
     while (side.echoed.load() < count + 50) {
-      LIBAI_CHECK_KIND(CommunicationError, Clock::now() < deadline, "rank 1: ",
-                       side.echoed.load(), " hops echoed within 120 s");
+      LIBAI_CHECK_KIND(CommunicationError, Clock::now() < deadline, "rank 1: ", side.echoed.load(),
+                       " hops echoed within 120 s");
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     return out;
@@ -333,7 +332,7 @@ void run_rank(comm::Communicator& comm, const Options& o) {
       side.raw_buffer = Tensor::empty(x.shape(), x.dtype());
       side.raw_expected = row.packets;
     }
-    comm.barrier();  // the receiving side is ready
+    comm.barrier();                                    // the receiving side is ready
     for (int round = 0; round <= o.rounds; ++round) {  // round 0: warm-up, not recorded
       double copy = 0;
       if (report)
@@ -388,8 +387,9 @@ std::vector<int> parse_list(const std::string& text) {
 int main(int argc, char** argv) {
   libai::actors::Options o;
   std::string sizes = "1,4,16,64";
-  CLI::App app{"Activation packets between two processes on the message plane against memcpy, "
-               "and the pipeline hop between them"};
+  CLI::App app{
+      "Activation packets between two processes on the message plane against memcpy, "
+      "and the pipeline hop between them"};
   app.add_option("--sizes-mb", sizes, "packet sizes in MiB, comma-separated");
   app.add_option("--rounds", o.rounds, "timed rounds per size")->check(CLI::PositiveNumber);
   app.add_option("--hops", o.hops, "timed hops")->check(CLI::PositiveNumber);

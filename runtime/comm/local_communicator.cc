@@ -342,8 +342,7 @@ class LocalCommunicator final : public Communicator {
       Task task;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        while (!stopping_ && queue_.empty() &&
-               std::chrono::steady_clock::now() < next_deadline) {
+        while (!stopping_ && queue_.empty() && std::chrono::steady_clock::now() < next_deadline) {
           if (next_deadline == std::chrono::steady_clock::time_point::max())
             wake_.wait(lock);
           else

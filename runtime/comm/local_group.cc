@@ -144,10 +144,9 @@ void GroupState::post(int from, int to, uint32_t tag, Message message) {
     receive = std::move(it->second.front());
     it->second.pop_front();
     if (message.dtype != receive.dtype || message.count != receive.count) {
-      const std::string reason =
-          str_cat(describe_receive(*this, from, to, tag, receive.dtype, receive.count),
-                  " matched a send(", dtype_name(message.dtype), ", ", message.count,
-                  ") of another dtype or element count");
+      const std::string reason = str_cat(
+          describe_receive(*this, from, to, tag, receive.dtype, receive.count), " matched a send(",
+          dtype_name(message.dtype), ", ", message.count, ") of another dtype or element count");
       lock.unlock();
       receive.finish(std::make_exception_ptr(CommunicationError(reason)));
       abort(reason);

@@ -42,8 +42,8 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -151,9 +151,9 @@ class P2pMessagePlane;
 
 class P2pIncoming final : public IncomingMessage {
  public:
-  P2pIncoming(P2pMessagePlane& plane, int from, std::uint32_t channel, std::vector<std::uint8_t> header,
-              std::vector<std::uint64_t> blocks, std::uint64_t payload,
-              std::vector<std::uint8_t> inline_payload)
+  P2pIncoming(P2pMessagePlane& plane, int from, std::uint32_t channel,
+              std::vector<std::uint8_t> header, std::vector<std::uint64_t> blocks,
+              std::uint64_t payload, std::vector<std::uint8_t> inline_payload)
       : plane_(plane),
         from_(from),
         channel_(channel),
@@ -177,9 +177,9 @@ class P2pIncoming final : public IncomingMessage {
   std::vector<std::uint64_t> blocks_;
   std::uint64_t payload_;
   std::uint64_t consumed_ = 0;
-  std::size_t block_ = 0;         // the block being read
+  std::size_t block_ = 0;  // the block being read
   std::uint64_t block_offset_ = 0;
-  Tensor staging_;                // that block, when a read split it
+  Tensor staging_;                    // that block, when a read split it
   std::vector<std::uint8_t> inline_;  // the whole payload, when it came inside the frame
 };
 
@@ -254,9 +254,8 @@ class P2pMessagePlane final : public MessagePlane {
     prefix.inline_extension = extension_bytes <= kInlineRoom;
     prefix.inline_payload = extension_bytes + total <= kInlineRoom;
     Tensor frame = Tensor::zeros({std::int64_t(kFrameBytes)}, DType::u8);
-    Tensor extension = prefix.inline_extension
-                           ? frame
-                           : Tensor::empty({std::int64_t(extension_bytes)}, DType::u8);
+    Tensor extension =
+        prefix.inline_extension ? frame : Tensor::empty({std::int64_t(extension_bytes)}, DType::u8);
     auto* out = static_cast<std::uint8_t*>(frame.data_ptr());
     std::memcpy(out, &prefix, sizeof prefix);
     auto* ext = static_cast<std::uint8_t*>(extension.data_ptr()) +
@@ -275,8 +274,8 @@ class P2pMessagePlane final : public MessagePlane {
     }
 
     const auto what = [&] {
-      return str_cat("message plane: send of ", total, " bytes on channel ", channel,
-                     " from rank ", rank_, " to rank ", peer);
+      return str_cat("message plane: send of ", total, " bytes on channel ", channel, " from rank ",
+                     rank_, " to rank ", peer);
     };
     std::vector<WorkHandle> transfers;
     Peer& to = *peers_[std::size_t(peer)];
@@ -472,9 +471,8 @@ class P2pMessagePlane final : public MessagePlane {
       int p = -1;
       {
         std::unique_lock lock(arrivals_->mutex);
-        arrivals_->changed.wait_until(lock, next_keepalive_, [&] {
-          return !arrivals_->ready.empty() || arrivals_->wake;
-        });
+        arrivals_->changed.wait_until(lock, next_keepalive_,
+                                      [&] { return !arrivals_->ready.empty() || arrivals_->wake; });
         if (arrivals_->ready.empty()) continue;
         p = arrivals_->ready.front();
         arrivals_->ready.pop_front();
@@ -497,7 +495,8 @@ class P2pMessagePlane final : public MessagePlane {
     const auto* in = static_cast<const std::uint8_t*>(peer.frame.data_ptr());
     std::memcpy(&prefix, in, sizeof prefix);
     const auto malformed = [&](const std::string& why) {
-      fail(str_cat("message plane of rank ", rank_, ": a malformed frame from rank ", p, ": ", why));
+      fail(
+          str_cat("message plane of rank ", rank_, ": a malformed frame from rank ", p, ": ", why));
     };
     if (prefix.magic != kMagic) return malformed(str_cat("magic ", prefix.magic));
     const auto kind = FrameKind(prefix.kind);
@@ -551,8 +550,8 @@ class P2pMessagePlane final : public MessagePlane {
         total += blocks[i];
       }
       if (total != prefix.payload_bytes)
-        return malformed(str_cat("blocks of ", total, " bytes in a payload of ",
-                                 prefix.payload_bytes));
+        return malformed(
+            str_cat("blocks of ", total, " bytes in a payload of ", prefix.payload_bytes));
       P2pIncoming message(*this, p, prefix.channel, std::move(header), std::move(blocks),
                           prefix.payload_bytes, std::move(inline_payload));
       try {

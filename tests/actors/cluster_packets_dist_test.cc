@@ -61,7 +61,8 @@ class CheckingStage : public StageCompute {
   explicit CheckingStage(int stage) : stage_(stage) {}
   models::TensorMap forward(int group, const models::TensorMap& inputs) override {
     const std::string bad = compare(inputs, expected(group, step_[group], stage_));
-    LIBAI_CHECK(bad.empty(), "stage ", stage_, ", group ", group, " step ", step_[group], ": ", bad);
+    LIBAI_CHECK(bad.empty(), "stage ", stage_, ", group ", group, " step ", step_[group], ": ",
+                bad);
     models::TensorMap out = expected(group, step_[group]++, stage_ + 1);
     // One output travels as a strided view: the sender makes it contiguous.
     Tensor wide = Tensor::empty({3, 2 + stage_, 33}, DType::f32);
@@ -104,7 +105,9 @@ class BitExactJob : public ClusterJob {
         LIBAI_CHECK(p.step == step && bad.empty(), "driver: group ", g, " step ", step, ": ",
                     bad.empty() ? str_cat("got step ", p.step) : bad);
         client.submit(0, step + 1 < kSteps
-                             ? Packet{.group = g, .step = step + 1, .done = false,
+                             ? Packet{.group = g,
+                                      .step = step + 1,
+                                      .done = false,
                                       .tensors = expected(g, step + 1, 0)}
                              : Packet{.group = g, .step = kSteps, .done = true, .tensors = {}});
       }
@@ -126,7 +129,9 @@ int node_main(int rank, int port_fd) {
     options.job_timeout = 60s;
     if (rank == 0) {
       spec.port = 0;
-      options.on_listening = [port_fd](int port) { testing::write_all(port_fd, &port, sizeof port); };
+      options.on_listening = [port_fd](int port) {
+        testing::write_all(port_fd, &port, sizeof port);
+      };
     } else {
       LIBAI_CHECK(testing::read_all(port_fd, &spec.port, sizeof spec.port, 30000), "no port");
     }

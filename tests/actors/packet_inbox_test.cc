@@ -104,8 +104,7 @@ TEST_F(PacketInboxTest, PacketsArriveBitForBit) {
   send_packet(*sender, 1, 7, sent);
   send_packet(*sender, 1, 7, Packet{.group = 4, .step = 12, .done = true, .tensors = {}});
   PacketPtr got, done;
-  (*receiver)->receive([&](packet_atom, const PacketPtr& p) { got = p; },
-                       caf::after(10s) >> [] {});
+  (*receiver)->receive([&](packet_atom, const PacketPtr& p) { got = p; }, caf::after(10s) >> [] {});
   (*receiver)->receive([&](packet_atom, const PacketPtr& p) { done = p; },
                        caf::after(10s) >> [] {});
   ASSERT_TRUE(got && done) << errors.first(0ms);
@@ -150,8 +149,8 @@ TEST_F(PacketInboxTest, AChannelTakesOneReceiver) {
 
 TEST_F(PacketInboxTest, AnUnknownChannelIsANamedError) {
   inbox->add(7, caf::actor{*receiver});
-  send_packet(*sender, 1, 99, Packet{.group = 0, .step = 0, .done = false,
-                                     .tensors = {{"x", Tensor::zeros({4})}}});
+  send_packet(*sender, 1, 99,
+              Packet{.group = 0, .step = 0, .done = false, .tensors = {{"x", Tensor::zeros({4})}}});
   const std::string error = errors.first(10s);
   EXPECT_NE(error.find("node 1: a packet from node 0 on channel 99, which no actor of this node "
                        "receives"),

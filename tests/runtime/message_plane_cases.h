@@ -70,7 +70,8 @@ inline std::vector<std::uint8_t> payload(int from, int seq, std::uint64_t bytes)
   return out;
 }
 // The first mismatching byte of a received payload, or -1.
-inline std::int64_t first_mismatch(const std::uint8_t* got, int from, int seq, std::uint64_t bytes) {
+inline std::int64_t first_mismatch(const std::uint8_t* got, int from, int seq,
+                                   std::uint64_t bytes) {
   for (std::uint64_t i = 0; i < bytes; ++i)
     if (got[i] != payload_byte(from, seq, i)) return std::int64_t(i);
   return -1;
@@ -147,8 +148,7 @@ inline void order_across_channels_and_threads(Rank& r) {
           bad = str_cat("payload byte ", at, " of ", got.size(), " is wrong");
         std::lock_guard lock(mutex);
         int& expected = next[{m.from(), m.channel()}];
-        if (seq != expected)
-          bad = str_cat("message ", seq, " came when ", expected, " was next");
+        if (seq != expected) bad = str_cat("message ", seq, " came when ", expected, " was next");
         if (!bad.empty() && problem.empty())
           problem = str_cat("from rank ", m.from(), " on channel ", m.channel(), ": ", bad);
         expected = seq + 1;
@@ -170,7 +170,8 @@ inline void order_across_channels_and_threads(Rank& r) {
             std::vector<ConstBlock> parts;
             std::uint64_t offset = 0;
             for (int b = 0; b < blocks && total > 0; ++b) {
-              const std::uint64_t size = b + 1 == blocks ? total - offset : total / std::uint64_t(blocks);
+              const std::uint64_t size =
+                  b + 1 == blocks ? total - offset : total / std::uint64_t(blocks);
               parts.push_back({bytes.data() + offset, std::size_t(size)});
               offset += size;
             }
@@ -220,8 +221,8 @@ inline void large_payloads_and_split_reads(Rank& r) {
         } else {
           // 1000 bytes, most of the first block, then pieces that span the boundaries: 5 + 5,
           // the second block but 2, 2 + 1, the last 6.
-          const std::vector<std::size_t> pieces{1000, std::size_t(sizes[0]) - 1000 - 5, 10,
-                                                std::size_t(sizes[1]) - 7, 3, 6};
+          const std::vector<std::size_t> pieces{
+              1000, std::size_t(sizes[0]) - 1000 - 5, 10, std::size_t(sizes[1]) - 7, 3, 6};
           std::size_t at = 0;
           for (std::size_t p : pieces) {
             m.read(got.data() + at, p);
@@ -280,13 +281,13 @@ inline void handler_exception_breaks_the_plane(Rank& r) {
       errors.handler());
   if (r.rank() == 0) {
     const auto bytes = payload(0, 0, 100);
-    r.plane->send(1, 5, make_header(0, 0, 0), std::vector<ConstBlock>{{bytes.data(), bytes.size()}});
+    r.plane->send(1, 5, make_header(0, 0, 0),
+                  std::vector<ConstBlock>{{bytes.data(), bytes.size()}});
   }
   if (r.rank() == 1) {
     const auto seen = errors.wait_for_one(10s);
-    require(seen.size() == 1 && contains(seen[0], "boom on channel 5"),
-            "rank 1: on_error got ", seen.size(), " errors", seen.empty() ? "" : ": ",
-            seen.empty() ? "" : seen[0]);
+    require(seen.size() == 1 && contains(seen[0], "boom on channel 5"), "rank 1: on_error got ",
+            seen.size(), " errors", seen.empty() ? "" : ": ", seen.empty() ? "" : seen[0]);
     require(r.plane->broken(), "rank 1: the plane is not broken after its handler threw");
     bool threw = false;
     try {
@@ -308,7 +309,8 @@ inline void unread_payload_breaks_the_plane(Rank& r) {
   r.plane->start([&](IncomingMessage& m) { (void)m; }, errors.handler());
   if (r.rank() == 0) {
     const auto bytes = payload(0, 0, 100);
-    r.plane->send(1, 6, make_header(0, 0, 0), std::vector<ConstBlock>{{bytes.data(), bytes.size()}});
+    r.plane->send(1, 6, make_header(0, 0, 0),
+                  std::vector<ConstBlock>{{bytes.data(), bytes.size()}});
   }
   if (r.rank() == 1) {
     const auto seen = errors.wait_for_one(10s);
@@ -358,7 +360,8 @@ inline void abort_wakes_and_breaks(Rank& r) {
     std::string error;
     std::thread sender([&] {
       try {
-        r.plane->send(0, 2, make_header(1, 0, 0), std::vector<ConstBlock>{{big.data(), big.size()}});
+        r.plane->send(0, 2, make_header(1, 0, 0),
+                      std::vector<ConstBlock>{{big.data(), big.size()}});
         returned = true;
       } catch (const CommunicationError& e) {
         error = e.what();

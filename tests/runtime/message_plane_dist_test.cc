@@ -55,10 +55,12 @@ TEST_P(PlaneOnProcesses, ADeadPeerIsANamedError) {
   try {
     run_on_processes(2, GetParam().make, [](Rank& r) {
       ErrorLog errors;
-      r.plane->start([](IncomingMessage& m) {
-        std::vector<std::uint8_t> b(m.payload_bytes());
-        m.read(b.data(), b.size());
-      }, errors.handler());
+      r.plane->start(
+          [](IncomingMessage& m) {
+            std::vector<std::uint8_t> b(m.payload_bytes());
+            m.read(b.data(), b.size());
+          },
+          errors.handler());
       r.plane->send(1 - r.rank(), 1, make_header(r.rank(), 0, 0), {});
       r.world->barrier();
       if (r.rank() == 1) ::raise(SIGKILL);
@@ -70,7 +72,8 @@ TEST_P(PlaneOnProcesses, ADeadPeerIsANamedError) {
       bool threw = false;
       try {
         auto bytes = payload(0, 1, 1 << 20);
-        r.plane->send(1, 1, make_header(0, 1, 0), std::vector<ConstBlock>{{bytes.data(), bytes.size()}});
+        r.plane->send(1, 1, make_header(0, 1, 0),
+                      std::vector<ConstBlock>{{bytes.data(), bytes.size()}});
       } catch (const CommunicationError&) {
         threw = true;
       }

@@ -45,11 +45,15 @@ TEST_P(PlaneOnThreads, OrderAcrossChannelsAndSenderThreads) {
   expect_passes(2, order_across_channels_and_threads);
   expect_passes(3, order_across_channels_and_threads);
 }
-TEST_P(PlaneOnThreads, LargePayloadsAndSplitReads) { expect_passes(2, large_payloads_and_split_reads); }
+TEST_P(PlaneOnThreads, LargePayloadsAndSplitReads) {
+  expect_passes(2, large_payloads_and_split_reads);
+}
 TEST_P(PlaneOnThreads, HandlerExceptionBreaksThePlane) {
   expect_passes(2, handler_exception_breaks_the_plane);
 }
-TEST_P(PlaneOnThreads, UnreadPayloadBreaksThePlane) { expect_passes(2, unread_payload_breaks_the_plane); }
+TEST_P(PlaneOnThreads, UnreadPayloadBreaksThePlane) {
+  expect_passes(2, unread_payload_breaks_the_plane);
+}
 TEST_P(PlaneOnThreads, AbortWakesAndBreaks) { expect_passes(2, abort_wakes_and_breaks); }
 
 // A plane that does not hear from a peer for longer than its communicator's timeout stays
@@ -76,8 +80,8 @@ TEST_P(PlaneOnThreads, IdleLongerThanTheTimeoutStaysWhole) {
         const auto deadline = Clock::now() + 5s;
         while (got.load() == 0 && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
         require(got.load() == 1, "rank ", r, ": the message after the idle time did not arrive");
-        require(log.now().empty(), "rank ", r, ": on_error: ",
-                log.now().empty() ? "" : log.now().front());
+        require(log.now().empty(), "rank ", r,
+                ": on_error: ", log.now().empty() ? "" : log.now().front());
         comms[std::size_t(r)]->barrier();
       } catch (const std::exception& e) {
         errors[std::size_t(r)] = e.what();
