@@ -59,7 +59,12 @@ void Node::on_abort(std::function<void(const std::string&)> hook) {
 
 void Node::set_data_plane(std::shared_ptr<comm::Communicator> communicator) {
   data_plane = std::move(communicator);
-  on_abort([plane = data_plane](const std::string& reason) { plane->abort(reason); });
+  plane = start_node_plane(data_plane, options.setup_timeout,
+                           [me = caf::actor{me()}](const std::string& error) {
+                             caf::anon_send(me, failed_atom::value, error);
+                           });
+  on_abort([messages = plane.plane](const std::string& reason) { messages->abort(reason); });
+  on_abort([comm = data_plane](const std::string& reason) { comm->abort(reason); });
 }
 
 void Node::abort_data_planes(const std::string& reason) {
@@ -89,9 +94,9 @@ std::vector<caf::actor> Node::spawn_stages(const wire::Assignment& assignment, i
   training = job.train_programs(assignment);
   if (training)
     return spawn_train_slots(*system, layout, *training, rank,
-                             job.train_compute(layout, assignment, data_plane), data_plane,
+                             job.train_compute(layout, assignment, data_plane), plane,
                              caf::actor{me()}, {}, &progress);
-  return spawn_slots(*system, layout, rank, job.compute(layout, assignment), data_plane,
+  return spawn_slots(*system, layout, rank, job.compute(layout, assignment), plane,
                      caf::actor{me()}, {}, &progress);
 }
 

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "actors/cluster.h"
+#include "actors/packet_inbox.h"
 #include "actors/stage_progress.h"
 #include "runtime/comm/ucx_communicator.h"
 #include "runtime/host_identity.h"
@@ -62,7 +63,8 @@ struct Node {
   caf::actor_system_config config;
   std::unique_ptr<caf::actor_system> system;
   std::unique_ptr<caf::scoped_actor> self;
-  std::shared_ptr<comm::Communicator> data_plane;
+  std::shared_ptr<comm::Communicator> data_plane;  // collectives between the nodes
+  NodePlane plane;  // packets and credits between the nodes (actors/packet_inbox.h)
   PipelineLayout layout;
   bool have_layout = false;
   std::vector<caf::actor> stages;  // this node's (null for other nodes' slots)
@@ -88,7 +90,9 @@ struct Node {
   // once it exists (the communicator's, the message plane's); hooks run once, in order, on
   // the first failure, from the control loop's thread.
   void on_abort(std::function<void(const std::string& reason)> hook);
-  // Keeps the communicator between the nodes and registers its abort.
+  // Keeps the communicator between the nodes, starts the message plane over it (its failures
+  // reach this node's control loop as a stage's would), and registers both aborts. Every node
+  // calls it once its data plane formed, before it spawns its stages.
   void set_data_plane(std::shared_ptr<comm::Communicator> communicator);
   void abort_data_planes(const std::string& reason);
   // Breaks the data planes (with `reason`), then ends this node's stages and driver.

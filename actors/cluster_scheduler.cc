@@ -347,7 +347,9 @@ ClusterResult run_node0(Node& node) {
         node.training
             ? spawn_train_driver(*node.system, train_client)
             : spawn_driver(*node.system,
-                           DriverSetup{.node = 0, .client = client, .data_plane = node.data_plane});
+                           DriverSetup{.node = 0, .client = client, .plane = node.plane.plane});
+    if (node.plane && !node.training)
+      add_driver_channels(node.layout, *node.plane.inbox, node.driver);
   } catch (const std::exception& e) {
     scheduler.abort_all(str_cat("node 0 could not build its stages: ", e.what()));
   }

@@ -1,5 +1,6 @@
 #include "actors/driver.h"
 
+#include "actors/packet_inbox.h"
 #include "actors/pinned_thread.h"
 #include "runtime/error.h"
 
@@ -59,9 +60,10 @@ struct DriverState {
   DriverRoutesPtr routes;
   std::vector<std::vector<int>> credits;           // [replica][tp rank]
   std::vector<std::deque<PacketPtr>> queued;       // [replica]
-  std::vector<std::uint32_t> seq_out;              // [replica]: packets sent to its first stage
-  std::vector<comm::WorkHandle> pending_sends;
-  std::unique_ptr<PinnedThread> thread;            // takes remote outputs off the data plane
+  std::map<int, int> replica_of_group;             // from the submits: where outputs come from
+  // Sends packets to first stages on other nodes (a send blocks until its bytes left: not on
+  // an actor), in submit order.
+  std::unique_ptr<PinnedThread> thread;
   static inline const char* name = "libai.driver";
 };
 
@@ -79,26 +81,24 @@ void flush(Self* self, int replica) {
       for (int c : credits)
         if (c == 0) return;
     queue.pop_front();
-    const std::uint32_t seq = st.seq_out[size_t(replica)]++;
     for (size_t rank = 0; rank < r.first_stage.size(); ++rank) {
       if (!packet->done) --credits[rank];
-      // Stage-0 inputs are token ids and masks: small enough to pack here.
-      StageOutput out = prepare_output(*packet, r.first_stage[rank], st.setup.node,
-                                       st.setup.data_plane.get(), seq, &st.pending_sends);
-      deliver(self, r.first_stage[rank], out);
+      const Route& to = r.first_stage[rank];
+      if (to.node == st.setup.node) {
+        self->send(to.actor, packet_atom::value, packet);
+        continue;
+      }
+      LIBAI_CHECK(st.setup.plane != nullptr, "driver: a first stage on node ", to.node,
+                  " but this process has no message plane");
+      st.thread->post([plane = st.setup.plane, client = st.setup.client, to, packet] {
+        try {
+          send_packet(*plane, to.node, to.channel, *packet);
+        } catch (const std::exception& e) {
+          client->fail(e.what());
+        }
+      });
     }
   }
-}
-
-// The replica whose last stage sent the current message, or -1.
-int replica_of_sender(Self* self) {
-  const auto sender = self->current_sender();
-  const auto& routes = *self->state.routes;
-  for (size_t i = 0; i < routes.size(); ++i)
-    if (routes[i].last_stage.actor && caf::actor_cast<caf::strong_actor_ptr>(
-                                          routes[i].last_stage.actor) == sender)
-      return int(i);
-  return -1;
 }
 
 caf::behavior driver_behavior(Self* self, DriverSetup setup) {
@@ -116,7 +116,6 @@ caf::behavior driver_behavior(Self* self, DriverSetup setup) {
         for (const ReplicaRoutes& r : *routes)
           st.credits.emplace_back(r.first_stage.size(), r.first_stage_slots);
         st.queued.resize(routes->size());
-        st.seq_out.assign(routes->size(), 0);
         for (size_t i = 0; i < routes->size(); ++i) flush(self, int(i));
       },
       [=](submit_atom, int replica, const PacketPtr& packet) {
@@ -124,75 +123,42 @@ caf::behavior driver_behavior(Self* self, DriverSetup setup) {
         try {
           LIBAI_CHECK(st.routes && replica >= 0 && size_t(replica) < st.routes->size(),
                       "driver: no replica ", replica);
+          st.replica_of_group[packet->group] = replica;
           st.queued[size_t(replica)].push_back(packet);
           flush(self, replica);
         } catch (const std::exception& e) {
           st.setup.client->fail(e.what());
         }
       },
-      [=](credit_atom, std::uint32_t slots) {
+      [=](credit_atom, std::uint32_t slots, std::uint32_t link) {
         auto& st = self->state;
-        const auto sender = self->current_sender();
-        for (size_t i = 0; i < st.routes->size(); ++i) {
+        for (size_t i = 0; st.routes && i < st.routes->size(); ++i) {
           const auto& first = (*st.routes)[i].first_stage;
           for (size_t rank = 0; rank < first.size(); ++rank)
-            if (caf::actor_cast<caf::strong_actor_ptr>(first[rank].actor) == sender) {
+            if (first[rank].channel == link) {
               st.credits[i][rank] += int(slots);
               flush(self, int(i));
               return;
             }
         }
-      },
-      [=](credit_atom, const wire::Bytes& bytes) {
-        auto& st = self->state;
-        try {
-          const auto credit = wire::decode<wire::Credit>(bytes);
-          const auto sender = self->current_sender();
-          for (size_t i = 0; i < st.routes->size(); ++i) {
-            const auto& first = (*st.routes)[i].first_stage;
-            for (size_t rank = 0; rank < first.size(); ++rank)
-              if (caf::actor_cast<caf::strong_actor_ptr>(first[rank].actor) == sender) {
-                st.credits[i][rank] += int(credit.slots);
-                flush(self, int(i));
-                return;
-              }
-          }
-        } catch (const std::exception& e) {
-          st.setup.client->fail(e.what());
-        }
+        st.setup.client->fail(str_cat("driver: a credit for link ", link, ", which it does not feed"));
       },
       [=](packet_atom, const PacketPtr& packet) {
-        const int replica = replica_of_sender(self);
-        self->state.setup.client->deliver(*packet);
-        if (replica >= 0 && !packet->done)
-          send_credit(self, (*self->state.routes)[size_t(replica)].last_stage,
-                      self->state.setup.node);
-      },
-      [=](packet_atom, const wire::Bytes& header_bytes) {
         auto& st = self->state;
-        const int replica = replica_of_sender(self);
         try {
-          LIBAI_CHECK_KIND(CorruptInput, replica >= 0, "driver: a packet from an unknown actor");
-          const Route from = (*st.routes)[size_t(replica)].last_stage;
-          auto header = wire::decode<wire::PacketHeader>(header_bytes);
-          auto client = st.setup.client;
-          auto data_plane = st.setup.data_plane;
-          st.thread->post([client, data_plane, from, header] {
-            try {
-              client->deliver(receive_packet(header, from.node, *data_plane));
-            } catch (const std::exception& e) {
-              client->fail(e.what());
-            }
-          });
-          if (!header.done) send_credit(self, from, st.setup.node);
+          auto it = st.replica_of_group.find(packet->group);
+          LIBAI_CHECK_KIND(CorruptInput, it != st.replica_of_group.end(),
+                           "driver: an output of group ", packet->group, ", which it never submitted");
+          st.setup.client->deliver(*packet);
+          if (!packet->done)
+            send_credit(self, (*st.routes)[size_t(it->second)].last_stage, st.setup.node,
+                        st.setup.plane.get());
         } catch (const std::exception& e) {
           st.setup.client->fail(e.what());
         }
       },
       [=](stop_atom) {
-        auto& st = self->state;
-        for (auto& w : st.pending_sends) w->wait();
-        st.thread->stop();
+        self->state.thread->stop();
         self->quit();
       },
   };

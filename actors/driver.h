@@ -54,7 +54,10 @@ struct ReplicaRoutes {
 struct DriverSetup {
   int node = 0;
   std::shared_ptr<PipelineClient> client;
-  std::shared_ptr<comm::Communicator> data_plane;  // null in one process
+  // Packets and credits to other nodes (actors/packet_inbox.h); null in one process. Packets
+  // from other nodes' last stages and credits from their first stages come through this
+  // node's inbox (add_driver_channels in actors/pipeline.h).
+  std::shared_ptr<comm::MessagePlane> plane;
 };
 
 // The driver starts without routes; (routes_atom, DriverRoutesPtr) gives them.

@@ -14,7 +14,8 @@
 namespace libai::actors {
 
 using packet_atom = caf::atom_constant<caf::atom("packet")>;      // an input arrives
-using credit_atom = caf::atom_constant<caf::atom("credit")>;      // a consumer freed a slot
+// (credit_atom, uint32 slots, uint32 link): the consumer of `link` freed input slots
+using credit_atom = caf::atom_constant<caf::atom("credit")>;
 using computed_atom = caf::atom_constant<caf::atom("computed")>;  // a stage's thread finished
 using failed_atom = caf::atom_constant<caf::atom("failed")>;      // an error, with its text
 using finished_atom = caf::atom_constant<caf::atom("finished")>;  // a stage ran its program
@@ -33,8 +34,7 @@ using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;  // node 0 <-
 
 // What a stage's thread hands back to its actor after one action.
 struct StageOutput {
-  PacketPtr packet;      // for a consumer in this process
-  wire::Bytes header;    // for a consumer in another process (bytes already posted on UCX)
+  PacketPtr packet;      // for a consumer in this process (one in another was sent already)
   bool done = false;
   double seconds = 0;    // compute (and emulated slow-down) of the action
 };

@@ -2,17 +2,14 @@
 // one decoding step, or one micro-batch of an encoding job) and its named tensors.
 //
 //   Packet p{.group = 2, .step = 5, .tensors = {{"hidden_states", h}, {"attention_mask", m}}};
-//   PackedPacket wire = pack(p, tag);        // Cap'n Proto header + one contiguous byte tensor
-//   // ... the header goes over the control plane, wire.bytes over UCX ...
-//   Tensor buffer = buffer_for(wire.header); // the receiver's buffer, sized from the header
-//   Packet back = unpack(wire.header, buffer);
 //
-// In one process a packet moves by pointer (PacketPtr) and is never copied.
+// In one process a packet moves by pointer (PacketPtr) and is never copied; between processes
+// its header and its tensors' bytes travel as one message on the message plane
+// (actors/packet_inbox.h), and the receiving node's inbox rebuilds it.
 #pragma once
 
 #include <memory>
 
-#include "actors/wire/wire.h"
 #include "models/model.h"
 
 namespace libai::actors {
@@ -28,15 +25,6 @@ struct Packet {
   int chunk = 0;          // training: the receiving stage's model chunk (virtual stage)
 };
 using PacketPtr = std::shared_ptr<const Packet>;
-
-struct PackedPacket {
-  wire::PacketHeader header;
-  Tensor bytes;  // u8, every tensor's bytes concatenated in header order (CPU)
-};
-
-PackedPacket pack(const Packet& packet, std::uint32_t tag);
-Tensor buffer_for(const wire::PacketHeader& header);
-Packet unpack(const wire::PacketHeader& header, const Tensor& bytes);
 
 // "group 3 step 7" (or "group 3 step 7 (done)"), as logs and errors name work items.
 std::string describe(const Packet& packet);

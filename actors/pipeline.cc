@@ -56,11 +56,31 @@ PipelineLayout make_layout(LayoutSizes sizes, int num_groups) {
 std::uint32_t channel_into_slot(int slot) { return std::uint32_t(slot + 1); }
 std::uint32_t channel_to_driver(int replica) { return 0xf000u + std::uint32_t(replica); }
 
+namespace {
+
+// The link slot i sends its outputs on: into the next stage's slot, or (the last stage's rank
+// 0) to the driver; 0 when its outputs are dropped.
+std::uint32_t output_link(const PipelineLayout& layout, int i) {
+  const SlotSpec& slot = layout.slots[size_t(i)];
+  if (slot.stage + 1 < layout.sizes.pp)
+    return channel_into_slot(layout.index(slot.replica, slot.stage + 1, slot.rank));
+  return slot.rank == 0 ? channel_to_driver(slot.replica) : 0;
+}
+
+}  // namespace
+
+void add_driver_channels(const PipelineLayout& layout, PacketInbox& inbox, const caf::actor& driver) {
+  for (int r = 0; r < layout.sizes.dp; ++r) {
+    inbox.add(channel_to_driver(r), driver);
+    for (int t = 0; t < layout.sizes.tp; ++t)
+      inbox.add(credit_channel(channel_into_slot(layout.index(r, 0, t))), driver);
+  }
+}
+
 std::vector<caf::actor> spawn_slots(caf::actor_system& system, const PipelineLayout& layout,
                                     int node, const ComputeFactory& make_compute,
-                                    std::shared_ptr<comm::Communicator> data_plane,
-                                    caf::actor parent, const TraceFn& trace,
-                                    ProgressBoard* progress) {
+                                    const NodePlane& plane, caf::actor parent,
+                                    const TraceFn& trace, ProgressBoard* progress) {
   std::vector<caf::actor> handles(layout.slots.size());
   for (size_t i = 0; i < layout.slots.size(); ++i) {
     const SlotSpec& slot = layout.slots[i];
@@ -72,11 +92,16 @@ std::vector<caf::actor> spawn_slots(caf::actor_system& system, const PipelineLay
     setup.slowdown = slot.slowdown;
     setup.compute = make_compute(slot);
     setup.groups = layout.groups[size_t(slot.replica)];
-    setup.data_plane = data_plane;
+    setup.plane = plane.plane;
     setup.parent = parent;
     if (progress) setup.progress = progress->add(setup.name);
     if (trace) setup.trace = [trace, slot](const std::string& event) { trace(slot, event); };
     handles[i] = spawn_stage(system, std::move(setup));
+    if (plane.inbox) {
+      plane.inbox->add(channel_into_slot(int(i)), handles[i]);
+      if (const std::uint32_t out = output_link(layout, int(i)); out != 0)
+        plane.inbox->add(credit_channel(out), handles[i]);
+    }
   }
   return handles;
 }
@@ -92,7 +117,7 @@ void connect_slots(const PipelineLayout& layout, int node, const std::vector<caf
         if (slot.node != node) continue;
         auto routes = std::make_shared<StageRoutes>();
         if (s == 0)
-          routes->upstream = {driver, 0, 0, "the driver"};
+          routes->upstream = {driver, 0, channel_into_slot(i), "the driver"};
         else
           routes->upstream = {handles[size_t(layout.index(r, s - 1, t))],
                               layout.slot(r, s - 1, t).node, channel_into_slot(i),
@@ -169,8 +194,8 @@ LocalPipeline::LocalPipeline(caf::actor_system& system, PipelineLayout layout,
       outcome_(std::make_shared<Outcome>()) {
   outcome_->expected = layout_.slots.size();
   supervisor_ = system_.spawn(supervise, outcome_, client_);
-  driver_ = spawn_driver(system_, DriverSetup{.node = 0, .client = client_, .data_plane = nullptr});
-  stages_ = spawn_slots(system_, layout_, 0, make_compute, nullptr, supervisor_, trace);
+  driver_ = spawn_driver(system_, DriverSetup{.node = 0, .client = client_, .plane = nullptr});
+  stages_ = spawn_slots(system_, layout_, 0, make_compute, NodePlane{}, supervisor_, trace);
   connect_slots(layout_, 0, stages_, driver_);
 }
 

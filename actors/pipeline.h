@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "actors/driver.h"
+#include "actors/packet_inbox.h"
 #include "actors/stage_actor.h"
 
 namespace libai::actors {
@@ -69,12 +70,17 @@ using ComputeFactory = std::function<std::shared_ptr<StageCompute>(const SlotSpe
 using TraceFn = std::function<void(const SlotSpec&, const std::string&)>;
 
 // Spawns the stage actors of `node`'s slots; returns a handle per slot (null for other nodes').
+// With a message plane (a job over several nodes) each stage gets it, and the node's inbox
+// learns the channels of the stage's input link (packets) and output link (credits).
 // `progress`: where the stages show what they do, for the cluster's watchdog (null: nowhere).
 std::vector<caf::actor> spawn_slots(caf::actor_system& system, const PipelineLayout& layout,
                                     int node, const ComputeFactory& make_compute,
-                                    std::shared_ptr<comm::Communicator> data_plane,
-                                    caf::actor parent, const TraceFn& trace = {},
-                                    ProgressBoard* progress = nullptr);
+                                    const NodePlane& plane, caf::actor parent,
+                                    const TraceFn& trace = {}, ProgressBoard* progress = nullptr);
+
+// Node 0 of a job over several nodes: the inbox learns the driver's channels (every last
+// stage's outputs, every first stage's credits). Call it when the driver is spawned.
+void add_driver_channels(const PipelineLayout& layout, PacketInbox& inbox, const caf::actor& driver);
 
 // Gives `node`'s stage actors (and, on node 0, the driver) their routes, once every slot's
 // handle is known (`handles`: all slots, in layout order).

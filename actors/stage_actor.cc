@@ -6,6 +6,7 @@
 #include <optional>
 #include <thread>
 
+#include "actors/packet_inbox.h"
 #include "actors/pinned_thread.h"
 #include "runtime/device_profile.h"
 #include "runtime/error.h"
@@ -13,13 +14,8 @@
 
 namespace libai::actors {
 
-std::uint32_t packet_tag(std::uint32_t channel, std::uint32_t seq) {
-  return (channel << 16) | (seq & 0xffffu);
-}
-
 StageOutput prepare_output(Packet packet, const Route& to, int from_node,
-                           comm::Communicator* data_plane, std::uint32_t seq,
-                           std::vector<comm::WorkHandle>* pending_sends) {
+                           comm::MessagePlane* plane) {
   StageOutput out;
   out.done = packet.done;
   if (!to.actor) return out;
@@ -27,36 +23,24 @@ StageOutput prepare_output(Packet packet, const Route& to, int from_node,
     out.packet = std::make_shared<const Packet>(std::move(packet));
     return out;
   }
-  LIBAI_CHECK(data_plane != nullptr, "a packet for node ", to.node,
-              " but this process has no data plane");
-  PackedPacket packed = pack(packet, packet_tag(to.channel, seq));
-  if (packed.header.bytes > 0)
-    pending_sends->push_back(data_plane->send_async(packed.bytes, to.node, packed.header.tag));
-  out.header = wire::encode(packed.header);
+  LIBAI_CHECK(plane != nullptr, "a packet for node ", to.node, " but this process has no message plane");
+  send_packet(*plane, to.node, to.channel, packet);
   return out;
 }
 
 void deliver(caf::event_based_actor* self, const Route& to, const StageOutput& output) {
-  if (!to.actor) return;
-  if (output.packet)
-    self->send(to.actor, packet_atom::value, output.packet);
-  else
-    self->send(to.actor, packet_atom::value, output.header);
+  if (to.actor && output.packet) self->send(to.actor, packet_atom::value, output.packet);
 }
 
-Packet receive_packet(const wire::PacketHeader& header, int from_node,
-                      comm::Communicator& data_plane) {
-  Tensor buffer = buffer_for(header);
-  if (header.bytes > 0) data_plane.recv(buffer, from_node, header.tag);
-  return unpack(header, buffer);
-}
-
-void send_credit(caf::event_based_actor* self, const Route& to, int from_node, std::uint32_t slots) {
+void send_credit(caf::event_based_actor* self, const Route& to, int from_node,
+                 comm::MessagePlane* plane, std::uint32_t slots) {
   if (!to.actor) return;
-  if (to.node == from_node)
-    self->send(to.actor, credit_atom::value, slots);
-  else
-    self->send(to.actor, credit_atom::value, wire::encode(wire::Credit{slots}));
+  if (to.node == from_node) {
+    self->send(to.actor, credit_atom::value, slots, to.channel);
+    return;
+  }
+  LIBAI_CHECK(plane != nullptr, "a credit for node ", to.node, " but this process has no message plane");
+  send_credit_message(*plane, to.node, to.channel, slots);
 }
 
 namespace {
@@ -88,21 +72,6 @@ class ProgramCursor {
   int step_ = 0;
 };
 
-struct Arrival {
-  PacketPtr packet;                    // from this process
-  std::optional<wire::PacketHeader> header;  // from another: bytes on the data plane
-  // The receive of those bytes, posted when the header arrives (Note [Receiving ahead]).
-  Tensor buffer;
-  comm::WorkHandle receive;
-};
-
-// What the pinned thread owns (touched only there, one job at a time).
-struct ThreadSide {
-  std::uint32_t seq_out = 0;
-  std::vector<comm::WorkHandle> pending_sends;
-  std::uint64_t bytes_received = 0;
-};
-
 struct StageState {
   StageSetup setup;
   std::optional<ProgramCursor> cursor;
@@ -113,10 +82,10 @@ struct StageState {
   // ends (Note [Keeping the pinned thread fed]).
   std::deque<Key> fired;
   bool finished = false;
-  std::map<Key, Arrival> arrivals;
+  std::map<Key, PacketPtr> arrivals;
   double busy_seconds = 0;
   std::uint64_t actions = 0;
-  std::shared_ptr<ThreadSide> thread_side = std::make_shared<ThreadSide>();
+  std::uint64_t bytes_received = 0;  // of packets from other nodes
   std::unique_ptr<PinnedThread> thread;
   static inline const char* name = "libai.stage";
 };
@@ -136,37 +105,20 @@ void fail(Self* self, const std::string& what) {
 
 // Runs one action on the pinned thread and reports (computed_atom, output) to the actor.
 void run_action(caf::actor me, const StageSetup& setup, const StageRoutes& routes,
-                const std::shared_ptr<ThreadSide>& side, Arrival arrival) {
+                const PacketPtr& in) {
   try {
-    // Note [Liveness] in actors/cluster_node.h: each piece of the action is progress.
-    const std::string name =
-        arrival.packet ? key_name({arrival.packet->step, arrival.packet->group})
-                       : key_name({int(arrival.header->step), int(arrival.header->group)});
-    ProgressScope progress(setup.progress.get(), "computing " + name);
-    Packet in;
-    if (arrival.packet) {
-      in = *arrival.packet;  // shares the tensors
-    } else {
-      if (setup.progress)
-        setup.progress->begin(str_cat("receiving ", name, " from ", routes.upstream.name));
-      if (arrival.receive) arrival.receive->wait();
-      in = unpack(*arrival.header, arrival.buffer);
-      side->bytes_received += arrival.header->bytes;
-      if (setup.progress) setup.progress->begin("computing " + name);
-    }
-    Packet result{.group = in.group, .step = in.step, .done = in.done, .tensors = {}};
+    // Note [Liveness] in actors/cluster_node.h: each action is a piece of progress.
+    ProgressScope progress(setup.progress.get(), "computing " + key_name({in->step, in->group}));
+    Packet result{.group = in->group, .step = in->step, .done = in->done, .tensors = {}};
     double seconds = 0;
-    if (in.done)
-      setup.compute->release(in.group);
+    if (in->done)
+      setup.compute->release(in->group);
     else
       seconds = EmulatedSpeed(setup.slowdown).run(
-          [&] { result.tensors = setup.compute->forward(in.group, in.tensors); });
-    StageOutput out = prepare_output(std::move(result), routes.downstream, setup.node,
-                                     setup.data_plane.get(), side->seq_out++,
-                                     &side->pending_sends);
+          [&] { result.tensors = setup.compute->forward(in->group, in->tensors); });
+    StageOutput out =
+        prepare_output(std::move(result), routes.downstream, setup.node, setup.plane.get());
     out.seconds = seconds;
-    // Reap the sends UCX has finished (their buffers can go).
-    std::erase_if(side->pending_sends, [](const comm::WorkHandle& w) { return w->completed(); });
     caf::anon_send(me, computed_atom::value,
                    StageOutputPtr(std::make_shared<const StageOutput>(std::move(out))));
   } catch (const std::exception& e) {
@@ -174,25 +126,22 @@ void run_action(caf::actor me, const StageSetup& setup, const StageRoutes& route
   }
 }
 
+// Every action ran and its output left (a packet for another node is sent before its
+// action's `computed` message): report and stop.
 void finish(Self* self) {
   auto& st = self->state;
   st.finished = true;
-  // The last sends must leave before the stage reports: wait for them on the pinned thread.
-  caf::actor me = caf::actor_cast<caf::actor>(self);
-  wire::StageReport report{st.setup.name, st.setup.node, st.busy_seconds, st.actions, 0};
-  auto side = st.thread_side;
-  const std::string name = st.setup.name;
-  st.thread->post([me, side, report, name, progress = st.setup.progress]() mutable {
-    try {
-      ProgressScope sending(progress.get(), "sending its last packets");
-      for (auto& w : side->pending_sends) w->wait();
-      side->pending_sends.clear();
-      report.bytes_received = side->bytes_received;
-      caf::anon_send(me, finished_atom::value, wire::encode(report));
-    } catch (const std::exception& e) {
-      caf::anon_send(me, failed_atom::value, str_cat(name, ": ", e.what()));
-    }
-  });
+  const wire::StageReport report{st.setup.name, st.setup.node, st.busy_seconds, st.actions,
+                                 st.bytes_received};
+  self->send(st.setup.parent, finished_atom::value, wire::encode(report));
+  st.thread->stop();
+  self->quit();
+}
+
+std::uint64_t tensor_bytes(const Packet& packet) {
+  std::uint64_t bytes = 0;
+  for (const auto& [name, t] : packet.tensors) bytes += t.nbytes();
+  return bytes;
 }
 
 // Note [Done packets]
@@ -231,7 +180,7 @@ void try_fire(Self* self) {
       waiting(self, str_cat(key_name(key), " from ", st.routes->upstream.name));
       return;
     }
-    const bool done = it->second.packet ? it->second.packet->done : it->second.header->done;
+    const bool done = it->second->done;
     // A done packet only releases caches: it may queue behind the others (Note [Done packets]).
     if (!done && int(st.fired.size()) >= kStageActionsInFlight) {
       waiting(self, "");  // its own thread's work
@@ -245,54 +194,39 @@ void try_fire(Self* self) {
     }
     if (needs_credit) --st.credits;
     st.fired.push_back(key);
-    Arrival arrival = std::move(it->second);
+    PacketPtr packet = std::move(it->second);
     st.arrivals.erase(it);
     st.cursor->advance(done);
+    if (st.routes->upstream.node != st.setup.node) st.bytes_received += tensor_bytes(*packet);
     trace(self, "fire " + key_name(key));
     caf::actor me = caf::actor_cast<caf::actor>(self);
     // The setup and routes outlive the job: the state owns them and joins the thread first.
     const StageSetup* setup = &st.setup;
     StageRoutesPtr routes = st.routes;
-    auto side = st.thread_side;
-    st.thread->post([me, setup, routes, side, arrival = std::move(arrival)]() mutable {
-      run_action(me, *setup, *routes, side, std::move(arrival));
+    st.thread->post([me, setup, routes, packet = std::move(packet)] {
+      run_action(me, *setup, *routes, packet);
     });
   }
 }
 
 // Note [Receiving ahead]
-// A packet from another process comes as a header through CAF while its bytes wait on the
-// data plane. The stage posts the receive as soon as the header is there, on the actor (the
-// communicator takes calls from any thread), not when the action starts on the pinned thread:
-// the bytes then cross while the previous action computes instead of in series with it (UCX
-// moves a large message only once its receive is posted). The buffer is the one a quota slot
-// accounts for, so memory stays bounded by the quotas.
-void post_receive(Self* self, Arrival& arrival) {
+// A packet from another node is taken off the wire as its bytes arrive, whatever the stage is
+// doing: the node's message plane always has a receive posted, and its receive thread (the
+// packet inbox) allocates the tensors from the header and reads the payload straight into
+// them, then hands the stage a complete packet. So the bytes cross while the previous action
+// computes, never in series with it, and the stage's thread never waits for the network.
+// Memory stays bounded by the quotas: a producer sends a packet only with a credit for it
+// (done packets and gradients aside, Note [Done packets], Note [Training credits]).
+void accept(Self* self, const PacketPtr& packet) {
   auto& st = self->state;
-  if (!arrival.header || arrival.receive || arrival.buffer.defined() || !st.routes) return;
-  arrival.buffer = buffer_for(*arrival.header);
-  if (arrival.header->bytes == 0) return;
-  LIBAI_CHECK(st.setup.data_plane != nullptr, "a packet from node ", st.routes->upstream.node,
-              " but this process has no data plane");
-  arrival.receive = st.setup.data_plane->recv_async(arrival.buffer, st.routes->upstream.node,
-                                                    arrival.header->tag);
-}
-
-void accept(Self* self, Key key, Arrival arrival) {
-  auto& st = self->state;
+  const Key key{packet->step, packet->group};
   trace(self, "arrive " + key_name(key));
   if (st.finished) return;
   if (st.arrivals.count(key)) {
     fail(self, str_cat(st.setup.name, ": received ", key_name(key), " twice"));
     return;
   }
-  try {
-    post_receive(self, arrival);
-  } catch (const std::exception& e) {
-    fail(self, str_cat(st.setup.name, ": ", e.what()));
-    return;
-  }
-  st.arrivals.emplace(key, std::move(arrival));
+  st.arrivals.emplace(key, packet);
   try_fire(self);
 }
 
@@ -309,39 +243,19 @@ caf::behavior stage_behavior(Self* self, StageSetup setup) {
       [=](routes_atom, const StageRoutesPtr& routes) {
         self->state.routes = routes;
         self->state.credits = routes->downstream_slots;
-        try {
-          for (auto& [key, arrival] : self->state.arrivals) post_receive(self, arrival);
-        } catch (const std::exception& e) {
-          fail(self, str_cat(self->state.setup.name, ": ", e.what()));
+        try_fire(self);
+      },
+      [=](packet_atom, const PacketPtr& packet) { accept(self, packet); },
+      [=](credit_atom, std::uint32_t slots, std::uint32_t link) {
+        auto& s = self->state;
+        if (s.finished) return;
+        if (!s.routes || link != s.routes->downstream.channel) {
+          fail(self, str_cat(s.setup.name, ": a credit for link ", link, ", which it does not feed"));
           return;
         }
-        try_fire(self);
-      },
-      [=](packet_atom, const PacketPtr& packet) {
-        accept(self, {packet->step, packet->group}, Arrival{packet, std::nullopt});
-      },
-      [=](packet_atom, const wire::Bytes& header_bytes) {
-        try {
-          auto header = wire::decode<wire::PacketHeader>(header_bytes);
-          const Key key{int(header.step), int(header.group)};
-          accept(self, key, Arrival{nullptr, std::move(header)});
-        } catch (const std::exception& e) {
-          fail(self, str_cat(self->state.setup.name, ": ", e.what()));
-        }
-      },
-      [=](credit_atom, std::uint32_t slots) {
         trace(self, "credit");
-        self->state.credits += int(slots);
+        s.credits += int(slots);
         try_fire(self);
-      },
-      [=](credit_atom, const wire::Bytes& bytes) {
-        try {
-          self->state.credits += int(wire::decode<wire::Credit>(bytes).slots);
-          trace(self, "credit");
-          try_fire(self);
-        } catch (const std::exception& e) {
-          fail(self, str_cat(self->state.setup.name, ": ", e.what()));
-        }
       },
       [=](computed_atom, const StageOutputPtr& out) {
         auto& s = self->state;
@@ -351,15 +265,15 @@ caf::behavior stage_behavior(Self* self, StageSetup setup) {
         const Key key = s.fired.front();
         s.fired.pop_front();
         // The input slot is free again (a done packet took none).
-        if (!out->done) send_credit(self, s.routes->upstream, s.setup.node);
+        try {
+          if (!out->done) send_credit(self, s.routes->upstream, s.setup.node, s.setup.plane.get());
+        } catch (const std::exception& e) {
+          fail(self, str_cat(s.setup.name, ": ", e.what()));
+          return;
+        }
         trace(self, "send " + key_name(key) + (out->done ? " done" : ""));
         deliver(self, s.routes->downstream, *out);
         try_fire(self);
-      },
-      [=](finished_atom, const wire::Bytes& report) {
-        self->send(self->state.setup.parent, finished_atom::value, report);
-        self->state.thread->stop();
-        self->quit();
       },
       [=](failed_atom, const std::string& what) {
         self->state.thread->stop();

@@ -7,8 +7,8 @@
 //   StageSetup setup{.name = "stage 1", .compute = my_layers, .groups = {0, 1, 2, 3}, ...};
 //   caf::actor stage = spawn_stage(system, setup);
 //   caf::anon_send(stage, routes_atom::value, StageRoutesPtr(...));   // producer and consumer
-//   // ... packets arrive as (packet_atom, PacketPtr) in one process or (packet_atom, header
-//   // bytes) from another, whose tensor bytes the stage's thread then takes off UCX.
+//   // ... packets arrive as (packet_atom, PacketPtr): from this process, or from another
+//   // through this node's packet inbox (actors/packet_inbox.h), complete with their bytes.
 //
 // Note [Stage programs]
 // A stage consumes its inputs in a fixed order, never by arrival: step-major over the groups
@@ -32,7 +32,7 @@
 
 #include "actors/messages.h"
 #include "actors/stage_progress.h"
-#include "runtime/comm/communicator.h"
+#include "runtime/comm/message_plane.h"
 #include "runtime/device.h"
 
 namespace libai::actors {
@@ -50,13 +50,15 @@ class StageCompute {
 // One end of a link between actors.
 struct Route {
   caf::actor actor;           // null: nobody (outputs are dropped, no credits are returned)
-  int node = 0;               // the process (data-plane rank) of that actor
-  std::uint32_t channel = 0;  // the link's id: the UCX tags of its packets
+  int node = 0;               // the process (message-plane rank) of that actor
+  // The link's id: the message-plane channel of its packets, and (credit_channel) of the
+  // credits for it. Credits name it too: (credit_atom, slots, channel).
+  std::uint32_t channel = 0;
   std::string name;           // "stage 2", "the driver": for what a stage waits for
 };
 
 struct StageRoutes {
-  Route upstream;             // credits go back there
+  Route upstream;             // credits go back there; its channel is the link into this stage
   Route downstream;           // outputs go there
   int downstream_slots = 1;   // the consumer's input quota: the credits we start with
 };
@@ -69,7 +71,8 @@ struct StageSetup {
   double slowdown = 1.0;            // emulated slower device: sleeps (slowdown - 1) x compute
   std::shared_ptr<StageCompute> compute;
   std::vector<int> groups;          // the groups it serves, in program order
-  std::shared_ptr<comm::Communicator> data_plane;  // UCX between nodes; null in one process
+  // Packets and credits to other nodes (actors/packet_inbox.h); null in one process.
+  std::shared_ptr<comm::MessagePlane> plane;
   caf::actor parent;                // (finished_atom, StageReport bytes) or (failed_atom, text)
   std::shared_ptr<StageProgress> progress;  // for the cluster's watchdog (null: none)
   // Tests: each event as it happens on the actor ("arrive g0s0", "fire g0s0", "send g0s0",
@@ -84,24 +87,17 @@ caf::actor spawn_stage(caf::actor_system& system, StageSetup setup);
 constexpr int kStageActionsInFlight = 2;
 
 // The two halves of moving a packet to `to` from a process `from_node`. On a pinned thread,
-// prepare_output() leaves a packet for a consumer in this process as a pointer, and for one
-// in another process packs it, posts its bytes on the data plane (the handle goes to
-// `pending_sends`, which the caller waits for before it finishes) and encodes the header.
-// On the actor, deliver() then sends the pointer or the header through CAF.
+// prepare_output() leaves a packet for a consumer in this process as a pointer, and sends one
+// for a consumer in another process through the message plane (its tensors as they are; it
+// returns once their bytes left). On the actor, deliver() then sends the pointer.
 StageOutput prepare_output(Packet packet, const Route& to, int from_node,
-                           comm::Communicator* data_plane, std::uint32_t seq,
-                           std::vector<comm::WorkHandle>* pending_sends);
+                           comm::MessagePlane* plane);
 void deliver(caf::event_based_actor* self, const Route& to, const StageOutput& output);
 
-// The UCX tag of the seq-th packet on a link.
-std::uint32_t packet_tag(std::uint32_t channel, std::uint32_t seq);
-
-// Takes a remote packet's bytes off the data plane (blocking: call it on a pinned thread).
-Packet receive_packet(const wire::PacketHeader& header, int from_node,
-                      comm::Communicator& data_plane);
-
-// Sends a credit for `slots` freed input slots to `to` (Cap'n Proto across processes).
-void send_credit(caf::event_based_actor* self, const Route& to, int from_node, std::uint32_t slots = 1);
+// Gives `slots` freed input slots of the link `to.channel` back to its producer `to`: a CAF
+// message in this process, a message-plane message to another (which does not block).
+void send_credit(caf::event_based_actor* self, const Route& to, int from_node,
+                 comm::MessagePlane* plane, std::uint32_t slots = 1);
 
 }  // namespace libai::actors
 

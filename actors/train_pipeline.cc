@@ -52,12 +52,33 @@ std::uint32_t train_channel(int slot, int chunk, bool gradient, int chunks) {
   return std::uint32_t(0x8000 + index);
 }
 
+namespace {
+
+// Slot i's links (Note [Training packets]): per chunk, its activations in (but on the first
+// virtual stage) and its gradients in (but on the last); and the credits for the activations
+// it sends downstream.
+void add_train_channels(const PipelineLayout& layout, int chunks, int i, PacketInbox& inbox,
+                        const caf::actor& stage) {
+  const SlotSpec& slot = layout.slots[size_t(i)];
+  const int pp = layout.sizes.pp;
+  for (int c = 0; c < chunks; ++c) {
+    const int virtual_stage = c * pp + slot.stage;
+    if (virtual_stage > 0) inbox.add(train_channel(i, c, false, chunks), stage);
+    if (virtual_stage + 1 < chunks * pp) {
+      inbox.add(train_channel(i, c, true, chunks), stage);
+      const int down = layout.index(slot.replica, (virtual_stage + 1) % pp, slot.rank);
+      inbox.add(credit_channel(train_channel(down, (virtual_stage + 1) / pp, false, chunks)), stage);
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<caf::actor> spawn_train_slots(caf::actor_system& system, const PipelineLayout& layout,
                                           const TrainPrograms& programs, int node,
                                           const TrainComputeFactory& make_compute,
-                                          std::shared_ptr<comm::Communicator> data_plane,
-                                          caf::actor parent, const TraceFn& trace,
-                                          ProgressBoard* progress) {
+                                          const NodePlane& plane, caf::actor parent,
+                                          const TraceFn& trace, ProgressBoard* progress) {
   check_train_programs(layout, programs);
   std::vector<caf::actor> handles(layout.slots.size());
   for (size_t i = 0; i < layout.slots.size(); ++i) {
@@ -78,11 +99,12 @@ std::vector<caf::actor> spawn_train_slots(caf::actor_system& system, const Pipel
       throw;
     }
     setup.program = programs.programs[size_t(slot.stage)];
-    setup.data_plane = data_plane;
+    setup.plane = plane.plane;
     setup.parent = parent;
     if (progress) setup.progress = progress->add(setup.name);
     if (trace) setup.trace = [trace, slot](const std::string& event) { trace(slot, event); };
     handles[i] = spawn_train_stage(system, std::move(setup));
+    if (plane.inbox) add_train_channels(layout, programs.chunks, int(i), *plane.inbox, handles[i]);
   }
   return handles;
 }
@@ -108,6 +130,7 @@ void connect_train_slots(const PipelineLayout& layout, const TrainPrograms& prog
                              train_channel(up, up_chunk, true, chunks),
                              layout.slots[size_t(up)].name()};
             link.upstream_chunk = up_chunk;
+            link.input_channel = train_channel(i, c, false, chunks);
           }
           if (virtual_stage + 1 < chunks * pp) {
             const int down_device = (virtual_stage + 1) % pp, down_chunk = (virtual_stage + 1) / pp;
@@ -339,8 +362,8 @@ LocalTrainPipeline::LocalTrainPipeline(caf::actor_system& system, PipelineLayout
   supervisor_ = system_.spawn(supervise_training, outcome_, client_);
   driver_ = spawn_train_driver(system_, client_);
   try {
-    stages_ =
-        spawn_train_slots(system_, layout_, programs, 0, make_compute, nullptr, supervisor_, trace);
+    stages_ = spawn_train_slots(system_, layout_, programs, 0, make_compute, NodePlane{},
+                                supervisor_, trace);
   } catch (...) {
     // No destructor runs for a constructor that throws: the driver and the supervisor would
     // keep the actor system (and so the process) waiting for them.

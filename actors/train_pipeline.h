@@ -49,11 +49,13 @@ std::uint32_t train_channel(int slot, int chunk, bool gradient, int chunks);
 
 using TrainComputeFactory = std::function<std::shared_ptr<TrainStageCompute>(const SlotSpec&)>;
 
+// Spawns `node`'s training stages; with a message plane, the node's inbox learns each stage's
+// channels (activations and gradients in, credits for its activations out).
 std::vector<caf::actor> spawn_train_slots(caf::actor_system& system, const PipelineLayout& layout,
                                           const TrainPrograms& programs, int node,
                                           const TrainComputeFactory& make_compute,
-                                          std::shared_ptr<comm::Communicator> data_plane,
-                                          caf::actor parent, const TraceFn& trace = {},
+                                          const NodePlane& plane, caf::actor parent,
+                                          const TraceFn& trace = {},
                                           ProgressBoard* progress = nullptr);
 
 // Gives `node`'s training stages their routes (and, on node 0, the driver its stages).

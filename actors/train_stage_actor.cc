@@ -42,19 +42,6 @@ std::string key_name(const Key& key) {
                  " s", step);
 }
 
-struct Arrival {
-  PacketPtr packet;                          // from this process
-  std::optional<wire::PacketHeader> header;  // from another: bytes on the data plane
-  Tensor buffer;                             // received ahead (Note [Receiving ahead])
-  comm::WorkHandle receive;
-};
-
-struct ThreadSide {
-  std::map<std::uint32_t, std::uint32_t> seq_out;  // per channel
-  std::vector<comm::WorkHandle> pending_sends;
-  std::uint64_t bytes_received = 0;
-};
-
 struct TrainState {
   TrainStageSetup setup;
   TrainRoutesPtr routes;
@@ -68,10 +55,10 @@ struct TrainState {
   bool controlling = false;  // a control is on the thread (Note [Train controls])
   bool stopping = false;     // told to stop: its last sends drain, then it reports
   bool finished = false;     // failed or aborted
-  std::map<Key, Arrival> arrivals;
+  std::map<Key, PacketPtr> arrivals;
   double busy_seconds = 0;
   std::uint64_t actions = 0;
-  std::shared_ptr<ThreadSide> thread_side = std::make_shared<ThreadSide>();
+  std::uint64_t bytes_received = 0;  // of packets from other nodes
   std::unique_ptr<PinnedThread> thread;
   static inline const char* name = "libai.train_stage";
 };
@@ -94,26 +81,14 @@ std::string name_of(const Action& a, int step) { return str_cat(train_action_nam
 
 // One action on the pinned thread; (computed_atom, output) back to the actor.
 void run_action(caf::actor me, const TrainStageSetup& setup, const TrainRoutes& routes,
-                const std::shared_ptr<ThreadSide>& side, Action action, int step,
-                std::optional<Arrival> arrival) {
+                Action action, int step, const PacketPtr& arrival) {
   try {
+    static const models::TensorMap kNoInputs;
+    const models::TensorMap& in = arrival ? arrival->tensors : kNoInputs;
     const TrainLink& link = routes.chunks[size_t(action.chunk)];
     const bool forward = action.kind == ActionKind::forward;
-    // Note [Liveness] in actors/cluster_node.h: each piece of the action is progress.
+    // Note [Liveness] in actors/cluster_node.h: each action is a piece of progress.
     ProgressScope progress(setup.progress.get(), "computing " + name_of(action, step));
-    models::TensorMap in;
-    if (arrival && arrival->packet) {
-      in = arrival->packet->tensors;  // shares the tensors
-    } else if (arrival) {
-      if (setup.progress)
-        setup.progress->begin(str_cat("receiving ", forward ? "the input" : "the gradient", " of ",
-                                      name_of(action, step), " from ",
-                                      forward ? link.upstream.name : link.downstream.name));
-      if (arrival->receive) arrival->receive->wait();
-      in = unpack(*arrival->header, arrival->buffer).tensors;
-      side->bytes_received += arrival->header->bytes;
-      if (setup.progress) setup.progress->begin("computing " + name_of(action, step));
-    }
     Packet result{.group = action.micro_batch, .step = step, .done = false, .tensors = {},
                   .gradient = !forward,
                   .chunk = forward ? link.downstream_chunk : link.upstream_chunk};
@@ -123,39 +98,14 @@ void run_action(caf::actor me, const TrainStageSetup& setup, const TrainRoutes& 
                            : setup.compute->backward(step, action.chunk, action.micro_batch, in);
     });
     const Route& to = forward ? link.downstream : link.upstream;
-    StageOutput out = prepare_output(std::move(result), to, setup.node, setup.data_plane.get(),
-                                     side->seq_out[to.channel]++, &side->pending_sends);
+    StageOutput out = prepare_output(std::move(result), to, setup.node, setup.plane.get());
     out.seconds = seconds;
-    std::erase_if(side->pending_sends, [](const comm::WorkHandle& w) { return w->completed(); });
     caf::anon_send(me, computed_atom::value,
                    StageOutputPtr(std::make_shared<const StageOutput>(std::move(out))));
   } catch (const std::exception& e) {
     caf::anon_send(me, failed_atom::value,
                    str_cat(setup.name, ": ", name_of(action, step), ": ", e.what()));
   }
-}
-
-void post_receive(Self* self, const Key& key, Arrival& arrival) {
-  auto& st = self->state;
-  if (!arrival.header || arrival.receive || arrival.buffer.defined() || !st.routes) return;
-  const auto& [step, gradient, chunk, micro_batch] = key;
-  LIBAI_CHECK(chunk >= 0 && size_t(chunk) < st.routes->chunks.size(), "a packet for chunk ",
-              chunk, " but this stage holds ", st.routes->chunks.size());
-  const TrainLink& link = st.routes->chunks[size_t(chunk)];
-  const int from = gradient ? link.downstream.node : link.upstream.node;
-  arrival.buffer = buffer_for(*arrival.header);
-  if (arrival.header->bytes == 0) return;
-  LIBAI_CHECK(st.setup.data_plane != nullptr, "a packet from node ", from,
-              " but this process has no data plane");
-  arrival.receive = st.setup.data_plane->recv_async(arrival.buffer, from, arrival.header->tag);
-}
-
-void send_train_credit(Self* self, const Route& to, int chunk) {
-  if (!to.actor) return;
-  if (to.node == self->state.setup.node)
-    self->send(to.actor, credit_atom::value, std::uint32_t(1), chunk);
-  else
-    self->send(to.actor, credit_atom::value, wire::encode(wire::Credit{1, std::uint32_t(chunk)}));
 }
 
 void end_step(Self* self) {
@@ -200,44 +150,48 @@ void try_fire(Self* self) {
     const TrainLink& link = st.routes->chunks[size_t(action.chunk)];
     const bool forward = action.kind == ActionKind::forward;
     const bool first = !link.upstream.actor, last = !link.downstream.actor;
-    std::optional<Arrival> arrival;
+    PacketPtr arrival;
+    const Key key{st.step, !forward, action.chunk, action.micro_batch};
     if (forward ? !first : !last) {
-      auto it = st.arrivals.find(Key{st.step, !forward, action.chunk, action.micro_batch});
+      auto it = st.arrivals.find(key);
       if (it == st.arrivals.end()) {
         waiting(self,
                 str_cat(forward ? "the input of " : "the gradient of ", name_of(action, st.step),
                         " from ", forward ? link.upstream.name : link.downstream.name));
         return;
       }
-      arrival = std::move(it->second);
-      st.arrivals.erase(it);
+      arrival = it->second;
     }
     if (forward && !last) {
-      // Checked before the arrival is taken: a missing credit leaves it where it was.
       if (st.credits[size_t(action.chunk)] == 0) {
         waiting(self,
                 str_cat("a credit from ", link.downstream.name, " for ", name_of(action, st.step)));
-        if (arrival)
-          st.arrivals.emplace(Key{st.step, false, action.chunk, action.micro_batch},
-                              std::move(*arrival));
         return;
       }
       --st.credits[size_t(action.chunk)];
+    }
+    if (arrival) {
+      st.arrivals.erase(key);
+      const Route& from = forward ? link.upstream : link.downstream;
+      if (from.node != st.setup.node)
+        for (const auto& [name, t] : arrival->tensors) st.bytes_received += t.nbytes();
     }
     ++st.position;
     st.fired.push_back(action);
     trace(self, "fire " + name_of(action, st.step));
     caf::actor me = caf::actor_cast<caf::actor>(self);
     const TrainStageSetup* setup = &st.setup;  // the state owns it and joins the thread first
-    st.thread->post([me, setup, routes = st.routes, side = st.thread_side, action,
-                     step = st.step, arrival = std::move(arrival)]() mutable {
-      run_action(me, *setup, *routes, side, action, step, std::move(arrival));
+    st.thread->post([me, setup, routes = st.routes, action, step = st.step,
+                     arrival = std::move(arrival)] {
+      run_action(me, *setup, *routes, action, step, arrival);
     });
   }
 }
 
-void accept(Self* self, const Key& key, Arrival arrival) {
+// Packets from other nodes arrive complete (Note [Receiving ahead] in stage_actor.cc).
+void accept(Self* self, const PacketPtr& packet) {
   auto& st = self->state;
+  const Key key{packet->step, packet->gradient, packet->chunk, packet->group};
   trace(self, "arrive " + key_name(key));
   if (st.finished) return;
   if (std::get<0>(key) <= st.last_step && std::get<0>(key) != st.step) {
@@ -248,13 +202,7 @@ void accept(Self* self, const Key& key, Arrival arrival) {
     fail(self, str_cat(st.setup.name, ": received ", key_name(key), " twice"));
     return;
   }
-  try {
-    post_receive(self, key, arrival);
-  } catch (const std::exception& e) {
-    fail(self, str_cat(st.setup.name, ": ", e.what()));
-    return;
-  }
-  st.arrivals.emplace(key, std::move(arrival));
+  st.arrivals.emplace(key, packet);
   try_fire(self);
 }
 
@@ -300,35 +248,29 @@ void start_step(Self* self, int step) {
   try_fire(self);
 }
 
+// Told to stop between steps: every action ran and its output left (a packet for another
+// node is sent before its action's `computed` message), so report and stop.
 void finish(Self* self) {
   auto& st = self->state;
   st.stopping = true;
-  caf::actor me = caf::actor_cast<caf::actor>(self);
-  wire::StageReport report{st.setup.name, st.setup.node, st.busy_seconds, st.actions, 0};
-  auto side = st.thread_side;
-  const std::string name = st.setup.name;
-  st.thread->post([me, side, report, name, progress = st.setup.progress]() mutable {
-    try {
-      ProgressScope sending(progress.get(), "sending its last packets");
-      for (auto& w : side->pending_sends) w->wait();
-      side->pending_sends.clear();
-      report.bytes_received = side->bytes_received;
-      caf::anon_send(me, finished_atom::value, wire::encode(report));
-    } catch (const std::exception& e) {
-      caf::anon_send(me, failed_atom::value, str_cat(name, ": ", e.what()));
-    }
-  });
+  const wire::StageReport report{st.setup.name, st.setup.node, st.busy_seconds, st.actions,
+                                 st.bytes_received};
+  self->send(st.setup.parent, finished_atom::value, wire::encode(report));
+  st.thread->stop();
+  self->quit();
 }
 
-void add_credit(Self* self, std::uint32_t slots, int chunk) {
+// A credit for `link`: the consumer of the chunk that feeds it freed `slots` input slots.
+void add_credit(Self* self, std::uint32_t slots, std::uint32_t link) {
   auto& st = self->state;
-  if (!st.routes || chunk < 0 || size_t(chunk) >= st.credits.size()) {
-    fail(self, str_cat(st.setup.name, ": a credit for chunk ", chunk, " it does not hold"));
-    return;
-  }
-  trace(self, str_cat("credit c", chunk));
-  st.credits[size_t(chunk)] += int(slots);
-  try_fire(self);
+  for (size_t c = 0; st.routes && c < st.routes->chunks.size(); ++c)
+    if (st.routes->chunks[c].downstream.actor && st.routes->chunks[c].downstream.channel == link) {
+      trace(self, str_cat("credit c", c));
+      st.credits[c] += int(slots);
+      try_fire(self);
+      return;
+    }
+  fail(self, str_cat(st.setup.name, ": a credit for link ", link, ", which none of its chunks feeds"));
 }
 
 caf::behavior train_stage_behavior(Self* self, TrainStageSetup setup) {
@@ -352,12 +294,6 @@ caf::behavior train_stage_behavior(Self* self, TrainStageSetup setup) {
         s.routes = routes;
         s.credits.clear();
         for (const TrainLink& link : routes->chunks) s.credits.push_back(link.downstream_slots);
-        try {
-          for (auto& [key, arrival] : s.arrivals) post_receive(self, key, arrival);
-        } catch (const std::exception& e) {
-          fail(self, str_cat(s.setup.name, ": ", e.what()));
-          return;
-        }
         if (s.pending_step) {
           const int step = *s.pending_step;
           s.pending_step.reset();
@@ -385,27 +321,9 @@ caf::behavior train_stage_behavior(Self* self, TrainStageSetup setup) {
         }
         self->send(s.routes->driver, control_done_atom::value, s.setup.slot, summary);
       },
-      [=](packet_atom, const PacketPtr& packet) {
-        accept(self, Key{packet->step, packet->gradient, packet->chunk, packet->group},
-               Arrival{packet, std::nullopt, {}, {}});
-      },
-      [=](packet_atom, const wire::Bytes& header_bytes) {
-        try {
-          auto header = wire::decode<wire::PacketHeader>(header_bytes);
-          const Key key{int(header.step), header.gradient, int(header.chunk), int(header.group)};
-          accept(self, key, Arrival{nullptr, std::move(header), {}, {}});
-        } catch (const std::exception& e) {
-          fail(self, str_cat(self->state.setup.name, ": ", e.what()));
-        }
-      },
-      [=](credit_atom, std::uint32_t slots, int chunk) { add_credit(self, slots, chunk); },
-      [=](credit_atom, const wire::Bytes& bytes) {
-        try {
-          const auto credit = wire::decode<wire::Credit>(bytes);
-          add_credit(self, credit.slots, int(credit.chunk));
-        } catch (const std::exception& e) {
-          fail(self, str_cat(self->state.setup.name, ": ", e.what()));
-        }
+      [=](packet_atom, const PacketPtr& packet) { accept(self, packet); },
+      [=](credit_atom, std::uint32_t slots, std::uint32_t link) {
+        if (!self->state.finished) add_credit(self, slots, link);
       },
       [=](computed_atom, const StageOutputPtr& out) {
         auto& s = self->state;
@@ -422,7 +340,13 @@ caf::behavior train_stage_behavior(Self* self, TrainStageSetup setup) {
           deliver(self, link.upstream, *out);
           // The input slot held this micro-batch's stash until now (Note [Training credits]).
           if (link.upstream.actor) {
-            send_train_credit(self, link.upstream, link.upstream_chunk);
+            try {
+              send_credit(self, Route{link.upstream.actor, link.upstream.node, link.input_channel},
+                          s.setup.node, s.setup.plane.get());
+            } catch (const std::exception& e) {
+              fail(self, str_cat(s.setup.name, ": ", e.what()));
+              return;
+            }
             trace(self, "free " + name_of({ActionKind::forward, action.micro_batch, 0, action.chunk}, s.step));
           }
         }
@@ -446,11 +370,6 @@ caf::behavior train_stage_behavior(Self* self, TrainStageSetup setup) {
           return;
         }
         finish(self);
-      },
-      [=](finished_atom, const wire::Bytes& report) {
-        self->send(self->state.setup.parent, finished_atom::value, report);
-        self->state.thread->stop();
-        self->quit();
       },
       [=](failed_atom, const std::string& what) { fail(self, what); },
       [=](abort_atom, const std::string&) {

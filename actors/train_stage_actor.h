@@ -18,8 +18,8 @@
 // and the model chunk of the stage that consumes it. Interleaved programs hold several chunks
 // per device: chunk c of device d sends forward to chunk c of device d + 1, the last device's
 // chunk c to device 0's chunk c + 1; gradients go the reverse way. Every (receiving slot,
-// chunk, direction) is a link of its own, with its own channel and so its own UCX tags: an
-// activation and a gradient between the same two nodes never share a tag.
+// chunk, direction) is a link of its own, with its own channel: between two nodes an
+// activation and a gradient travel on different message-plane channels, each to its actor.
 //
 // Note [Training credits]
 // An activation takes an input slot of its consumer, and the slot holds that micro-batch's
@@ -44,7 +44,7 @@
 // runs and the next step only when every stage answered, so a stage's thread never sees a
 // control and an action at once; a step asked for meanwhile is an error.
 //
-// Errors: an exception on the pinned thread (forward, backward, end_step, the data plane)
+// Errors: an exception on the pinned thread (forward, backward, end_step, the message plane)
 // reaches the parent as (failed_atom, "<stage name>: <what>") and the stage stops.
 #pragma once
 
@@ -69,7 +69,8 @@ using control_done_atom = caf::atom_constant<caf::atom("ctrldone")>;  // a stage
 // One model chunk's neighbours.
 struct TrainLink {
   Route upstream;            // activations come from there; gradients and credits go there
-  int upstream_chunk = 0;    // the chunk there (gradients carry it; credits name it)
+  int upstream_chunk = 0;    // the chunk there (gradients carry it)
+  std::uint32_t input_channel = 0;  // the link of the activations into this chunk: credits name it
   Route downstream;          // activations go there; gradients come from there
   int downstream_chunk = 0;  // the chunk there
   int downstream_slots = 1;  // the consumer's input quota: the credits we start with
@@ -89,7 +90,8 @@ struct TrainStageSetup {
   double slowdown = 1.0;            // emulated slower device (see StageSetup)
   std::shared_ptr<TrainStageCompute> compute;
   schedule::StageProgram program;   // one step's actions, in order
-  std::shared_ptr<comm::Communicator> data_plane;  // UCX between nodes; null in one process
+  // Packets and credits to other nodes (actors/packet_inbox.h); null in one process.
+  std::shared_ptr<comm::MessagePlane> plane;
   caf::actor parent;                // (finished_atom, StageReport bytes) or (failed_atom, text)
   std::shared_ptr<StageProgress> progress;  // for the cluster's watchdog (null: none)
   // Tests: each event as it happens on the actor, one at a time: "arrive F3 s0" (the input of

@@ -22,6 +22,10 @@ in the foreground with --json). Sections (all by default):
   model     a random GPT-2 (12 layers, hidden 512, made with .venv's transformers in the build
             folder) generating at slow-downs 1:2, balance uniform vs measured vs memory.
 
+Packets and credits between the processes travel on the nodes' data plane; --transport sets
+train.cluster.transport for every job: shm (the default here: shared memory, as `auto` picks on
+one host) or ucx (UCX over loopback, as between hosts).
+
 Within a repetition the compared variants alternate (their order rotates each repetition);
 tables give the median and min-max over repetitions. Python 3 standard library only (the
 model section runs .venv/bin/python once to save the random model).
@@ -29,6 +33,7 @@ model section runs .venv/bin/python once to save the random model).
   bench/run_pipeline_bench.py --build build-benchmx                 # everything (~4-5 min)
   bench/run_pipeline_bench.py --build build-benchmx --sections mixed --reps 3
   bench/run_pipeline_bench.py --build build-benchmx --quick         # 1 repetition, smoke test
+  bench/run_pipeline_bench.py --sections overhead --transport shm   # issue 5's overhead only
 """
 
 import argparse
@@ -138,8 +143,9 @@ def split_of(doc, p):
 
 
 class Runner:
-    def __init__(self, binary, port, timeout, stagger=0.0):
+    def __init__(self, binary, port, timeout, stagger=0.0, transport="shm"):
         self.binary = binary
+        self.transport = transport
         self.stagger = stagger  # seconds between the starts of nodes n-1, ..., 1, 0
         self.port = port
         self.timeout = timeout
@@ -163,7 +169,8 @@ class Runner:
         raise RuntimeError("a job failed %d times: %s" % (attempts, self.failures[-1]))
 
     def _run_once(self, config, nodes, overrides, port):
-        base = [self.binary, "run", config] + list(overrides)
+        base = [self.binary, "run", config] + list(overrides) + [
+            "train.cluster.transport=" + self.transport]
         others = []
         logs = []
         try:
@@ -544,7 +551,7 @@ def machine_info():
 
 def report(mixed, accuracy, overhead, model, loads, checks, args, probe=None):
     print("\n## Results\n")
-    print("machine: %s" % machine_info())
+    print("machine: %s; message plane: %s" % (machine_info(), args.transport))
     print("load average (1 min) during the runs: %.1f-%.1f (start %.1f, end %.1f)" % (
         min(loads), max(loads), loads[0], loads[-1]))
     if checks:
@@ -693,6 +700,8 @@ def main():
     parser.add_argument("--timeout", type=int, default=90, help="seconds per job")
     parser.add_argument("--json", help="write the raw results here (default BUILD/"
                                        "pipeline_bench/results.json)")
+    parser.add_argument("--transport", default="shm", choices=["shm", "ucx"],
+                        help="the nodes' data plane (train.cluster.transport)")
     args = parser.parse_args()
     if args.quick:
         args.reps = args.acc_reps = args.model_reps = 1
@@ -702,7 +711,7 @@ def main():
         sys.exit("no %s: build it first (cmake --build %s --target libai-actor)" % (
             binary, args.build))
     sections = set(args.sections.split(","))
-    runner = Runner(binary, args.port, args.timeout, args.stagger)
+    runner = Runner(binary, args.port, args.timeout, args.stagger, args.transport)
     folder = None
     if "model" in sections:
         folder = make_model(build)
@@ -714,7 +723,7 @@ def main():
              + (len(overhead_jobs(args)) if "overhead" in sections else 0)
              + (len(model_jobs(args)) if "model" in sections else 0)
              + (len(probe_jobs(args)) if "probe" in sections else 0))
-    print("machine: %s" % machine_info())
+    print("machine: %s; message plane: %s" % (machine_info(), args.transport))
     print("%d jobs; load average %s" % (total, " ".join("%.2f" % x for x in os.getloadavg())),
           flush=True)
     progress = Progress(total)
@@ -734,7 +743,7 @@ def main():
     out = args.json or os.path.join(build, "pipeline_bench", "results.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as f:
-        json.dump({"machine": machine_info(), "mixed": mixed, "accuracy": accuracy,
+        json.dump({"machine": machine_info(), "transport": args.transport, "mixed": mixed, "accuracy": accuracy,
                    "overhead": overhead, "model": model, "probe": probe, "loads": loads,
                    "failures": runner.failures}, f, indent=1, default=str)
     print("\nraw results: %s (%d jobs, %d failed attempts, %.0f s)" % (

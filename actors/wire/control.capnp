@@ -49,21 +49,22 @@ struct TensorHeader {
   tag @3 :UInt64;
 }
 
-# One named tensor of a packet; its bytes are part of the packet's data-plane message.
+# One named tensor of a packet; its bytes are one payload block of the packet's message.
 struct NamedTensor {
   name @0 :Text;
-  header @1 :TensorHeader;       # header.tag is unused here (the packet has one tag)
+  header @1 :TensorHeader;       # header.tag is unused here
 }
 
-# Announces a packet between pipeline stages: the work item (group, step) and its tensors,
-# whose bytes follow on the data plane as one message, concatenated in list order, under `tag`.
+# A packet between pipeline stages, as the header of a message on the message plane
+# (runtime/comm/message_plane.h): the work item (group, step) and its tensors, whose bytes
+# follow as the message's payload, one block per tensor in list order.
 # A `done` packet carries no tensors: the group has finished and leaves every later step.
 struct PacketHeader {
   group @0 :UInt32;
   step @1 :UInt32;
   done @2 :Bool;
   tensors @3 :List(NamedTensor);
-  tag @4 :UInt32;
+  tag @4 :UInt32;                # unused (was the UCX tag of the packed bytes)
   bytes @5 :UInt64;              # sum of the tensors' bytes
   # Training (Note [Training packets] in actors/train_stage_actor.h): a gradient flows
   # upstream, an activation downstream; `chunk` is the receiving stage's model chunk (virtual
@@ -72,10 +73,11 @@ struct PacketHeader {
   chunk @7 :UInt32;
 }
 
-# A consumer freed `slots` input slots: the producer may send that many more packets.
+# A consumer freed `slots` input slots: the producer may send that many more packets. The
+# message plane's channel names the link (actors/packet_inbox.h: credit_channel).
 struct Credit {
   slots @0 :UInt32;
-  chunk @1 :UInt32;              # training: the producer's model chunk whose link it frees
+  chunk @1 :UInt32;              # unused (the channel names the link)
 }
 
 # The job ends everywhere; `reason` names the cause (a dead node and its stages, Ctrl-C, ...).

@@ -215,7 +215,6 @@ Bytes encode(const PacketHeader& m) {
       tensors[i].setName(m.tensors[i].name);
       fill_tensor(tensors[i].initHeader(), m.tensors[i].header);
     }
-    root.setTag(m.tag);
     root.setBytes(m.bytes);
     root.setGradient(m.gradient);
     root.setChunk(m.chunk);
@@ -233,7 +232,6 @@ PacketHeader decode<PacketHeader>(std::span<const std::uint8_t> bytes, const Rea
         h.done = root.getDone();
         for (auto t : root.getTensors())
           h.tensors.push_back({t.getName().cStr(), read_tensor(t.getHeader(), bytes.size())});
-        h.tag = root.getTag();
         h.bytes = root.getBytes();
         h.gradient = root.getGradient();
         h.chunk = root.getChunk();

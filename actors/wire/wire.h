@@ -71,14 +71,14 @@ struct NamedTensor {
   bool operator==(const NamedTensor&) const = default;
 };
 
-// Announces a packet between pipeline stages; its tensors' bytes follow on the data plane
-// as one message under `tag`. Decoding checks every tensor header and that `bytes` is their sum.
+// Announces a packet between pipeline stages: the header of a message-plane message whose
+// payload is the tensors' bytes, one block per tensor in list order (actors/packet_inbox.h).
+// Decoding checks every tensor header and that `bytes` is their sum.
 struct PacketHeader {
   std::uint32_t group = 0;
   std::uint32_t step = 0;
   bool done = false;
   std::vector<NamedTensor> tensors;
-  std::uint32_t tag = 0;
   std::uint64_t bytes = 0;
   bool gradient = false;   // training: flows upstream
   std::uint32_t chunk = 0; // training: the receiving stage's model chunk
@@ -87,7 +87,7 @@ struct PacketHeader {
 
 struct Credit {
   std::uint32_t slots = 1;
-  std::uint32_t chunk = 0;  // training: the producer's model chunk
+  std::uint32_t chunk = 0;  // unused by the runtime: the message plane's channel names the link
   bool operator==(const Credit&) const = default;
 };
 

@@ -164,6 +164,8 @@ class LocalCommunicator final : public Communicator {
     }
     wake_.notify_all();
     worker_.join();  // runs what is queued first; each wait there has a deadline
+    group_->cancel_receives(rank_, str_cat(group_->name, ": rank ", rank_,
+                                           "'s communicator was destroyed during a recv"));
   }
 
   int rank() const override { return rank_; }
@@ -228,14 +230,27 @@ class LocalCommunicator final : public Communicator {
           s.bytes_sent += int64_t(tensor.nbytes());
         });
   }
+  // Note [Receives do not hold the queue]
+  // A recv is posted in call order but completes whenever its message comes, while the
+  // operations queued after it run: a rank may post a receive from a peer and then send to
+  // it while the peer does the same (the ucx backend behaves so too, and the message plane
+  // keeps a receive posted from every peer at all times). Its deadline is the group's
+  // timeout from the moment it was posted; the worker checks it between operations.
   WorkHandle recv_async(Tensor tensor, int peer, uint32_t tag) override {
     check_point_to_point(tensor, peer, "recv");
-    return enqueue(
-        [this, tensor, peer, tag] {
-          Message m = group_->take(peer, rank_, tag, tensor.dtype(), tensor.numel());
-          if (tensor.nbytes() > 0) std::memcpy(tensor.data_ptr(), m.bytes.get(), tensor.nbytes());
+    auto work = enqueue(
+        [this, tensor, peer, tag](const std::shared_ptr<LocalWork>& work) {
+          local::PendingReceive r;
+          r.dtype = tensor.dtype();
+          r.count = tensor.numel();
+          r.data = tensor.data_ptr();
+          r.owner = tensor.storage();
+          r.deadline = std::chrono::steady_clock::now() + group_->timeout;
+          r.finish = [work](std::exception_ptr error) { work->finish(std::move(error)); };
+          group_->receive(peer, rank_, tag, std::move(r));
         },
         [](CommStats& s) { ++s.recv_calls; });
+    return work;
   }
 
   std::shared_ptr<Communicator> new_group(const std::vector<int>& ranks) override {
@@ -269,6 +284,8 @@ class LocalCommunicator final : public Communicator {
   struct Task {
     std::function<void()> run;
     std::shared_ptr<LocalWork> work;
+    // A receive: completes its work itself when its message comes (or fails it).
+    std::function<void(const std::shared_ptr<LocalWork>&)> post;
   };
 
   void throw_if_broken() {
@@ -304,31 +321,52 @@ class LocalCommunicator final : public Communicator {
     return enqueue([this, a, b, c] { collective(c); }, count);
   }
   WorkHandle enqueue(std::function<void()> run, const std::function<void(CommStats&)>& count) {
+    return push({std::move(run), nullptr, {}}, count);
+  }
+  WorkHandle enqueue(std::function<void(const std::shared_ptr<LocalWork>&)> post,
+                     const std::function<void(CommStats&)>& count) {
+    return push({{}, nullptr, std::move(post)}, count);
+  }
+  WorkHandle push(Task task, const std::function<void(CommStats&)>& count) {
     throw_if_broken();
     auto work = std::make_shared<LocalWork>();
+    task.work = work;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       count(stats_);
-      queue_.push_back({std::move(run), work});
+      queue_.push_back(std::move(task));
     }
     wake_.notify_all();
     return work;
   }
 
   void work() {
+    auto next_deadline = std::chrono::steady_clock::time_point::max();
     for (;;) {
       Task task;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        task = std::move(queue_.front());
-        queue_.pop_front();
+        while (!stopping_ && queue_.empty() && std::chrono::steady_clock::now() < next_deadline) {
+          if (next_deadline == std::chrono::steady_clock::time_point::max())
+            wake_.wait(lock);
+          else
+            wake_.wait_until(lock, next_deadline);
+        }
+        if (!queue_.empty()) {
+          task = std::move(queue_.front());
+          queue_.pop_front();
+        } else if (stopping_) {
+          return;
+        }
       }
       std::exception_ptr error;
       try {
         throw_if_broken();
-        task.run();
+        if (task.post)
+          task.post(task.work);
+        else if (task.run)
+          task.run();
+        next_deadline = group_->expire_receives(rank_);
       } catch (...) {
         error = std::current_exception();
         const std::string what = message_of(error);
@@ -338,8 +376,10 @@ class LocalCommunicator final : public Communicator {
         }
         // Errors of the group have aborted it already; anything else must wake the peers too.
         group_->abort(str_cat(group_->name, ": rank ", rank_, " failed: ", what));
+        next_deadline = std::chrono::steady_clock::time_point::max();
       }
-      task.work->finish(std::move(error));
+      // A posted receive finishes its work when its message comes; a failed post, at once.
+      if (task.work && (!task.post || error)) task.work->finish(std::move(error));
     }
   }
 

@@ -1,6 +1,7 @@
 #include "runtime/comm/local_group.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "runtime/error.h"
@@ -43,16 +44,24 @@ GroupState::GroupState(int size, std::chrono::milliseconds timeout, std::string 
 
 void GroupState::abort(const std::string& reason) {
   std::vector<std::shared_ptr<GroupState>> live;
+  std::vector<PendingReceive> orphans;
+  std::string first;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!aborted_) {
       aborted_ = true;
       abort_reason_ = reason;
     }
+    first = abort_reason_;
     for (auto& child : children_)
       if (auto c = child.lock()) live.push_back(std::move(c));
+    for (auto& [key, queue] : receives_)
+      for (auto& r : queue) orphans.push_back(std::move(r));
+    receives_.clear();
   }
   changed_.notify_all();
+  const auto error = std::make_exception_ptr(CommunicationError(first));
+  for (auto& r : orphans) r.finish(error);
   for (auto& child : live) child->abort(reason);
 }
 
@@ -114,36 +123,94 @@ void GroupState::check_agreement(std::unique_lock<std::mutex>& lock) {
   }
 }
 
-void GroupState::post(int from, int to, uint32_t tag, Message message) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (aborted_) throw CommunicationError(abort_reason_);
-    mailbox_[{from, to, tag}].push_back(std::move(message));
-  }
-  changed_.notify_all();
+std::string GroupState::describe_receive(const GroupState& group, int from, int to, uint32_t tag,
+                                         DType dtype, int64_t count) {
+  return str_cat(group.name, ": recv(", dtype_name(dtype), ", ", count, ") on rank ", to,
+                 " from rank ", from, " with tag ", tag);
 }
 
-Message GroupState::take(int from, int to, uint32_t tag, DType dtype, int64_t count) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  auto& queue = mailbox_[{from, to, tag}];
-  const auto deadline = Clock::now() + timeout;
-  auto what = [&] {
-    return str_cat(name, ": recv(", dtype_name(dtype), ", ", count, ") on rank ", to, " from rank ",
-                   from, " with tag ", tag);
-  };
-  while (queue.empty() && !aborted_) {
-    if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && queue.empty() &&
-        !aborted_)
-      fail(lock, str_cat(what(), " timed out after ", timeout.count(), " ms: rank ", from,
-                         " sent nothing with that tag"));
+void GroupState::post(int from, int to, uint32_t tag, Message message) {
+  PendingReceive receive;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (aborted_) throw CommunicationError(abort_reason_);
+    auto it = receives_.find({from, to, tag});
+    if (it == receives_.end() || it->second.empty()) {
+      mailbox_[{from, to, tag}].push_back(std::move(message));
+      lock.unlock();
+      changed_.notify_all();
+      return;
+    }
+    receive = std::move(it->second.front());
+    it->second.pop_front();
+    if (message.dtype != receive.dtype || message.count != receive.count) {
+      const std::string reason = str_cat(
+          describe_receive(*this, from, to, tag, receive.dtype, receive.count), " matched a send(",
+          dtype_name(message.dtype), ", ", message.count, ") of another dtype or element count");
+      lock.unlock();
+      receive.finish(std::make_exception_ptr(CommunicationError(reason)));
+      abort(reason);
+      throw CommunicationError(reason);
+    }
   }
-  if (aborted_) throw CommunicationError(abort_reason_);
-  Message message = std::move(queue.front());
-  queue.pop_front();
-  if (message.dtype != dtype || message.count != count)
-    fail(lock, str_cat(what(), " matched a send(", dtype_name(message.dtype), ", ", message.count,
-                       ") of another dtype or element count"));
-  return message;
+  // One sender posts (from, to, tag) in order, so no other copy into this receive's key runs.
+  const size_t bytes = size_t(message.count) * dtype_size(message.dtype);
+  if (bytes > 0) std::memcpy(receive.data, message.bytes.get(), bytes);
+  receive.finish(nullptr);
+}
+
+void GroupState::receive(int from, int to, uint32_t tag, PendingReceive receive) {
+  Message message;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (aborted_) throw CommunicationError(abort_reason_);
+    auto it = mailbox_.find({from, to, tag});
+    if (it == mailbox_.end() || it->second.empty()) {
+      receives_[{from, to, tag}].push_back(std::move(receive));
+      return;
+    }
+    message = std::move(it->second.front());
+    it->second.pop_front();
+    if (message.dtype != receive.dtype || message.count != receive.count)
+      fail(lock, str_cat(describe_receive(*this, from, to, tag, receive.dtype, receive.count),
+                         " matched a send(", dtype_name(message.dtype), ", ", message.count,
+                         ") of another dtype or element count"));
+  }
+  const size_t bytes = size_t(message.count) * dtype_size(message.dtype);
+  if (bytes > 0) std::memcpy(receive.data, message.bytes.get(), bytes);
+  receive.finish(nullptr);
+}
+
+Clock::time_point GroupState::expire_receives(int to) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const auto now = Clock::now();
+  auto earliest = Clock::time_point::max();
+  for (auto& [key, queue] : receives_) {
+    const auto& [from, receiver, tag] = key;
+    if (receiver != to || queue.empty()) continue;
+    const PendingReceive& oldest = queue.front();  // the others were posted later
+    if (oldest.deadline <= now)
+      fail(lock, str_cat(describe_receive(*this, from, to, tag, oldest.dtype, oldest.count),
+                         " timed out after ", timeout.count(), " ms: rank ", from,
+                         " sent nothing with that tag"));
+    earliest = std::min(earliest, oldest.deadline);
+  }
+  return earliest;
+}
+
+void GroupState::cancel_receives(int to, const std::string& reason) {
+  std::vector<PendingReceive> cancelled;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [key, queue] : receives_)
+      if (std::get<1>(key) == to)
+        while (!queue.empty()) {
+          cancelled.push_back(std::move(queue.front()));
+          queue.pop_front();
+        }
+  }
+  const auto error = std::make_exception_ptr(CommunicationError(reason));
+  for (auto& r : cancelled) r.finish(error);
 }
 
 std::shared_ptr<GroupState> GroupState::join_subgroup(uint64_t call, const std::vector<int>& ranks,

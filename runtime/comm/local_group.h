@@ -1,13 +1,16 @@
 // Internal to the local communicator backend (runtime/comm/local_communicator.h): what the
 // ranks of one local group share. Rendezvous of all ranks with agreement checks, the mailbox
-// of point-to-point messages, the registry behind new_group, and abort. Every wait is bounded
-// by the group's timeout; every error breaks the group and the groups made from it.
+// of point-to-point messages and the receives waiting for them, the registry behind
+// new_group, and abort. Every wait is bounded by the group's timeout; every error breaks the
+// group and the groups made from it.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,6 +45,18 @@ struct Message {
   std::unique_ptr<char[]> bytes;
 };
 
+// A posted receive whose message has not come yet (Note [Receives do not hold the queue] in
+// local_communicator.cc). `finish` runs once, with null or the error, on whichever thread
+// completes it; `owner` keeps `data` alive until then.
+struct PendingReceive {
+  DType dtype = DType::f32;
+  int64_t count = 0;
+  void* data = nullptr;
+  std::shared_ptr<void> owner;
+  std::chrono::steady_clock::time_point deadline;
+  std::function<void(std::exception_ptr)> finish;
+};
+
 class GroupState {
  public:
   GroupState(int size, std::chrono::milliseconds timeout, std::string name);
@@ -61,9 +76,16 @@ class GroupState {
   void arrive(int rank, const Contribution& mine, bool first_round);
   const Contribution& contribution(int rank) const { return contributions_[size_t(rank)]; }
 
-  // Eager point to point: post never waits; take waits for the matching (from, to, tag).
+  // Eager point to point: post never waits; it completes the oldest receive waiting for
+  // (from, to, tag), or queues the message for the next one. receive() completes at once when
+  // a message waits, else leaves the receive pending (it never waits itself).
   void post(int from, int to, uint32_t tag, Message message);
-  Message take(int from, int to, uint32_t tag, DType dtype, int64_t count);
+  void receive(int from, int to, uint32_t tag, PendingReceive receive);
+  // Breaks the group when a pending receive of rank `to` is past its deadline; returns the
+  // earliest deadline of `to`'s receives still pending (time_point::max() when none).
+  std::chrono::steady_clock::time_point expire_receives(int to);
+  // Fails `to`'s pending receives with `reason` (its communicator is going away).
+  void cancel_receives(int to, const std::string& reason);
 
   // The group made by new_group call number `call` of the ranks of this group; every caller
   // must pass the same ranks.
@@ -78,6 +100,8 @@ class GroupState {
   };
 
   [[noreturn]] void fail(std::unique_lock<std::mutex>& lock, const std::string& reason);
+  static std::string describe_receive(const GroupState& group, int from, int to, uint32_t tag,
+                                      DType dtype, int64_t count);
   void check_agreement(std::unique_lock<std::mutex>& lock);
 
   std::mutex mutex_;
@@ -89,6 +113,7 @@ class GroupState {
   std::vector<char> present_;
   std::vector<Contribution> contributions_;
   std::map<std::tuple<int, int, uint32_t>, std::deque<Message>> mailbox_;  // (from, to, tag)
+  std::map<std::tuple<int, int, uint32_t>, std::deque<PendingReceive>> receives_;
   std::map<uint64_t, PendingGroup> pending_groups_;
   std::vector<std::weak_ptr<GroupState>> children_;
 };

@@ -6,7 +6,7 @@
 // allocated from the header).
 //
 //   auto plane = comm::make_shm_message_plane(world, timeout);      // same host
-//   // or comm::make_p2p_message_plane(ucx_world)                     // across hosts
+//   // or comm::make_p2p_message_plane(ucx_world, timeout)            // across hosts
 //   plane->start([&](comm::IncomingMessage& m) {                      // on the receive thread
 //     Header h = decode(m.header());
 //     Tensor t = Tensor::empty(h.shape);
@@ -28,7 +28,11 @@
 //   fail within about a second with a CommunicationError naming the peer; a peer that is
 //   alive but does not drain its side makes send() fail after the timeout. abort() (from the
 //   control plane, which saw a node die or hang) wakes every blocked call at once. After any
-//   failure the plane is broken: later sends throw, and on_error is told once.
+//   failure the plane is broken: later sends throw, and on_error is told once of a failure
+//   the plane found itself (a dead peer, a timeout, a handler's exception, a malformed
+//   message); abort()'s caller knows its reason, so on_error is not told of it.
+// - Destroying a plane closes it; the ranks of a plane close theirs at about the same time
+//   (a p2p plane waits, at most 10 s, for every peer's last message).
 // - A handler that throws breaks the plane the same way (on_error gets its message).
 // - A handler must read exactly payload_bytes() in total; what it leaves unread is an error.
 #pragma once

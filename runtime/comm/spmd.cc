@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "runtime/comm/local_communicator.h"
+#include "runtime/comm/shm_communicator.h"
 #include "runtime/comm/ucx_communicator.h"
 #include "runtime/error.h"
 
@@ -84,7 +85,7 @@ std::string read_all(int fd) {
 
 [[noreturn]] void child_main(int rank, int size, int port_read, int port_write, int error_write,
                              const std::function<void(Communicator&)>& body,
-                             std::chrono::milliseconds timeout) {
+                             std::chrono::milliseconds timeout, const std::string& backend) {
   int code = 0;
   try {
     UcxGroupOptions options;
@@ -101,7 +102,7 @@ std::string read_all(int fd) {
         throw Error(ErrorKind::communication, "rank 0 never reported its port");
       options.port = port;
     }
-    auto comm = make_ucx_communicator(options);
+    auto comm = backend == "shm" ? make_shm_communicator(options) : make_ucx_communicator(options);
     body(*comm);
   } catch (const std::exception& e) {
     write_all(error_write, e.what(), std::strlen(e.what()));
@@ -117,8 +118,10 @@ std::string read_all(int fd) {
 }  // namespace
 
 void run_spmd_processes(int size, const std::function<void(Communicator&)>& body,
-                        std::chrono::milliseconds timeout) {
+                        std::chrono::milliseconds timeout, const std::string& backend) {
   LIBAI_CHECK(size >= 1, "run_spmd_processes: size ", size, " must be positive");
+  LIBAI_CHECK(backend == "ucx" || backend == "shm", "run_spmd_processes: backend '", backend,
+              "' is neither ucx nor shm");
   int port_pipe[2];
   LIBAI_CHECK_KIND(IoError, ::pipe(port_pipe) == 0, "run_spmd_processes: pipe: ", std::strerror(errno));
   std::vector<pid_t> children;
@@ -130,7 +133,7 @@ void run_spmd_processes(int size, const std::function<void(Communicator&)>& body
     LIBAI_CHECK_KIND(IoError, pid >= 0, "run_spmd_processes: fork: ", std::strerror(errno));
     if (pid == 0) {
       ::close(error_pipe[0]);
-      child_main(rank, size, port_pipe[0], port_pipe[1], error_pipe[1], body, timeout);
+      child_main(rank, size, port_pipe[0], port_pipe[1], error_pipe[1], body, timeout, backend);
     }
     ::close(error_pipe[1]);
     children.push_back(pid);

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <functional>
+#include <string>
 
 #include "runtime/comm/communicator.h"
 
@@ -26,8 +27,8 @@ namespace libai::comm {
 void run_spmd_threads(int size, const std::function<void(Communicator&)>& body,
                       std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
-// SPMD on processes: `size` forked children on this host, each with a ucx communicator over
-// loopback (rank 0 picks a free port and passes it on through a pipe), as separate nodes
+// SPMD on processes: `size` forked children on this host, each with a communicator of
+// `backend` ("ucx" over loopback, as separate hosts would talk, or "shm") (rank 0 picks a free port and passes it on through a pipe), as separate nodes
 // would run. A child returns nothing to the parent but its success: bodies write results
 // to files. When a child fails (its exception, a signal, or the deadline of timeout + 30 s,
 // after which the remaining children are killed), the others are woken by the communicator's
@@ -35,6 +36,7 @@ void run_spmd_threads(int size, const std::function<void(Communicator&)>& body,
 // rank with its message. fork() copies only the calling thread: call this before the
 // process starts threads of its own (compute pools included).
 void run_spmd_processes(int size, const std::function<void(Communicator&)>& body,
-                        std::chrono::milliseconds timeout = std::chrono::seconds(60));
+                        std::chrono::milliseconds timeout = std::chrono::seconds(60),
+                        const std::string& backend = "ucx");
 
 }  // namespace libai::comm

@@ -82,7 +82,11 @@ void Executor::main(const RendezvousOptions& options, std::promise<void>& ready)
     } else if (world_->progress() | poll_point_to_point()) {
       backoff.busy();
     } else {
-      backoff.idle();
+      // A transfer posted meanwhile (a message plane's send) ends the sleep at once.
+      backoff.idle([this](std::chrono::microseconds d) {
+        std::unique_lock lock(mutex_);
+        queue_changed_.wait_for(lock, d, [&] { return !queue_.empty() || stopping_; });
+      });
     }
   }
   world_.reset();  // the goodbye with every rank (Note [UCX shutdown]) runs on this thread

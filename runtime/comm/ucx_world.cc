@@ -56,12 +56,16 @@ const char* status_text(int status) { return ucs_status_string(ucs_status_t(stat
 }  // namespace
 
 void IdleBackoff::idle() {
+  idle([](std::chrono::microseconds d) { std::this_thread::sleep_for(d); });
+}
+
+void IdleBackoff::idle(const std::function<void(std::chrono::microseconds)>& sleep) {
   const auto now = Clock::now();
   if (idle_since_ == Clock::time_point{}) idle_since_ = now;
   if (now - idle_since_ < kSpinTime) {
     std::this_thread::yield();
   } else {
-    std::this_thread::sleep_for(kIdleSleep);
+    sleep(std::chrono::duration_cast<std::chrono::microseconds>(kIdleSleep));
   }
 }
 

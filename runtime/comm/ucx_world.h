@@ -81,6 +81,8 @@ class IdleBackoff {
  public:
   void busy() { idle_since_ = {}; }
   void idle();
+  // The same, sleeping through `sleep` (a wait that new work can end early).
+  void idle(const std::function<void(std::chrono::microseconds)>& sleep);
 
  private:
   Clock::time_point idle_since_{};

@@ -125,14 +125,13 @@ PacketHeader sample_packet() {
   h.step = 17;
   h.tensors = {{"hidden_states", {DType::f32, {2, 1, 48}, 2 * 48 * 4, 0}},
                {"attention_mask", {DType::boolean, {2, 18}, 36, 0}}};
-  h.tag = 0x00050011;
   h.bytes = 2 * 48 * 4 + 36;
   return h;
 }
 
 TEST(Wire, PipelineMessagesRoundTrip) {
   EXPECT_EQ(decode<PacketHeader>(encode(sample_packet())), sample_packet());
-  PacketHeader done{.group = 1, .step = 9, .done = true, .tensors = {}, .tag = 7, .bytes = 0};
+  PacketHeader done{.group = 1, .step = 9, .done = true, .tensors = {}, .bytes = 0};
   EXPECT_EQ(decode<PacketHeader>(encode(done)), done);
   EXPECT_EQ(decode<Credit>(encode(Credit{2})), Credit{2});
   EXPECT_EQ(decode<Credit>(encode(Credit{1, 3})), (Credit{1, 3}));
