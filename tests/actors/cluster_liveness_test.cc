@@ -218,7 +218,7 @@ TEST(StageProgress, AStageShowsWhatItComputesAndWhatItWaitsFor) {
   EXPECT_EQ(p.doing, "");
   EXPECT_EQ(p.waiting, "a credit from stage 2");
   // The credit comes: g1s0 runs, and the stage waits for the next step's input.
-  self->send(stage, credit_atom::value, std::uint32_t(1));
+  self->send(stage, credit_atom::value, std::uint32_t(1), std::uint32_t(2));  // for link 2 (downstream)
   p = wait_until(progress, [](const auto& s) { return s.actions == 2; });
   EXPECT_EQ(p.waiting, "g0s1 from stage 0");
   self->send(stage, abort_atom::value, std::string("test over"));
