@@ -2,8 +2,8 @@
 // a pipeline of 3 nodes where the first, the middle or the last node is killed, or the middle
 // node is stopped (SIGSTOP, as a stuck driver or a swapping host looks), and the UCX data plane
 // across 127.0.0.2. Every other node must end with one error naming the node within the
-// documented time (kill: 5 s; stop: the heartbeat timeout + 5 s). The slower cases are in
-// liveness_slow_test.cc.
+// documented time (kill: 5 s; stop: the heartbeat timeout + 5 s); a node 20x slower than the
+// others is not hung. The slower cases are in liveness_slow_test.cc.
 #include "tests/bin/liveness.h"
 
 namespace libai::testing::liveness {
@@ -67,6 +67,20 @@ TEST_F(Liveness, TheDataPlaneAcrossLoopbackAddressesSeesAKilledPeer) {
   const auto killed = Clock::now();
   EXPECT_EQ(cluster_.wait(1, 5s), 128 + SIGKILL);
   for (int r : {0, 2}) expect_failed(r, killed, 5s, {"node 1 died (stage 1)"});
+}
+
+// Node 1's device is 20x slower (0.2 s an action where the others take 0.01 s): the others
+// wait for it for far longer than a heartbeat period, but every one of its actions ends well
+// within the 1 s timeout, so the job completes.
+TEST_F(Liveness, ANodeTwentyTimesSlowerIsNotHung) {
+  Job job;
+  job.steps = 3;
+  job.heartbeat_timeout = 1.0;
+  job.slowdown = "[1, 20, 1]";
+  launch(job);
+  for (int r = 0; r < job.nodes; ++r)
+    ASSERT_EQ(cluster_.wait(r, 60s), 0) << "node " << r << ":\n" << cluster_.err(r);
+  EXPECT_EQ(cluster_.err(0).find("stopped answering"), std::string::npos) << cluster_.err(0);
 }
 
 }  // namespace

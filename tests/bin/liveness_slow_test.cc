@@ -1,6 +1,6 @@
 // Liveness of `libai-actor run` over real processes, the longer cases (label slow): node 0
-// stopped, the middle node of a training job stopped, a node 20x slower than the others (not hung),
-// and one action longer than the heartbeat timeout (hung, named). Fixture and checks:
+// stopped, the middle node of a training job stopped, and one action longer than the heartbeat
+// timeout (hung, named). A node 20x slower (not hung) is in liveness_dist_test.cc, which CI runs. Fixture and checks:
 // tests/bin/liveness.h.
 #include "tests/bin/liveness.h"
 
@@ -37,20 +37,6 @@ TEST_F(Liveness, StoppingTheMiddleNodeOfATrainingJobEndsTheOthersNamingIt) {
                   {"node 1 (stage 1) stopped answering for", "last seen: stage 1"});
   cluster_.signal(1, SIGCONT);
   expect_failed(1, Clock::now(), 5s, {"error"});
-}
-
-// Node 1's device is 20x slower (0.2 s an action where the others take 0.01 s): the others
-// wait for it for far longer than a heartbeat period, but every one of its actions ends well
-// within the 1 s timeout, so the job completes.
-TEST_F(Liveness, ANodeTwentyTimesSlowerIsNotHung) {
-  Job job;
-  job.steps = 3;
-  job.heartbeat_timeout = 1.0;
-  job.slowdown = "[1, 20, 1]";
-  launch(job);
-  for (int r = 0; r < job.nodes; ++r)
-    ASSERT_EQ(cluster_.wait(r, 60s), 0) << "node " << r << ":\n" << cluster_.err(r);
-  EXPECT_EQ(cluster_.err(0).find("stopped answering"), std::string::npos) << cluster_.err(0);
 }
 
 // The watchdog's other half: one action (10 layers of 0.01 s, 20x slower: 2 s) longer than
