@@ -184,7 +184,8 @@ class ShmMessagePlane final : public MessagePlane {
     shm::Ring ring = inbound(from);
     while (bytes > 0) {
       if (ring.readable() == 0) {
-        wait(from, [&] { return ring.readable() > 0; }, "reading a message from");
+        wait(
+            from, [&] { return ring.readable() > 0; }, "reading a message from");
       }
       const std::size_t n = ring.read(to, std::min(bytes, kPiece));
       to += n;
@@ -206,7 +207,8 @@ class ShmMessagePlane final : public MessagePlane {
   shm::SegmentHeader& header_of(int q) const { return plane_header(q).common; }
   shm::Ring ring_in(std::uint8_t* segment, int from) const {
     std::uint8_t* at = ring_at(segment, from);
-    return shm::Ring(reinterpret_cast<shm::RingHeader*>(at), at + round_up(sizeof(shm::RingHeader)));
+    return shm::Ring(reinterpret_cast<shm::RingHeader*>(at),
+                     at + round_up(sizeof(shm::RingHeader)));
   }
   shm::Ring inbound(int from) const { return ring_in(own_.data(), from); }
   shm::Ring outbound(int to) const { return ring_in(base(to), rank_); }
@@ -217,7 +219,9 @@ class ShmMessagePlane final : public MessagePlane {
     shm::WaitSpec spec;
     spec.deadline = Clock::now() + timeout_;
     spec.timeout = timeout_;
-    spec.what = [&] { return str_cat("shm message plane on rank ", rank_, ": ", doing, " rank ", peer); };
+    spec.what = [&] {
+      return str_cat("shm message plane on rank ", rank_, ": ", doing, " rank ", peer);
+    };
     spec.waiting_for = [&] { return str_cat("rank ", peer); };
     spec.peer_failure = [&](bool thorough) -> std::string {
       if (std::string reason = shm::broken_reason(header_of(peer)); !reason.empty())
@@ -264,7 +268,8 @@ class ShmMessagePlane final : public MessagePlane {
     shm::Ring ring = outbound(peer);
     while (bytes > 0) {
       if (ring.writable() == 0) {
-        wait(peer, [&] { return ring.writable() > 0; }, "sending a message to");
+        wait(
+            peer, [&] { return ring.writable() > 0; }, "sending a message to");
       }
       const std::size_t n = ring.write(from, std::min(bytes, kPiece));
       from += n;
@@ -334,9 +339,9 @@ class ShmMessagePlane final : public MessagePlane {
       if (any_inbound()) return;
       std::this_thread::yield();
     }
-    shm::sleep_on(header_of(rank_).doorbell,
-                  [&] { return any_inbound() || abort_.tripped() || stopping_.load(); },
-                  kLiveness);
+    shm::sleep_on(
+        header_of(rank_).doorbell,
+        [&] { return any_inbound() || abort_.tripped() || stopping_.load(); }, kLiveness);
   }
 
   bool any_inbound() const {
@@ -363,8 +368,8 @@ class ShmMessagePlane final : public MessagePlane {
 
 void ShmIncoming::read(void* dst, std::size_t bytes) {
   LIBAI_CHECK_KIND(CommunicationError, bytes <= unread(), "shm message plane: reading ", bytes,
-                   " bytes of a message from rank ", from_, " (channel ", frame_.channel,
-                   ") with ", unread(), " of its ", frame_.payload_bytes, " payload bytes left");
+                   " bytes of a message from rank ", from_, " (channel ", frame_.channel, ") with ",
+                   unread(), " of its ", frame_.payload_bytes, " payload bytes left");
   plane_.read_from(from_, dst, bytes);
   read_ += bytes;
 }

@@ -13,8 +13,7 @@ namespace {
 // Runs `body` on `size` forked ranks, each with a plane made over its communicator (of
 // `backend`). Throws the ranks' failures (run_spmd_processes lists each failed rank).
 void run_on_processes(int size, const PlaneFactory& make, const std::function<void(Rank&)>& body,
-                      std::chrono::milliseconds timeout = 5s,
-                      const std::string& backend = "ucx") {
+                      std::chrono::milliseconds timeout = 5s, const std::string& backend = "ucx") {
   run_spmd_processes(
       size,
       [&](Communicator& comm) {
