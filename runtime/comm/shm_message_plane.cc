@@ -11,12 +11,23 @@
 // handler, whose read() copies the payload straight out of the ring into the caller's memory,
 // waiting for bytes still on their way: a message larger than the ring streams through it.
 // Segment names and pids travel once over `world` (an all_gather), then each segment is
-// unlinked after a barrier (Note [Same-host data plane] in shm_transport.h). Failures: a dead
-// or broken peer fails the waits on it (reads of its message, sends to it) within ~100 ms; an
-// idle receive thread waits without a deadline (no message due is not an error), but wakes for
-// abort() at once.
+// unlinked after a barrier (Note [Same-host data plane] in shm_transport.h).
+//
+// Failures. A failure the plane found itself (a dead peer, a timeout, a handler's exception, a
+// malformed message) trips the plane, tells on_error once and marks the rank's segment broken
+// with the reason, so a peer whose send or read waits on this rank fails at once with that
+// first cause rather than a timeout. abort() trips the plane and wakes its own waiters but
+// marks nothing: its caller (the control plane) tells every node itself, and a peer blocked on
+// an aborted rank is blocked on a rank that is alive and does not drain, which its own abort()
+// or timeout ends (message_plane.h). A dead peer fails the waits on it within ~100 ms; the
+// idle receive thread waits without a deadline (no message due is not an error) but checks
+// its peers' processes every kLiveness, so a death is on_error's within about that even when
+// nothing is in flight. A rank that closed its plane says so in its segment first: once it
+// exits, its peers see a peer that left, not one that died.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "runtime/comm/communicator.h"
@@ -31,7 +42,15 @@ using shm::Clock;
 
 constexpr std::size_t kPlaneRing = 8u << 20;
 constexpr std::size_t kPiece = 256u << 10;
-constexpr std::uint64_t kMagic = 0x6c69626169706c31ull;  // "libaipl1"
+constexpr std::uint64_t kMagic = 0x6c69626169706c32ull;  // "libaipl2"
+constexpr auto kLiveness = std::chrono::milliseconds(100);
+
+// The start of every plane segment: the common header, then whether its owner closed the
+// plane (after which its process may exit without being a failure).
+struct PlaneHeader {
+  shm::SegmentHeader common;
+  std::atomic<std::uint32_t> closed{0};
+};
 
 struct Frame {
   std::uint32_t channel = 0, header_bytes = 0;
@@ -78,7 +97,7 @@ class ShmMessagePlane final : public MessagePlane {
     std::snprintf(mine.name, sizeof mine.name, "%s", name.c_str());
     mine.process = shm::this_process();
     own_ = shm::Segment::create(name, bytes_);
-    auto* header = new (own_.data()) shm::SegmentHeader;
+    auto* header = &(new (own_.data()) PlaneHeader)->common;
     header->rank = rank_;
     header->size = size_;
     header->owner = mine.process;
@@ -113,8 +132,10 @@ class ShmMessagePlane final : public MessagePlane {
   }
 
   ~ShmMessagePlane() override {
+    closing_.store(true);  // what fails from here on is not the job's failure
+    plane_header(rank_).closed.store(1, std::memory_order_release);
+    for (int q = 0; q < size_; ++q) shm::ring_doorbell(header_of(q).doorbell);
     stopping_.store(true);
-    shm::ring_doorbell(header_of(rank_).doorbell);
     if (thread_.joinable()) thread_.join();
   }
 
@@ -125,10 +146,11 @@ class ShmMessagePlane final : public MessagePlane {
 
   void start(Handler handler, ErrorHandler on_error) override {
     LIBAI_CHECK(!thread_.joinable(), "shm message plane: start() called twice");
-    thread_ = std::thread(
-        [this, handler = std::move(handler), on_error = std::move(on_error)] {
-          receive(handler, on_error);
-        });
+    {
+      std::lock_guard lock(telling_);
+      on_error_ = std::move(on_error);
+    }
+    thread_ = std::thread([this, handler = std::move(handler)] { receive(handler); });
   }
 
   void send(int peer, std::uint32_t channel, std::span<const std::uint8_t> header,
@@ -146,17 +168,14 @@ class ShmMessagePlane final : public MessagePlane {
       write(peer, header.data(), header.size());
       for (const ConstBlock& block : payload) write(peer, block.data, block.bytes);
     } catch (const CommunicationError& e) {
-      abort(e.what());
+      fail(e.what());  // a no-op when the wait ended because the plane was already broken
       throw;
     }
   }
 
   void abort(const std::string& reason) override {
-    if (!abort_.trip(reason)) return;
-    shm::mark_broken(header_of(rank_), reason);  // wakes our own waiters
-    for (int q = 0; q < size_; ++q) {
-      if (q != rank_) shm::ring_doorbell(header_of(q).doorbell);
-    }
+    if (abort_.trip(reason)) shm::ring_doorbell(header_of(rank_).doorbell);  // wakes our waiters
+    await_telling();
   }
 
   // Copies `bytes` out of the ring from `from`, waiting for them (the handler's read()).
@@ -165,7 +184,8 @@ class ShmMessagePlane final : public MessagePlane {
     shm::Ring ring = inbound(from);
     while (bytes > 0) {
       if (ring.readable() == 0) {
-        wait(from, [&] { return ring.readable() > 0; }, "reading a message from");
+        wait(
+            from, [&] { return ring.readable() > 0; }, "reading a message from");
       }
       const std::size_t n = ring.read(to, std::min(bytes, kPiece));
       to += n;
@@ -176,19 +196,19 @@ class ShmMessagePlane final : public MessagePlane {
 
  private:
   static std::size_t round_up(std::size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
-  static std::size_t rings_offset() { return round_up(sizeof(shm::SegmentHeader)); }
+  static std::size_t rings_offset() { return round_up(sizeof(PlaneHeader)); }
   std::uint8_t* ring_at(std::uint8_t* base, int from) const {
     return base + rings_offset() + std::size_t(from) * ring_stride_;
   }
   std::uint8_t* base(int q) const {
     return q == rank_ ? own_.data() : segments_[std::size_t(q)].data();
   }
-  shm::SegmentHeader& header_of(int q) const {
-    return *reinterpret_cast<shm::SegmentHeader*>(base(q));
-  }
+  PlaneHeader& plane_header(int q) const { return *reinterpret_cast<PlaneHeader*>(base(q)); }
+  shm::SegmentHeader& header_of(int q) const { return plane_header(q).common; }
   shm::Ring ring_in(std::uint8_t* segment, int from) const {
     std::uint8_t* at = ring_at(segment, from);
-    return shm::Ring(reinterpret_cast<shm::RingHeader*>(at), at + round_up(sizeof(shm::RingHeader)));
+    return shm::Ring(reinterpret_cast<shm::RingHeader*>(at),
+                     at + round_up(sizeof(shm::RingHeader)));
   }
   shm::Ring inbound(int from) const { return ring_in(own_.data(), from); }
   shm::Ring outbound(int to) const { return ring_in(base(to), rank_); }
@@ -199,16 +219,48 @@ class ShmMessagePlane final : public MessagePlane {
     shm::WaitSpec spec;
     spec.deadline = Clock::now() + timeout_;
     spec.timeout = timeout_;
-    spec.what = [&] { return str_cat("shm message plane on rank ", rank_, ": ", doing, " rank ", peer); };
+    spec.what = [&] {
+      return str_cat("shm message plane on rank ", rank_, ": ", doing, " rank ", peer);
+    };
     spec.waiting_for = [&] { return str_cat("rank ", peer); };
     spec.peer_failure = [&](bool thorough) -> std::string {
       if (std::string reason = shm::broken_reason(header_of(peer)); !reason.empty())
         return str_cat("rank ", peer, " failed: ", reason);
-      if (thorough && !shm::process_alive(peers_[std::size_t(peer)]))
-        return str_cat("rank ", peer, " (pid ", peers_[std::size_t(peer)].pid, ") died");
+      if (plane_header(peer).closed.load(std::memory_order_acquire))
+        return str_cat("rank ", peer, " closed its message plane");
+      if (thorough && !shm::process_alive(peers_[std::size_t(peer)])) return died(peer);
       return "";
     };
     shm::wait_until(header_of(rank_).doorbell, abort_, ready, spec);
+  }
+
+  std::string died(int peer) const {
+    return str_cat("rank ", peer, " (pid ", peers_[std::size_t(peer)].pid, ") died");
+  }
+
+  // A failure the plane found: the first one breaks the plane, marks this rank's segment for
+  // the peers that wait on it, and is on_error's (once, and not while the plane closes).
+  void fail(const std::string& reason) {
+    if (!abort_.trip(reason)) return;
+    shm::mark_broken(header_of(rank_), reason);  // rings our doorbell: our waiters wake
+    if (closing_.load()) return;
+    std::lock_guard lock(telling_);
+    if (!on_error_) return;
+    teller_.store(std::this_thread::get_id());
+    try {
+      on_error_(reason);
+    } catch (...) {
+      // on_error must not throw; the plane is broken either way
+    }
+    teller_.store(std::thread::id());
+  }
+
+  // Returns once no on_error call is in progress on another thread: after abort() or the
+  // destructor returns, the plane calls nothing of its owner's (whose on_error may capture
+  // locals that are about to go). on_error itself may call abort().
+  void await_telling() {
+    if (teller_.load() == std::this_thread::get_id()) return;
+    std::lock_guard lock(telling_);
   }
 
   void write(int peer, const void* data, std::size_t bytes) {
@@ -216,7 +268,8 @@ class ShmMessagePlane final : public MessagePlane {
     shm::Ring ring = outbound(peer);
     while (bytes > 0) {
       if (ring.writable() == 0) {
-        wait(peer, [&] { return ring.writable() > 0; }, "sending a message to");
+        wait(
+            peer, [&] { return ring.writable() > 0; }, "sending a message to");
       }
       const std::size_t n = ring.write(from, std::min(bytes, kPiece));
       from += n;
@@ -225,10 +278,11 @@ class ShmMessagePlane final : public MessagePlane {
     }
   }
 
-  void receive(const Handler& handler, const ErrorHandler& on_error) {
+  void receive(const Handler& handler) {
     try {
+      auto next_liveness = Clock::now() + kLiveness;
       for (int next = 0;;) {
-        if (abort_.tripped()) throw CommunicationError(abort_.reason());
+        if (abort_.tripped()) return;  // the failure is known: on_error heard, or abort's caller
         int from = -1;
         for (int k = 0; k < size_ && from < 0; ++k) {
           const int q = (next + k) % size_;
@@ -236,6 +290,10 @@ class ShmMessagePlane final : public MessagePlane {
         }
         if (from < 0) {
           if (stopping_.load()) return;
+          if (Clock::now() >= next_liveness) {
+            check_peers_alive();
+            next_liveness = Clock::now() + kLiveness;
+          }
           idle_wait();
           continue;
         }
@@ -261,8 +319,18 @@ class ShmMessagePlane final : public MessagePlane {
                          frame.payload_bytes, " payload bytes unread");
       }
     } catch (const std::exception& e) {
-      abort(e.what());
-      if (on_error) on_error(abort_.reason());
+      fail(e.what());  // a no-op when the wait failed because the plane was aborted
+    }
+  }
+
+  // An idle receive thread still owes on_error a peer's death: a rank that died between
+  // messages would otherwise go unnoticed until this rank sends to it. A peer that closed its
+  // plane may exit.
+  void check_peers_alive() {
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_ || plane_header(q).closed.load(std::memory_order_acquire)) continue;
+      if (!shm::process_alive(peers_[std::size_t(q)]))
+        throw CommunicationError(str_cat("shm message plane on rank ", rank_, ": ", died(q)));
     }
   }
 
@@ -271,9 +339,9 @@ class ShmMessagePlane final : public MessagePlane {
       if (any_inbound()) return;
       std::this_thread::yield();
     }
-    shm::sleep_on(header_of(rank_).doorbell,
-                  [&] { return any_inbound() || abort_.tripped() || stopping_.load(); },
-                  std::chrono::milliseconds(100));
+    shm::sleep_on(
+        header_of(rank_).doorbell,
+        [&] { return any_inbound() || abort_.tripped() || stopping_.load(); }, kLiveness);
   }
 
   bool any_inbound() const {
@@ -291,14 +359,17 @@ class ShmMessagePlane final : public MessagePlane {
   std::vector<shm::ProcessId> peers_;
   std::vector<std::mutex> send_mutexes_;
   shm::AbortState abort_;
-  std::atomic<bool> stopping_{false};
+  std::atomic<bool> stopping_{false}, closing_{false};
+  std::mutex telling_;  // held while on_error runs
+  ErrorHandler on_error_;
+  std::atomic<std::thread::id> teller_;
   std::thread thread_;
 };
 
 void ShmIncoming::read(void* dst, std::size_t bytes) {
   LIBAI_CHECK_KIND(CommunicationError, bytes <= unread(), "shm message plane: reading ", bytes,
-                   " bytes of a message from rank ", from_, " (channel ", frame_.channel,
-                   ") with ", unread(), " of its ", frame_.payload_bytes, " payload bytes left");
+                   " bytes of a message from rank ", from_, " (channel ", frame_.channel, ") with ",
+                   unread(), " of its ", frame_.payload_bytes, " payload bytes left");
   plane_.read_from(from_, dst, bytes);
   read_ += bytes;
 }

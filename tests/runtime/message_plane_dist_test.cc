@@ -1,5 +1,6 @@
-// The message plane's contract over ranks that are processes (forked, the ucx communicator on
-// loopback): the cases of tests/runtime/message_plane_cases.h, and a peer that dies.
+// The message plane's contract over ranks that are processes (forked; the p2p plane over the
+// ucx communicator on loopback, the shm plane over the shm communicator): the cases of
+// tests/runtime/message_plane_cases.h, and a peer that dies.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -12,8 +13,7 @@ namespace {
 // Runs `body` on `size` forked ranks, each with a plane made over its communicator (of
 // `backend`). Throws the ranks' failures (run_spmd_processes lists each failed rank).
 void run_on_processes(int size, const PlaneFactory& make, const std::function<void(Rank&)>& body,
-                      std::chrono::milliseconds timeout = 5s,
-                      const std::string& backend = "ucx") {
+                      std::chrono::milliseconds timeout = 5s, const std::string& backend = "ucx") {
   run_spmd_processes(
       size,
       [&](Communicator& comm) {
@@ -92,6 +92,13 @@ TEST_P(PlaneOnProcesses, ADeadPeerIsANamedError) {
 
 INSTANTIATE_TEST_SUITE_P(P2pOverUcx, PlaneOnProcesses,
                          ::testing::Values(PlaneParam{"p2p", make_p2p_message_plane}), plane_name);
+
+std::shared_ptr<MessagePlane> shm_plane(std::shared_ptr<Communicator> world,
+                                        std::chrono::milliseconds timeout) {
+  return make_shm_message_plane(*world, timeout);
+}
+INSTANTIATE_TEST_SUITE_P(ShmOverShm, PlaneOnProcesses,
+                         ::testing::Values(PlaneParam{"shm", shm_plane, "shm"}), plane_name);
 
 }  // namespace
 }  // namespace libai::comm::plane_tests
