@@ -281,7 +281,7 @@ std::vector<double> hops(Side& side, int count) {
 void run_rank(comm::Communicator& comm, const Options& o) {
   const bool report = comm.rank() == 0;
   caf::actor_system_config config;
-  config.set("scheduler.max-threads", 2);
+  configure_actor_system(config, 2);  // as a node of the runtime configures its actor system
   caf::actor_system system{config};
   // The plane closes (at the end of this function) before the communicator does.
   std::shared_ptr<comm::Communicator> world(&comm, [](comm::Communicator*) {});
