@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <set>
 
 #include "tests/bin/cluster.h"
@@ -127,6 +128,24 @@ class Liveness : public ::testing::Test {
     EXPECT_EQ(cluster_.wait(victim, 5s), 128 + SIGKILL);
     for (int r = 0; r < job.nodes; ++r)
       if (r != victim) expect_failed(r, killed, 5s, expected);
+  }
+
+  // Stops `victim` (SIGSTOP) in a running `job`: every other node must end naming it, after the
+  // heartbeat timeout and within 5 s more, each with `expected(r)` in its log; continued, the
+  // victim ends by itself with an error.
+  void stop_and_expect_named(const Job& job, int victim,
+                             const std::function<std::vector<std::string>(int)>& expected) {
+    launch(job);
+    wait_until_running(job.nodes);
+    cluster_.signal(victim, SIGSTOP);
+    const auto stopped = Clock::now();
+    const auto timeout = std::chrono::milliseconds(int(job.heartbeat_timeout * 1000));
+    for (int r = 0; r < job.nodes; ++r)
+      if (r != victim) expect_failed(r, stopped, timeout + 5s, expected(r));
+    // Not before the timeout: a node is given all of it.
+    EXPECT_GE(Clock::now() - stopped, timeout);
+    cluster_.signal(victim, SIGCONT);
+    expect_failed(victim, Clock::now(), 5s, {"error"});
   }
 
   Cluster cluster_;

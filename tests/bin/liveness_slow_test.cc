@@ -8,18 +8,10 @@ namespace libai::testing::liveness {
 namespace {
 
 TEST_F(Liveness, StoppingNodeZeroEndsTheOthersNamingIt) {
-  Job job;
-  launch(job);
-  wait_until_running(job.nodes);
-  cluster_.signal(0, SIGSTOP);
-  const auto stopped = Clock::now();
-  const auto within = std::chrono::milliseconds(int(job.heartbeat_timeout * 1000)) + 5s;
-  for (int r : {1, 2})
-    expect_failed(r, stopped, within,
-                  {"node 0 (the scheduler at 127.0.0.1:", "stopped answering for",
-                   str_cat("here: stage ", r)});
-  cluster_.signal(0, SIGCONT);
-  expect_failed(0, Clock::now(), 5s, {"error"});
+  stop_and_expect_named(Job{}, 0, [](int r) -> std::vector<std::string> {
+    return {"node 0 (the scheduler at 127.0.0.1:", "stopped answering for",
+            str_cat("here: stage ", r)};
+  });
 }
 
 // The same through training stage actors: node 0's train driver waits on a step that cannot
@@ -27,16 +19,9 @@ TEST_F(Liveness, StoppingNodeZeroEndsTheOthersNamingIt) {
 TEST_F(Liveness, StoppingTheMiddleNodeOfATrainingJobEndsTheOthersNamingIt) {
   Job job;
   job.train = true;
-  launch(job);
-  wait_until_running(job.nodes);
-  cluster_.signal(1, SIGSTOP);
-  const auto stopped = Clock::now();
-  const auto within = std::chrono::milliseconds(int(job.heartbeat_timeout * 1000)) + 5s;
-  for (int r : {0, 2})
-    expect_failed(r, stopped, within,
-                  {"node 1 (stage 1) stopped answering for", "last seen: stage 1"});
-  cluster_.signal(1, SIGCONT);
-  expect_failed(1, Clock::now(), 5s, {"error"});
+  stop_and_expect_named(job, 1, [](int) -> std::vector<std::string> {
+    return {"node 1 (stage 1) stopped answering for", "last seen: stage 1"};
+  });
 }
 
 // The watchdog's other half: one action (10 layers of 0.01 s, 20x slower: 2 s) longer than
