@@ -50,102 +50,14 @@
 
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/message_plane.h"
+#include "runtime/comm/p2p_frames.h"
 #include "runtime/error.h"
 
 namespace libai::comm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
-
-constexpr std::uint32_t kFrameTag = 0xffffff00u;
-constexpr std::uint32_t kDataTag = 0xffffff01u;
-constexpr std::size_t kFrameBytes = 1024;
-constexpr std::uint32_t kMagic = 0x3150'4d4cu;  // "LMP1"
-constexpr std::uint32_t kMaxBlocks = 1u << 16;
-
-enum class FrameKind : std::uint8_t { message = 1, keepalive = 2, goodbye = 3 };
-
-// The frame's fixed part; the extension (header bytes, then one u64 size per block) follows
-// it inside the frame when `inline_extension` is set.
-struct FramePrefix {
-  std::uint32_t magic = kMagic;
-  std::uint8_t kind = 0;
-  std::uint8_t inline_extension = 0;
-  std::uint8_t inline_payload = 0;  // the payload follows the extension inside the frame
-  std::uint8_t reserved = 0;
-  std::uint32_t channel = 0;
-  std::uint32_t header_bytes = 0;
-  std::uint32_t blocks = 0;
-  std::uint32_t reserved2 = 0;
-  std::uint64_t payload_bytes = 0;
-};
-static_assert(sizeof(FramePrefix) == 32);
-constexpr std::size_t kInlineRoom = kFrameBytes - sizeof(FramePrefix);
-
-// How the plane's threads wait on 2 shared cores: yield for the first 100 us without progress
-// (the next frame or block of a burst is usually that close), then sleep 50 us between polls,
-// so an idle plane costs next to nothing while a busy one answers within a poll.
-class Backoff {
- public:
-  void busy() { idle_since_ = {}; }
-  void idle() {
-    const auto now = Clock::now();
-    if (idle_since_ == Clock::time_point{}) idle_since_ = now;
-    if (now - idle_since_ < 100us)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(50us);
-  }
-
- private:
-  Clock::time_point idle_since_{};
-};
-
-Tensor bytes_view(const void* data, std::size_t bytes) {
-  // The plane waits for (or owns) every transfer of such a view before its memory may go.
-  return Tensor::from_blob(const_cast<void*>(data), {std::int64_t(bytes)}, DType::u8, nullptr);
-}
-
-std::string message_of(const std::exception& e) { return e.what(); }
-
-// Peers whose frame receive completed, for the receive thread (shared with the waiters).
-struct Arrivals {
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::deque<int> ready;
-  bool wake = false;  // the plane stops or broke
-};
-
-// One peer's waiter thread: waits for each frame receive the receive thread hands it.
-struct Waiter {
-  std::mutex mutex;
-  std::condition_variable changed;
-  WorkHandle next;
-  bool stop = false;
-};
-
-void wait_frames(int peer, std::shared_ptr<Waiter> waiter, std::shared_ptr<Arrivals> arrivals) {
-  for (;;) {
-    WorkHandle receive;
-    {
-      std::unique_lock lock(waiter->mutex);
-      waiter->changed.wait(lock, [&] { return waiter->next || waiter->stop; });
-      if (!waiter->next) return;
-      receive = std::move(waiter->next);
-    }
-    try {
-      receive->wait();  // bounded by the communicator's deadline for posted receives
-    } catch (const std::exception&) {
-      // The receive thread takes the error from the receive itself.
-    }
-    {
-      std::lock_guard lock(arrivals->mutex);
-      arrivals->ready.push_back(peer);
-    }
-    arrivals->changed.notify_one();
-  }
-}
+using namespace p2p;
 
 class P2pMessagePlane;
 
