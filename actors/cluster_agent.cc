@@ -167,9 +167,12 @@ ClusterResult run_agent(Node& node) {
         node.me()->send(scheduler, report_atom::value, bytes);
       },
       [&](failed_atom, const std::string& what) {
+        // Node 0's verdict may name the cause better (Note [A death names the failure] in
+        // actors/cluster_scheduler.cc): wait a second for its abort before ending with ours.
         node.me()->send(scheduler, failed_atom::value,
                         wire::encode(wire::Abort{what, node.spec.node_rank}));
-        failure = what;
+        node.me()->receive(on_down, on_abort, caf::after(1s) >> [] {});
+        if (failure.empty()) failure = what;
       });
   result.layout = node.layout;
   return result;

@@ -82,6 +82,30 @@ struct Scheduler {
     LIBAI_THROW(CommunicationError, reason);
   }
 
+  // Note [A death names the failure]
+  // A node that dies is seen by the other nodes' data planes (the shm plane checks its peers'
+  // processes every 100 ms; UCX sees the connection close) about as soon as node 0's control
+  // plane sees it, so the first report to arrive can be a consequence ("shm message plane on
+  // rank 1: rank 2 (pid ...) died", a stage whose send failed) rather than the cause. Before
+  // it ends the job for a reported failure, node 0 gives the control plane 300 ms to report a
+  // death, and names the death instead ("node 2 died (stage 2)"); the other nodes wait for node
+  // 0's verdict after they report (actors/cluster_agent.cc).
+  void prefer_a_death(std::string& failure) {
+    if (failure.find(" died (") != std::string::npos && failure.rfind("node ", 0) == 0) return;
+    const auto until = Clock::now() + 300ms;
+    for (bool more = true; more && Clock::now() < until;)
+      node.me()->receive(
+          [&](caf::down_msg& msg) {
+            const int rank = rank_of(msg.source);
+            if (rank > 0 && !dead.count(rank)) {
+              failure = died(rank);
+              more = false;
+            }
+          },
+          caf::after(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now())) >>
+              [&] { more = false; });
+  }
+
   std::string died(int rank) {
     dead.insert(rank);
     return str_cat("node ", rank, " died (", node.stages_of(rank), ")");
@@ -444,6 +468,7 @@ ClusterResult run_node0(Node& node) {
         caf::after(50ms) >> [] {});
   }
   if (!failure.empty()) {
+    scheduler.prefer_a_death(failure);
     client->fail(failure);
     train_client->fail(failure);
     job_thread.join();
