@@ -4,15 +4,18 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <unistd.h>
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "models/convert.h"
 #include "models/model.h"
+#include "runtime/error.h"
 
 namespace libai::testing {
 
@@ -91,6 +94,35 @@ inline std::vector<std::vector<int>> all_splits(int layers) {
     splits.push_back(sizes);
   }
   return splits;
+}
+
+// "1+2+1": a split's layers per stage, as test traces name it.
+inline std::string split_name(const std::vector<int>& sizes) {
+  std::string s;
+  for (int n : sizes) s += (s.empty() ? "" : "+") + std::to_string(n);
+  return s;
+}
+
+// The message of the InvalidArgument `f` throws; a test failure if it throws nothing or
+// another kind of error.
+inline std::string invalid_argument_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+// The whole model's parameters whose names start with one of `prefixes`.
+inline int64_t whole_parameters(models::Model& model, const std::vector<std::string>& prefixes) {
+  int64_t n = 0;
+  for (auto& [name, t] : model.named_parameters())
+    for (const auto& p : prefixes)
+      if (name.rfind(p, 0) == 0) n += t->numel();
+  return n;
 }
 
 // A random model of the family saved in Hugging Face layout; returns its folder.
