@@ -125,6 +125,17 @@ inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// What an empty message from rank `from` to rank `to` on `channel` throws (a
+// CommunicationError's message), or "" when the send succeeds.
+inline std::string send_error(MessagePlane& plane, int to, std::uint32_t channel, int from) {
+  try {
+    plane.send(to, channel, make_header(from, 0, 0), {});
+  } catch (const CommunicationError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // Every rank sends to every other rank from 3 threads at once, 120 messages per thread and
 // peer, each thread on its own channel: payloads of 0 to 3 blocks (empty, a few bytes, up to
 // 200 KB), some headers too long for a frame. Every receiver checks that each (sender,
@@ -290,13 +301,8 @@ inline void handler_exception_breaks_the_plane(Rank& r) {
     require(seen.size() == 1 && contains(seen[0], "boom on channel 5"), "rank 1: on_error got ",
             seen.size(), " errors", seen.empty() ? "" : ": ", seen.empty() ? "" : seen[0]);
     require(r.plane->broken(), "rank 1: the plane is not broken after its handler threw");
-    bool threw = false;
-    try {
-      r.plane->send(0, 5, make_header(1, 0, 0), {});
-    } catch (const CommunicationError& e) {
-      threw = contains(e.what(), "boom on channel 5");
-    }
-    require(threw, "rank 1: a send after the failure did not throw the failure");
+    require(contains(send_error(*r.plane, 0, 5, 1), "boom on channel 5"),
+            "rank 1: a send after the failure did not throw the failure");
     std::this_thread::sleep_for(100ms);
     require(errors.now().size() == 1, "rank 1: on_error was told ", errors.now().size(), " times");
   }
@@ -340,19 +346,11 @@ inline void abort_wakes_and_breaks(Rank& r) {
   if (r.rank() == 0) {
     r.plane->abort("rank 0 gives up");
     require(r.plane->broken(), "rank 0: not broken after abort");
-    bool threw = false;
-    try {
-      r.plane->send(1, 1, make_header(0, 0, 0), {});
-    } catch (const CommunicationError& e) {
-      threw = contains(e.what(), "rank 0 gives up");
-    }
-    require(threw, "rank 0: a send after abort did not throw its reason");
+    require(contains(send_error(*r.plane, 1, 1, 0), "rank 0 gives up"),
+            "rank 0: a send after abort did not throw its reason");
     r.plane->abort("a second reason");  // harmless; the first stays
-    try {
-      r.plane->send(1, 1, make_header(0, 0, 0), {});
-    } catch (const CommunicationError& e) {
-      require(contains(e.what(), "rank 0 gives up"), "rank 0: the reason changed: ", e.what());
-    }
+    const std::string again = send_error(*r.plane, 1, 1, 0);
+    require(contains(again, "rank 0 gives up"), "rank 0: the reason changed: ", again);
   }
   r.world->barrier();
   if (r.rank() == 1) {
