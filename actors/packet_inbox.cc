@@ -1,6 +1,5 @@
 #include "actors/packet_inbox.h"
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -113,15 +112,9 @@ std::shared_ptr<comm::MessagePlane> make_node_message_plane(
     std::shared_ptr<comm::Communicator> data_plane, std::chrono::milliseconds timeout) {
   LIBAI_CHECK(data_plane != nullptr, "the message plane needs a data plane");
   // Note [Choosing the message plane]
-  if (std::string(data_plane->backend()) == "shm") {
-    // Its own rings; the communicator only tells where they are, and must outlive the plane.
-    auto plane = comm::make_shm_message_plane(*data_plane, timeout);
-    return std::shared_ptr<comm::MessagePlane>(
-        plane.get(), [plane, data_plane](comm::MessagePlane*) mutable {
-          plane.reset();  // closes the plane before its communicator can go
-          data_plane.reset();
-        });
-  }
+  // Over shm, its own rings: the communicator only tells the ranks where they are, at set-up.
+  if (std::string(data_plane->backend()) == "shm")
+    return comm::make_shm_message_plane(*data_plane, timeout);
   return comm::make_p2p_message_plane(std::move(data_plane), timeout);
 }
 
