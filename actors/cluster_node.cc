@@ -53,29 +53,22 @@ Node::Node(const ClusterSpec& s, ClusterJob& j, const ClusterOptions& o)
   self = std::make_unique<caf::scoped_actor>(*system);
 }
 
-void Node::on_abort(std::function<void(const std::string&)> hook) {
-  abort_hooks.push_back(std::move(hook));
-}
-
 void Node::set_data_plane(std::shared_ptr<comm::Communicator> communicator) {
   data_plane = std::move(communicator);
   plane = start_node_plane(data_plane, options.setup_timeout,
                            [me = caf::actor{me()}](const std::string& error) {
                              caf::anon_send(me, failed_atom::value, error);
                            });
-  on_abort([messages = plane.plane](const std::string& reason) { messages->abort(reason); });
-  on_abort([comm = data_plane](const std::string& reason) { comm->abort(reason); });
 }
 
 void Node::abort_data_planes(const std::string& reason) {
   if (data_planes_aborted) return;
   data_planes_aborted = true;
-  for (auto& hook : abort_hooks) {
-    try {
-      hook(reason);
-    } catch (const std::exception& e) {
-      logger("cluster")->debug("{}: aborting a data plane: {}", who(), e.what());
-    }
+  try {
+    if (plane) plane.plane->abort(reason);  // first: it may run over the communicator
+    if (data_plane) data_plane->abort(reason);
+  } catch (const std::exception& e) {
+    logger("cluster")->debug("{}: aborting the data plane: {}", who(), e.what());
   }
 }
 

@@ -68,7 +68,6 @@ struct Node {
   PipelineLayout layout;
   bool have_layout = false;
   std::vector<caf::actor> stages;  // this node's (null for other nodes' slots)
-  std::vector<std::function<void(const std::string&)>> abort_hooks;
   bool data_planes_aborted = false;
   caf::actor driver;                      // node 0
   std::optional<TrainPrograms> training;  // a training job's programs
@@ -86,15 +85,13 @@ struct Node {
   // A thread blocked on the data plane (a stage's receive from a hung peer, a collective)
   // waits until the plane's own deadline, and a stage actor's abort joins its thread. So a
   // failing node first breaks its data planes, which wakes every blocked call with the reason,
-  // and then stops its stages. Whatever carries data between nodes registers its abort here
-  // once it exists (the communicator's, the message plane's); hooks run once, in order, on
-  // the first failure, from the control loop's thread.
-  void on_abort(std::function<void(const std::string& reason)> hook);
-  // Keeps the communicator between the nodes, starts the message plane over it (its failures
-  // reach this node's control loop as a stage's would), and registers both aborts. Every node
-  // calls it once its data plane formed, before it spawns its stages.
-  void set_data_plane(std::shared_ptr<comm::Communicator> communicator);
+  // and then stops its stages: the message plane, then the communicator, once, on the first
+  // failure, from the control loop's thread (whichever of them exists by then).
   void abort_data_planes(const std::string& reason);
+  // Keeps the communicator between the nodes and starts the message plane over it (its failures
+  // reach this node's control loop as a stage's would). Every node calls it once its data plane
+  // formed, before it spawns its stages.
+  void set_data_plane(std::shared_ptr<comm::Communicator> communicator);
   // Breaks the data planes (with `reason`), then ends this node's stages and driver.
   void stop_local_stages(const std::string& reason = "job aborted");
   // This node's stage actors, forward or training ones.
