@@ -551,7 +551,7 @@ def machine_info():
 
 def report(mixed, accuracy, overhead, model, loads, checks, args, probe=None):
     print("\n## Results\n")
-    print("machine: %s; message plane: %s" % (machine_info(), args.transport))
+    print("machine: %s; data plane: %s" % (machine_info(), args.transport))
     print("load average (1 min) during the runs: %.1f-%.1f (start %.1f, end %.1f)" % (
         min(loads), max(loads), loads[0], loads[-1]))
     if checks:
@@ -723,7 +723,7 @@ def main():
              + (len(overhead_jobs(args)) if "overhead" in sections else 0)
              + (len(model_jobs(args)) if "model" in sections else 0)
              + (len(probe_jobs(args)) if "probe" in sections else 0))
-    print("machine: %s; message plane: %s" % (machine_info(), args.transport))
+    print("machine: %s; data plane: %s" % (machine_info(), args.transport))
     print("%d jobs; load average %s" % (total, " ".join("%.2f" % x for x in os.getloadavg())),
           flush=True)
     progress = Progress(total)
