@@ -76,6 +76,7 @@ class GroupedOptimizer : public Optimizer {
 
 class AdamW final : public GroupedOptimizer {
  public:
+  OptimizerOptions options() const override { return options_; }
   AdamW(std::vector<ParamGroup> groups, const OptimizerOptions& options)
       : GroupedOptimizer(std::move(groups)), options_(options) {}
 
@@ -147,6 +148,7 @@ class AdamW final : public GroupedOptimizer {
 
 class Sgd final : public GroupedOptimizer {
  public:
+  OptimizerOptions options() const override { return options_; }
   Sgd(std::vector<ParamGroup> groups, const OptimizerOptions& options)
       : GroupedOptimizer(std::move(groups)), options_(options) {}
 

@@ -75,6 +75,8 @@ class Optimizer {
   // Drops every parameter's .grad.
   void zero_grad();
   std::vector<ParamGroup>& groups() { return groups_; }
+  // The kind and hyper-parameters it was made with.
+  virtual OptimizerOptions options() const = 0;
   int64_t steps_taken() const { return steps_taken_; }
   // State for checkpoints: "step" (steps_taken, i64 scalar) and per parameter with state
   // "<name>.exp_avg", "<name>.exp_avg_sq", "<name>.step" (AdamW; i64 scalar: that

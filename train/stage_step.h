@@ -44,6 +44,7 @@
 #include "runtime/comm/communicator.h"
 #include "train/optimizer.h"
 #include "train/train_step.h"
+#include "train/zero.h"
 
 namespace libai::train {
 
@@ -99,6 +100,20 @@ class StageStep {
   int64_t steps_done() const;
   void set_steps_done(int64_t step);  // resuming
   GradScaler* scaler();
+
+  // ZeRO's shards when TrainStepOptions::zero_stage > 0, else null.
+  ZeroShards* zero();
+  // What this rank writes into a sharded checkpoint (train/sharded_checkpoint.h): ZeRO's
+  // owned slices; without ZeRO, dp rank 0's whole tensor-parallel blocks of its parts with
+  // their optimizer state (nothing on other replicas). A weight tied across stages is written
+  // by the first stage only. Stage 3: call between zero()->fetch_all() / release_all().
+  std::vector<OwnedSlice> owned_slices();
+  // Sets this rank's parameters and optimizer state from a checkpoint of any layout:
+  // `parameter(name)` is this rank's tp block of a parameter (the Module's shape), `state(name,
+  // key)` the block of its optimizer state ("exp_avg", "exp_avg_sq", "momentum_buffer"; a
+  // scalar for "step"), undefined when absent. optimizer_steps: the optimizer's step count.
+  void load_state(const ZeroShards::BlockSource& parameter, const ZeroShards::StateSource& state,
+                  int64_t optimizer_steps);
 
  private:
   struct Impl;

@@ -44,6 +44,9 @@ struct TrainStepOptions {
   uint64_t seed = 1234;
   LossOptions loss;
   int64_t bucket_bytes = 25 << 20;  // data-parallel gradient buckets
+  // ZeRO stage (train.zero_optimization): 0 off, 1 optimizer state, 2 + gradients, 3 +
+  // parameters sharded over the data-parallel group (train/zero.h). StageStep only.
+  int zero_stage = 0;
 };
 
 struct ParallelGroups {
