@@ -22,6 +22,23 @@
 
 namespace libai::models {
 
+class Module;
+
+// Note [Parameters fetched around a layer]
+// ZeRO-3 (train/zero.h) keeps only a shard of each layer's parameters between uses. Every
+// family's transformer layer (models::TransformerLayer) asks the mode's fetcher for its
+// parameters before its forward and frees them after; while recording, it also puts an
+// identity node on its output whose backward fetches them again before the layer's own
+// backward runs (the fetcher frees them once their gradients are reduced). A fetch is a
+// collective of the data-parallel group, so every replica runs the same layers in the same
+// order. Null: the parameters are always there.
+class ParameterFetch {
+ public:
+  virtual ~ParameterFetch() = default;
+  virtual void fetch(const Module& layer) = 0;
+  virtual void release(const Module& layer) = 0;
+};
+
 struct TrainingMode {
   bool training = false;            // dropout on
   uint64_t seed = 0;
@@ -29,6 +46,7 @@ struct TrainingMode {
   int64_t sample_offset = 0;        // global index of this batch's first sample
   bool activation_checkpoint = false;  // transformer layers keep only their input
   DType autocast = DType::f32;      // bf16 / f16: matrix products compute in that dtype
+  ParameterFetch* fetch = nullptr;  // ZeRO-3: Note [Parameters fetched around a layer]
 };
 
 // This thread's mode.

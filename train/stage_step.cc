@@ -110,6 +110,7 @@ struct StageStep::Impl {
   std::vector<std::vector<models::ParameterInfo>> infos;  // per chunk
   std::vector<models::ParameterInfo> all_params, norm_params;
   std::vector<std::unique_ptr<models::GradientReducer>> reducers;  // per chunk (dp > 1)
+  std::unique_ptr<ZeroShards> zero;  // options.zero_stage > 0: owns the update instead
   std::unique_ptr<GradScaler> scaler;
   // Names of the weights tied between the first and last virtual stage, when this rank holds
   // one of them; the tensors are the copies on this rank.
@@ -146,6 +147,7 @@ struct StageStep::Impl {
     mode.sample_offset = step * global + (int64_t(mb) * layout.dp + layout.dp_rank) * micro;
     mode.activation_checkpoint = options.activation_checkpoint;
     mode.autocast = options.autocast;
+    mode.fetch = zero ? zero->fetcher() : nullptr;
     return mode;
   }
 
@@ -283,8 +285,10 @@ StageStep::StageStep(std::vector<models::Model*> parts, Optimizer& optimizer,
   LIBAI_CHECK(optimized > 0,
               "stage step: the optimizer holds no parameter: call set_requires_grad(true) on the "
               "parts before building its groups (train::stage_param_groups)");
+  LIBAI_CHECK(s.options.zero_stage >= 0 && s.options.zero_stage <= 3,
+              "stage step: ZeRO stage must be 0, 1, 2 or 3, got ", s.options.zero_stage);
   if (s.options.loss_scale) s.scaler = std::make_unique<GradScaler>(*s.options.loss_scale);
-  if (size_of(s.groups.dp) > 1)
+  if (size_of(s.groups.dp) > 1 && s.options.zero_stage == 0)
     for (models::Model* part : s.parts)
       s.reducers.push_back(std::make_unique<models::GradientReducer>(
           *part, s.groups.dp,
@@ -294,6 +298,9 @@ StageStep::StageStep(std::vector<models::Model*> parts, Optimizer& optimizer,
   // Note [Each element counted once]: a tied weight counts on the first stage only.
   std::set<std::string> tied_names;
   for (auto& [name, tensor] : s.tied) tied_names.insert(name);
+  if (s.options.zero_stage > 0)
+    s.zero = std::make_unique<ZeroShards>(s.options.zero_stage, s.parts, s.optimizer.groups(),
+                                          s.optimizer.options(), s.groups.dp, tied_names);
   for (int c = 0; c < s.layout.num_chunks; ++c)
     for (const auto& info : s.infos[size_t(c)])
       if (!(s.is_last(c) && !s.is_first(c) && tied_names.contains(info.name)))
@@ -315,6 +322,94 @@ StageStep::StageStep(std::vector<models::Model*> parts, Optimizer& optimizer,
 StageStep::~StageStep() = default;
 
 int64_t StageStep::steps_done() const { return impl_->step; }
+ZeroShards* StageStep::zero() { return impl_->zero.get(); }
+
+int64_t StageStep::optimizer_steps() const {
+  return impl_->zero ? impl_->zero->optimizer().steps_taken() : impl_->optimizer.steps_taken();
+}
+
+std::vector<OwnedSlice> StageStep::owned_slices() {
+  Impl& s = *impl_;
+  std::set<const TensorImpl*> trainable;
+  for (const auto& group : s.optimizer.groups())
+    for (const Tensor* p : group.params) trainable.insert(p->impl_ptr().get());
+  std::set<std::string> tied_names;
+  for (auto& [name, tensor] : s.tied) tied_names.insert(name);
+  const bool tied_on_last = !s.tied.empty() && s.is_last(s.layout.num_chunks - 1) && !s.is_first(0);
+  std::vector<OwnedSlice> out;
+  if (s.zero)
+    for (OwnedSlice& slice : s.zero->owned())
+      if (!(tied_on_last && tied_names.contains(slice.info.name))) out.push_back(std::move(slice));
+  if (s.layout.dp_rank != 0) return out;
+  // Whole blocks: every parameter without ZeRO, the frozen ones with it.
+  const std::map<std::string, Tensor> state =
+      s.zero ? std::map<std::string, Tensor>{} : s.optimizer.state_tensors();
+  for (const auto& info : s.all_params) {
+    const bool sharded = s.zero && trainable.contains(info.tensor->impl_ptr().get());
+    if (sharded || (tied_on_last && tied_names.contains(info.name))) continue;
+    OwnedSlice slice;
+    slice.info = info;
+    slice.local_shape = info.tensor->shape();
+    slice.begin = 0;
+    slice.end = info.tensor->numel();
+    slice.values = info.tensor->detach().as_strided({slice.end}, {1}, info.tensor->offset());
+    const std::string prefix = info.name + ".";
+    for (auto it = state.lower_bound(prefix); it != state.end() && it->first.starts_with(prefix);
+         ++it) {
+      const std::string key = it->first.substr(prefix.size());
+      if (key.find('.') != std::string::npos) continue;  // a longer parameter name
+      slice.state[key] = key == "step" ? it->second
+                                       : it->second.as_strided({slice.end}, {1}, it->second.offset());
+    }
+    out.push_back(std::move(slice));
+  }
+  return out;
+}
+
+namespace {
+
+// An optimizer state block in its parameter's shape (copied).
+Tensor reshaped(const Tensor& t, const models::ParameterInfo& info) {
+  LIBAI_CHECK(t.numel() == info.tensor->numel(), "stage step: the checkpoint's optimizer state of ",
+              info.name, " has ", t.numel(), " elements, the parameter ", info.tensor->numel());
+  const Tensor c = t.is_contiguous() ? t : t.clone_raw();
+  const Shape& shape = info.tensor->shape();
+  return c.as_strided(shape, contiguous_strides(shape), c.offset()).clone_raw();
+}
+
+}  // namespace
+
+void StageStep::load_state(const ZeroShards::BlockSource& parameter,
+                           const ZeroShards::StateSource& state, int64_t optimizer_steps) {
+  Impl& s = *impl_;
+  autograd::NoGradGuard no_grad;
+  std::set<const TensorImpl*> trainable;
+  for (const auto& group : s.optimizer.groups())
+    for (const Tensor* p : group.params) trainable.insert(p->impl_ptr().get());
+  if (s.zero) s.zero->load(parameter, state, optimizer_steps);
+  const bool adamw = s.optimizer.options().kind == OptimizerKind::adamw;
+  const std::vector<std::string> keys =
+      adamw ? std::vector<std::string>{"exp_avg", "exp_avg_sq", "step"}
+            : std::vector<std::string>{"momentum_buffer"};
+  std::map<std::string, Tensor> loaded{
+      {"step", Tensor::full({}, double(optimizer_steps), DType::i64)}};
+  for (const auto& info : s.all_params) {
+    const bool is_trainable = trainable.contains(info.tensor->impl_ptr().get());
+    if (s.zero && is_trainable) continue;
+    Tensor block = parameter(info.name);
+    LIBAI_CHECK(block.defined(), "stage step ", s.layout.stage, ": the checkpoint has no parameter ",
+                info.name);
+    LIBAI_CHECK(block.shape() == info.tensor->shape(), "stage step ", s.layout.stage,
+                ": the checkpoint's block of ", info.name, " is ", shape_str(block.shape()),
+                ", this rank holds ", shape_str(info.tensor->shape()));
+    info.tensor->copy_from(block);
+    if (!is_trainable) continue;
+    for (const std::string& key : keys)
+      if (Tensor t = state(info.name, key); t.defined())
+        loaded[info.name + "." + key] = key == "step" ? t.clone_raw() : reshaped(t, info);
+  }
+  if (!s.zero) s.optimizer.load_state_tensors(loaded);
+}
 void StageStep::set_steps_done(int64_t step) { impl_->step = step; }
 GradScaler* StageStep::scaler() { return impl_->scaler.get(); }
 
@@ -352,6 +447,7 @@ models::TensorMap StageStep::forward(int chunk, int mb, const models::TensorMap&
     in[name] = t;
   }
   models::TensorMap sent;
+  if (s.zero) s.zero->before_forward(chunk);
   if (s.is_last(chunk)) {
     LossOutput out = compute_loss(part, in, s.options.loss);
     s.loss_sum += out.loss.item<double>();
@@ -362,6 +458,7 @@ models::TensorMap StageStep::forward(int chunk, int mb, const models::TensorMap&
     stash.outputs = part.forward(in);
     for (const auto& [name, tensor] : stash.outputs) sent[name] = tensor.detach();
   }
+  if (s.zero) s.zero->after_forward(chunk);
   s.stash.emplace(std::pair{chunk, mb}, std::move(stash));
   return sent;
 }
@@ -376,6 +473,7 @@ models::TensorMap StageStep::backward(int chunk, int mb, const models::TensorMap
   models::TrainingModeGuard guard(stash.mode);
   if (!s.reducers.empty())
     s.reducers[size_t(chunk)]->set_enabled(mb == s.options.num_accumulation_steps - 1);
+  if (s.zero) s.zero->before_backward(chunk);
   if (s.is_last(chunk)) {
     const double loss_scale = s.scaler ? s.scaler->scale() : 1.0;
     autograd::backward(
@@ -403,6 +501,7 @@ models::TensorMap StageStep::backward(int chunk, int mb, const models::TensorMap
       autograd::backward(total);
     }
   }
+  if (s.zero) s.zero->after_backward(chunk);
   models::TensorMap grads;
   for (const auto& [name, leaf] : stash.leaves) {
     Tensor g = leaf.grad();
@@ -481,29 +580,46 @@ StepResult StageStep::end_step() {
   LIBAI_CHECK(s.stash.empty(), "stage step: end_step with ", s.stash.size(),
               " micro-batch(es) whose backward has not run (step ", s.step, ")");
   LIBAI_CHECK(s.micro > 0, "stage step: end_step before any forward");
-  // 2. Data-parallel buckets (launched during the last micro-batch's backward).
-  for (auto& reducer : s.reducers) reducer->finish();
+  // 2. Data-parallel buckets (launched during the last micro-batch's backward), or ZeRO's
+  //    reduce-scatter into the shards (train/zero.h).
   // 1. Tied weights: both copies get the sum of the two stages' gradients.
-  s.sum_tied_gradients();
+  if (s.zero) {
+    s.zero->reduce_gradients();
+    if (!s.tied.empty()) s.zero->sum_tied(*s.groups.tied);
+  } else {
+    for (auto& reducer : s.reducers) reducer->finish();
+    s.sum_tied_gradients();
+  }
+  const std::vector<models::ParameterInfo> grads = s.zero ? s.zero->grad_infos() : s.all_params;
   // 3. Non-finite gradients anywhere skip the step everywhere.
   bool finite = true;
-  if (s.scaler) finite = s.scaler->unscale(s.all_params, {s.groups.world});
-  // 4. The global norm, each element once (tied weights on the first stage), and clipping.
-  const NormGroups norm_groups{.tp = s.groups.tp, .sharded = {s.groups.pp}};
-  const double norm = global_grad_norm(s.norm_params, s.options.clip_grad_norm_type, norm_groups);
+  if (s.scaler) finite = s.scaler->unscale(grads, {s.groups.world});
+  // 4. The global norm, each element once (tied weights on the first stage; ZeRO's shards
+  //    summed over the data-parallel group), and clipping.
+  NormGroups norm_groups{.tp = s.groups.tp, .sharded = {s.groups.pp}};
+  if (s.zero) norm_groups.sharded.push_back(s.groups.dp);
+  const bool tied_on_last = !s.tied.empty() && s.is_last(s.layout.num_chunks - 1) && !s.is_first(0);
+  const double norm =
+      global_grad_norm(s.zero ? s.zero->grad_infos(tied_on_last) : s.norm_params,
+                       s.options.clip_grad_norm_type, norm_groups);
   if (s.options.clip_grad_max_norm && std::isfinite(norm)) {
     // As clip_grad_norm does (torch's f32 coefficient), over every copy.
     const double coefficient = double(float(*s.options.clip_grad_max_norm) / (float(norm) + 1e-6f));
-    if (coefficient < 1.0) scale_grads(s.all_params, coefficient);
+    if (coefficient < 1.0) scale_grads(grads, coefficient);
   }
   if (!s.scaler && !std::isfinite(norm))
     LIBAI_THROW(InvalidArgument, "train step ", s.step, ": the gradient norm is ", norm,
                 "; without loss scaling a non-finite gradient is an error");
-  // 5. Learning rate and update.
+  // 5. Learning rate and update (ZeRO: this rank's shard, then every rank gathers).
   for (auto& group : s.optimizer.groups())
     group.lr = s.schedule ? s.schedule->lr(group.base_lr, s.step) : group.base_lr;
+  Optimizer& updater = s.zero ? s.zero->optimizer() : s.optimizer;
+  if (s.zero)
+    for (size_t g = 0; g < updater.groups().size(); ++g)
+      updater.groups()[g].lr = s.optimizer.groups()[g].lr;
   if (finite) {
-    s.optimizer.step();
+    updater.step();
+    if (s.zero) s.zero->gather_parameters();
   } else {
     logger("train")->warn("step {}: gradients hold inf or nan at loss scale {}; step skipped",
                           s.step, s.scaler->scale());
@@ -511,6 +627,7 @@ StepResult StageStep::end_step() {
   if (s.scaler) s.scaler->update(!finite);
   StepResult r = s.share_result(finite, norm);
   s.optimizer.zero_grad();
+  if (s.zero) s.zero->zero_grad();
   s.loss_sum = 0;
   s.targets = 0;
   s.part_sums.clear();

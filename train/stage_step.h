@@ -101,6 +101,8 @@ class StageStep {
   void set_steps_done(int64_t step);  // resuming
   GradScaler* scaler();
 
+  // The optimizer's step count (ZeRO's shard optimizer when it has one).
+  int64_t optimizer_steps() const;
   // ZeRO's shards when TrainStepOptions::zero_stage > 0, else null.
   ZeroShards* zero();
   // What this rank writes into a sharded checkpoint (train/sharded_checkpoint.h): ZeRO's

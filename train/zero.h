@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "models/training_mode.h"
 #include "runtime/comm/communicator.h"
 #include "train/optimizer.h"
 
@@ -95,6 +96,13 @@ class ZeroShards {
   ZeroShards& operator=(const ZeroShards&) = delete;
 
   int stage() const;
+  // Stage 3: the part-level units of chunk `chunk` (embeddings, head, tied weights) gathered
+  // around its forward / before its backward, and the layers' fetcher for TrainingMode::fetch
+  // (null below stage 3). Nothing below stage 3.
+  void before_forward(int chunk);
+  void after_forward(int chunk);
+  void before_backward(int chunk);
+  models::ParameterFetch* fetcher();
   // Stage 2, 3: the units of chunk `chunk` whose gradients did not all arrive during the
   // backward just run are reduce-scattered now (missing gradients count as zeros), in unit
   // order; stage 3 frees every gathered unit of the chunk. Stage 1: nothing.

@@ -31,6 +31,20 @@ TransformerLayer::TransformerLayer(const LayerContext& ctx, const TransformerLay
 }
 
 Tensor TransformerLayer::forward(const Tensor& x, const LayerInputs& in, LayerCache* cache) const {
+  ParameterFetch* fetch = training_mode().fetch;
+  if (!fetch) return forward_fetched(x, in, cache);
+  // Note [Parameters fetched around a layer]
+  fetch->fetch(*this);
+  Tensor y = forward_fetched(x, in, cache);
+  fetch->release(*this);
+  return autograd::record(y, "fetch_layer_parameters", {y}, [fetch, this](const Tensor& g) {
+    fetch->fetch(*this);
+    return std::vector<Tensor>{g};
+  });
+}
+
+Tensor TransformerLayer::forward_fetched(const Tensor& x, const LayerInputs& in,
+                                         LayerCache* cache) const {
   const TrainingMode& mode = training_mode();
   if (!mode.activation_checkpoint || !autograd::grad_enabled() || cache)
     return compute(x, in, cache);

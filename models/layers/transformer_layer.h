@@ -52,6 +52,8 @@ class TransformerLayer : public Module {
 
  private:
   Tensor compute(const Tensor& x, const LayerInputs& in, LayerCache* cache) const;
+  // forward() once the parameters are there (Note [Parameters fetched around a layer]).
+  Tensor forward_fetched(const Tensor& x, const LayerInputs& in, LayerCache* cache) const;
 
   TransformerLayerConfig config_;
   Norm* attention_norm_ = nullptr;
