@@ -56,12 +56,13 @@ OptimizerOptions optimizer_options() { return {.eps = 1e-6}; }
 LrSchedulerOptions schedule_options() {
   return {.kind = LrSchedule::warmup_cosine, .max_iter = kSteps, .warmup_iter = 2};
 }
-TrainStepOptions step_options(int accumulation, bool checkpoint) {
+TrainStepOptions step_options(int accumulation, bool checkpoint, int zero = 0) {
   return {.num_accumulation_steps = accumulation,
           .clip_grad_max_norm = 0.05,  // below every step's norm: clipping always acts
           .activation_checkpoint = checkpoint,
           .dropout = true,
-          .seed = 77};
+          .seed = 77,
+          .zero_stage = zero};
 }
 
 struct Run {
@@ -101,12 +102,14 @@ struct Layout {
   std::string schedule = "1f1b";
   int chunks = 1;
   bool checkpoint = true;
+  int zero = 0;  // ZeRO stage (train/zero.h)
 };
 
 std::string describe(const Layout& l) {
   return "dp " + std::to_string(l.dp) + " pp " + std::to_string(l.pp) + " tp " +
          std::to_string(l.tp) + " " + l.schedule + (l.chunks > 1 ? " v2" : "") +
-         (l.checkpoint ? " checkpointing" : "");
+         (l.checkpoint ? " checkpointing" : "") +
+         (l.zero ? " zero " + std::to_string(l.zero) : "");
 }
 
 Run pipeline(const Layout& l) {
@@ -137,8 +140,8 @@ Run pipeline(const Layout& l) {
                              .dp = l.dp,
                              .dp_rank = replica,
                              .micro_batch_size = kMicro};
-    StageStep step(parts, *optimizer, &schedule, step_options(accumulation, l.checkpoint), layout,
-                   setup.groups);
+    StageStep step(parts, *optimizer, &schedule, step_options(accumulation, l.checkpoint, l.zero),
+                   layout, setup.groups);
     EagerPipelineRank rank(
         step, pipeline_program(l.schedule, l.pp, accumulation, l.chunks)[size_t(stage)], layout,
         setup.groups.pp);
@@ -150,6 +153,7 @@ Run pipeline(const Layout& l) {
       StepResult r = rank.run(mine);
       run.figures[me].push_back({r.loss, r.grad_norm});
     }
+    if (step.zero()) step.zero()->fetch_all();  // ZeRO-3 keeps only shards between uses
     for (auto* part : parts)
       for (auto& info : part->parameter_infos())
         run.params[me].push_back({info, info.tensor->detach()});
@@ -236,6 +240,28 @@ INSTANTIATE_TEST_SUITE_P(Threads, PipelineLayouts,
                            return name;
                          });
 
+// ZeRO 1, 2 and 3 (train/zero.h): the same figures with the optimizer state, the gradients and
+// the parameters sharded over the data-parallel ranks, alone and with pipeline and tensor
+// parallelism.
+INSTANTIATE_TEST_SUITE_P(
+    Zero, PipelineLayouts,
+    ::testing::Values(Layout{.dp = 2, .pp = 1, .zero = 1}, Layout{.dp = 2, .pp = 1, .zero = 2},
+                      Layout{.dp = 2, .pp = 1, .zero = 3}, Layout{.dp = 4, .pp = 1, .zero = 1},
+                      Layout{.dp = 4, .pp = 1, .zero = 2}, Layout{.dp = 4, .pp = 1, .zero = 3},
+                      Layout{.dp = 2, .pp = 2, .zero = 1}, Layout{.dp = 2, .pp = 2, .zero = 2},
+                      Layout{.dp = 2, .pp = 2, .zero = 3},
+                      Layout{.dp = 2, .pp = 2, .tp = 2, .schedule = "gpipe", .zero = 1},
+                      Layout{.dp = 2, .pp = 2, .tp = 2, .schedule = "gpipe", .zero = 2},
+                      Layout{.dp = 2, .pp = 2, .tp = 2, .schedule = "gpipe", .zero = 3},
+                      Layout{.dp = 2, .pp = 2, .schedule = "interleaved", .chunks = 2, .zero = 3},
+                      Layout{.dp = 2, .pp = 2, .checkpoint = false, .zero = 3}),
+    [](const ::testing::TestParamInfo<Layout>& info) {
+      std::string name = describe(info.param);
+      for (char& c : name)
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      return name;
+    });
+
 // The references: one device accumulating the 4 micro-batches equals its 4x batch (losses and
 // norms within 1e-5; parameters drift apart by ~1e-4 over 20 AdamW steps, f32 sums in another
 // order amplified where Adam divides tiny gradients by their tiny second moments, so the
@@ -250,6 +276,53 @@ TEST(PipelineReference, AccumulationOfFourEqualsTheFourTimesBatch) {
                        reference().figures[0][size_t(s)].second),
               1e-5)
         << "step " << s;
+  }
+}
+
+// What each ZeRO stage keeps, after one step at DP2 (2 micro-batches per replica): the
+// optimizer state of half the parameters per rank; gradients reduce-scattered per unit (at the
+// step's end, or after every micro-batch's backward from stage 2 on) and never all-reduced;
+// from stage 2 no whole gradient left; at stage 3 no layer's parameters left in memory between
+// steps, and each layer gathered for its forward and again for its backward.
+TEST(ZeroShards, EachStageShardsWhatItSays) {
+  for (int zero = 1; zero <= 3; ++zero) {
+    comm::run_spmd_threads(2, [&](comm::Communicator& world_ref) {
+      std::shared_ptr<comm::Communicator> world(&world_ref, [](comm::Communicator*) {});
+      const PipelineRankSetup setup = make_pipeline_rank(world, {.dp = 2, .pp = 1, .tp = 1});
+      auto model = models::load_model(random_gpt2(), {.part = virtual_stage_parts(kLayers, 1)[0]});
+      model->set_requires_grad(true);
+      std::vector<models::Model*> parts{model.get()};
+      auto optimizer =
+          make_optimizer(stage_param_groups(parts, group_options()), optimizer_options());
+      const StageLayout layout{.dp = 2, .dp_rank = setup.coordinates.dp, .micro_batch_size = kMicro};
+      StageStep step(parts, *optimizer, nullptr, step_options(2, true, zero), layout, setup.groups);
+      EagerPipelineRank rank(step, pipeline_program("1f1b", 1, 2, 1)[0], layout, nullptr);
+      ASSERT_NE(step.zero(), nullptr);
+      const int64_t total = model->parameter_count(), units = step.zero()->unit_count();
+      EXPECT_EQ(units, kLayers + 1);  // the layers and the rest (embeddings, final norm)
+      EXPECT_LE(step.zero()->owned_elements(), total / 2 + units);
+      const comm::CommStats before = setup.groups.dp->stats();
+      rank.run({micro_batch(0, setup.coordinates.dp), micro_batch(0, 2 + setup.coordinates.dp)});
+      const comm::CommStats after = setup.groups.dp->stats();
+      int64_t state = 0;
+      for (auto& [key, t] : step.zero()->optimizer().state_tensors())
+        if (key.ends_with(".exp_avg")) state += t.numel();
+      EXPECT_GE(state, total / 2 - units) << "stage " << zero;
+      EXPECT_LE(state, total / 2 + units) << "stage " << zero;
+      EXPECT_EQ(after.reduce_scatter_calls - before.reduce_scatter_calls,
+                zero == 1 ? units : 2 * units) << "stage " << zero;
+      // The dp group's only all-reduce is the step's loss, shared by the last stage.
+      EXPECT_LE(after.all_reduce_elements - before.all_reduce_elements, 8) << "stage " << zero;
+      const int64_t gathers = after.all_gather_calls - before.all_gather_calls;
+      // Stage 3: per micro-batch each layer for its forward and its backward, the rest around
+      // both; stage 1 and 2: every unit once, after the update.
+      EXPECT_EQ(gathers, zero == 3 ? 2 * 2 * units : units) << "stage " << zero;
+      for (auto& [name, p] : model->named_parameters()) {
+        if (zero >= 2) EXPECT_FALSE(p->grad().defined()) << name;
+        if (zero == 3) EXPECT_EQ(p->storage()->data, nullptr) << name << " stayed gathered";
+        if (zero < 3) EXPECT_NE(p->storage()->data, nullptr) << name;
+      }
+    });
   }
 }
 
