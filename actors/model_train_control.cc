@@ -56,6 +56,14 @@ StepSummary ModelTrainCompute::save(const wire::TrainControl& command) {
   const int tp_rank = options_.tp ? options_.tp->rank() : 0;
   LIBAI_ASSERT(int(options_.stage_roots.size()) == layout.pp && options_.stage_roots[0] == 0,
                "graph-mode checkpoints: the stages' roots are not set");
+  // ZeRO-3 keeps shards between uses: the whole parameters until the tensors are written.
+  if (step.zero()) step.zero()->fetch_all();
+  struct Release {
+    train::ZeroShards* zero;
+    ~Release() {
+      if (zero) zero->release_all();
+    }
+  } release{step.zero()};
   train::CheckpointTensors mine =
       train::gather_checkpoint_tensors(raw_parts(), *optimizer_, options_.tp.get());
   if (layout.dp_rank != 0 || tp_rank != 0) return {};
@@ -109,11 +117,13 @@ StepSummary ModelTrainCompute::evaluate() {
   LIBAI_CHECK(bool(options_.validation),
               "evaluation: this slot has no validation data (data.splits gives none, or its "
               "node was started without train.evaluation.enabled / --eval-only)");
-  stage_step();  // the groups exist from here
   const train::StageLayout& layout = options_.layout;
   const std::vector<models::TensorMap> batches = options_.validation(layout.dp_rank);
+  train::StageStep& step = stage_step();
+  if (step.zero()) step.zero()->fetch_all();  // ZeRO-3: the layers' fetches need its mode
   const train::PipelineEvalSums sums =
       train::evaluate_pipeline(raw_parts(), layout, groups_.pp, batches);
+  if (step.zero()) step.zero()->release_all();
   StepSummary summary;
   if (layout.stage != layout.pp - 1) return summary;
   // Every last-stage slot averages over the replicas (a collective of its dp group); one per

@@ -128,6 +128,9 @@ TrainConfig train_config_from(const config::Config& cfg) {
   t.step.num_accumulation_steps = t.batch.accumulation;
   t.step.activation_checkpoint = cfg.get_or<bool>("train.activation_checkpoint.enabled", false);
   t.step.seed = uint64_t(cfg.get_or<int64_t>("train.seed", 1234));
+  // LiBai's key: stage 1 unless set; off unless enabled (train/zero.h).
+  if (cfg.get_or<bool>("train.zero_optimization.enabled", false))
+    t.step.zero_stage = cfg.get_or<int>("train.zero_optimization.stage", 1);
   return t;
 }
 

@@ -154,7 +154,10 @@ TrainResult run_training(const config::Config& cfg, const TrainerFlags& flags) {
     set_current_cpu_device(Device::cpu(rank % devices));
     sync_blas_threads();
   };
-  if (pp > 1) {
+  // ZeRO lives in the pipeline's stage step (train/zero.h): with one stage too.
+  const bool zero = cfg.get_or<bool>("train.zero_optimization.enabled", false) &&
+                    cfg.get_or<int>("train.zero_optimization.stage", 1) > 0;
+  if (pp > 1 || zero) {
     const comm::DeviceMesh mesh{.dp = dp, .pp = pp, .tp = tp};
     auto shared = make_pipeline_process_state();
     comm::run_spmd_threads(world, [&](comm::Communicator& comm) {

@@ -65,6 +65,10 @@ void inference_job(Problems& problems) {
   problems.add_if_true("train.activation_checkpoint.enabled",
                        "activation checkpointing applies to training; run jobs are inference "
                        "(no backward)");
+  problems.add_if_true("train.zero_optimization.enabled",
+                       "ZeRO shards training state (optimizer state, gradients, parameters); "
+                       "run jobs are inference (a synthetic_train job has no optimizer to "
+                       "shard): train with `libai-actor train`");
   for (const char* key : kWhatIfKeys)
     problems.add_if_set(key,
                         "a what-if planning key, read only by `libai-actor plan` of a job "
@@ -161,11 +165,6 @@ const char* purpose_name(Purpose purpose) {
 
 std::vector<std::string> unimplemented_problems(const Node& root, Purpose purpose) {
   Problems problems(root);
-  // ZeRO (sharding optimizer state over data-parallel ranks) exists for no purpose yet (with
-  // pipeline stages neither).
-  problems.add_if_true("train.zero_optimization.enabled",
-                       "ZeRO (optimizer state sharded over data-parallel ranks) is not "
-                       "implemented yet");
   switch (purpose) {
     case Purpose::inference_job: inference_job(problems); break;
     case Purpose::training: training(problems); break;

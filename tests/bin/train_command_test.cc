@@ -88,8 +88,6 @@ TEST_F(TrainCommand, BadConfigsNameTheKey) {
   expect_error("train " + config(gpt2) + " data.prefix=" + scratch_.file("nope"), {"nope"});
   expect_error("train " + config(gpt2) + " train.global_batch_size=7",
                {"train.train_micro_batch_size", "train.global_batch_size"});
-  expect_error("train " + config(gpt2) + " train.zero_optimization.enabled=true",
-               {"train.zero_optimization"});
   expect_error("train " + config(gpt2) + " optim._target_=adam", {"optim._target_"});
 }
 

@@ -48,6 +48,7 @@ struct Layout {
   std::string profiles;                // train.cluster.profiles (graph mode)
   int64_t checkpoint_period = 100000;
   bool evaluate = false;  // validation split 1/10, every 2 steps over 2 micro-batches
+  int zero = 0;           // train.zero_optimization.stage (0: off)
 };
 
 class TrainGraph : public ::testing::Test {
@@ -105,6 +106,8 @@ class TrainGraph : public ::testing::Test {
       << "  evaluation: {enabled: " << (l.evaluate ? "true" : "false")
       << ", eval_period: 2, eval_iter: 2}\n"
       << "  activation_checkpoint: {enabled: true}\n"
+      << "  zero_optimization: {enabled: " << (l.zero ? "true" : "false")
+      << ", stage: " << std::max(l.zero, 1) << "}\n"
       << "  dist: {data_parallel_size: " << l.dp << ", pipeline_parallel_size: " << l.pp
       << ", pipeline_schedule: " << l.schedule << ", virtual_pipeline_size: " << l.chunks
       << (l.graph ? ", balance: " + l.balance : std::string()) << "}\n"
@@ -173,6 +176,17 @@ TEST_F(TrainGraph, OneFOneBOnTwoProcessesEqualsOneDevice) {
 
 TEST_F(TrainGraph, DataTimesPipelineOnTwoProcessesEqualsOneDevice) {
   expect_equals_one_device("dp2_pp2", {.nodes = 2, .dp = 2, .pp = 2});
+}
+
+// ZeRO through the stage actors (train/zero.h): the data-parallel groups span the two
+// processes, so the reduce-scatters and all-gathers of the shards cross them.
+TEST_F(TrainGraph, ZeroThreeDataTimesPipelineOnTwoProcessesEqualsOneDevice) {
+  expect_equals_one_device("zero3_dp2_pp2", {.nodes = 2, .dp = 2, .pp = 2, .zero = 3});
+}
+
+TEST_F(TrainGraph, ZeroOneAndTwoDataParallelOnTwoProcessesEqualOneDevice) {
+  expect_equals_one_device("zero1_dp2", {.nodes = 2, .dp = 2, .zero = 1});
+  expect_equals_one_device("zero2_dp2", {.nodes = 2, .dp = 2, .zero = 2});
 }
 
 TEST_F(TrainGraph, InterleavedOnTwoProcessesEqualsOneDevice) {

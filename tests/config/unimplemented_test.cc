@@ -35,18 +35,20 @@ TEST(Unimplemented, DefaultsPassWhereTheyApply) {
   EXPECT_TRUE(problems_of({"graph.enabled=false"}, Purpose::training).empty());
 }
 
-TEST(Unimplemented, ZeroIsAnErrorForEveryPurpose) {
-  for (Purpose purpose : {Purpose::inference_job, Purpose::training, Purpose::what_if_plan}) {
-    const std::string problem = only_problem(
-        {"graph.enabled=" + std::string(purpose == Purpose::training ? "false" : "true"),
-         "train.zero_optimization.enabled=true"},
-        purpose);
-    EXPECT_TRUE(contains(problem,
-                         "<command line>: key 'train.zero_optimization.enabled' = true: "
-                         "ZeRO (optimizer state sharded over data-parallel ranks) is not "
-                         "implemented yet"))
-        << problem;
-  }
+TEST(Unimplemented, ZeroTrainsAndIsAnErrorForARunJob) {
+  // ZeRO shards training state (train/zero.h): both training modes take it ...
+  EXPECT_TRUE(problems_of({"graph.enabled=false", "train.zero_optimization.enabled=true",
+                           "train.zero_optimization.stage=3"},
+                          Purpose::training)
+                  .empty());
+  EXPECT_TRUE(problems_of({"train.zero_optimization.enabled=true",
+                           "train.dist.pipeline_parallel_size=2"},
+                          Purpose::graph_training)
+                  .empty());
+  // ... a run job (inference) has nothing to shard.
+  EXPECT_TRUE(contains(
+      only_problem({"train.zero_optimization.enabled=true"}, Purpose::inference_job),
+      "<command line>: key 'train.zero_optimization.enabled' = true: ZeRO shards training state"));
   // Its stage alone asks for nothing.
   EXPECT_TRUE(problems_of({"train.zero_optimization.stage=2"}, Purpose::inference_job).empty());
 }
@@ -96,10 +98,6 @@ TEST(Unimplemented, GraphTraining) {
            "train.dist.pipeline_schedule=interleaved", "train.dist.virtual_pipeline_size=2"},
           Purpose::graph_training)
           .empty());
-  EXPECT_TRUE(contains(only_problem({"train.zero_optimization.enabled=true",
-                                     "train.dist.pipeline_parallel_size=2"},
-                                    Purpose::graph_training),
-                       "key 'train.zero_optimization.enabled' = true: ZeRO"));
   EXPECT_TRUE(contains(only_problem({"train.amp.enabled=true"}, Purpose::graph_training),
                        "mixed precision through the training stage actors"));
   EXPECT_TRUE(contains(only_problem({"train.train_epoch=2"}, Purpose::graph_training),
