@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/error.h"
+#include "runtime/memory_stats.h"
 
 namespace libai {
 namespace {
@@ -39,15 +40,18 @@ class PooledCpuAllocator final : public Allocator {
           list.pop_back();
           stats_.cached_bytes -= block;
           note_allocated(block, true);
+          note_requested(nbytes);
           return p;
         }
       }
       note_allocated(block, false);
+      note_requested(nbytes);
     }
     void* p = std::aligned_alloc(kCpuAlignment, block);
     if (p == nullptr) {
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.allocated_bytes -= block;
+      requested_ -= nbytes;
       LIBAI_THROW(IoError, "out of host memory allocating ", nbytes, " bytes");
     }
     return p;
@@ -60,6 +64,7 @@ class PooledCpuAllocator final : public Allocator {
     size_t block = size_t(1) << cls;
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.allocated_bytes -= block;
+    requested_ -= nbytes;
     // Note [Cache as large as the peak]: a training step frees and reallocates its whole
     // working set each step; caching up to the peak allocation seen keeps those blocks
     // (freeing them made every step fault its pages in again: ~90k page faults a step on
@@ -87,7 +92,21 @@ class PooledCpuAllocator final : public Allocator {
     return stats_;
   }
 
+ // runtime/memory_stats.h
+  size_t requested(bool peak) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peak ? requested_peak_ : requested_;
+  }
+  void reset_requested_peak() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    requested_peak_ = requested_;
+  }
+
  private:
+  void note_requested(size_t nbytes) {
+    requested_ += nbytes;
+    requested_peak_ = std::max(requested_peak_, requested_);
+  }
   void note_allocated(size_t block, bool hit) {
     stats_.allocated_bytes += block;
     if (stats_.allocated_bytes > stats_.peak_allocated_bytes)
@@ -98,17 +117,26 @@ class PooledCpuAllocator final : public Allocator {
   mutable std::mutex mutex_;
   std::array<std::vector<void*>, kMaxClassLog2 - kMinClassLog2 + 1> free_;
   Stats stats_;
+  size_t requested_ = 0, requested_peak_ = 0;
 };
 
 Allocator* (*g_cuda_factory)(int) = nullptr;
 
 }  // namespace
 
-Allocator& cpu_allocator() {
+namespace {
+PooledCpuAllocator& pooled_cpu_allocator() {
   // Leaked on purpose: tensors in static storage may be freed after main returns.
   static auto* allocator = new PooledCpuAllocator();
   return *allocator;
 }
+}  // namespace
+
+Allocator& cpu_allocator() { return pooled_cpu_allocator(); }
+
+size_t cpu_requested_bytes() { return pooled_cpu_allocator().requested(false); }
+size_t cpu_requested_peak_bytes() { return pooled_cpu_allocator().requested(true); }
+void reset_cpu_requested_peak() { pooled_cpu_allocator().reset_requested_peak(); }
 
 void register_cuda_allocator(Allocator* (*factory)(int)) { g_cuda_factory = factory; }
 

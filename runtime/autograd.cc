@@ -1,6 +1,7 @@
 #include "runtime/autograd.h"
 
 #include <unordered_map>
+#include <utility>
 
 namespace libai::autograd {
 namespace {
@@ -96,7 +97,9 @@ void run_backward(const Tensor& root, const Tensor& grad_output, OnLeaf&& on_lea
                        shape_str(e.leaf->shape));
           p.grad = accumulate(p.grad, gi);
         }
-        if (--p.remaining == 0 && p.grad.defined()) on_leaf(e.leaf, p.grad);
+        // Handed over, not kept: a leaf's gradient must not outlive the leaf's hooks here
+        // (ZeRO frees it from them once reduced: train/zero.h).
+        if (--p.remaining == 0 && p.grad.defined()) on_leaf(e.leaf, std::exchange(p.grad, {}));
       }
     }
   }
@@ -157,8 +160,13 @@ Tensor record(Tensor output, const char* name, const std::vector<Tensor>& inputs
 void backward(const Tensor& root, const Tensor& grad_output) {
   run_backward(root, grad_output, [](const std::shared_ptr<TensorImpl>& leaf, const Tensor& g) {
     Tensor previous = leaf->grad ? Tensor(leaf->grad) : Tensor();
-    // Own the gradient: a backward function may return a view of a shared buffer.
-    Tensor total = previous.defined() ? accumulate(previous, g) : g.clone_raw();
+    // Own the gradient: a backward function may return a view of a shared buffer. A tensor
+    // nothing else refers to (the engine hands it over) is taken as it is, not copied: a
+    // copy would hold a second gradient of the largest parameters at once.
+    const bool sole = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 &&
+                      g.offset() == 0 && g.is_contiguous() && g.nbytes() == g.storage()->nbytes &&
+                      !g.grad_fn();
+    Tensor total = previous.defined() ? accumulate(previous, g) : sole ? g : g.clone_raw();
     leaf->grad = total.impl_ptr();
     for (const GradHook& hook : leaf->grad_ready_hooks) hook(total);
   });

@@ -74,7 +74,9 @@ class PipelineRunner final : public StepRunner {
   std::map<std::string, double> evaluate(
       const std::vector<std::vector<models::TensorMap>>& batches) override {
     LIBAI_ASSERT(batches.size() == 1, "a pipeline rank reads one replica's micro-batches");
+    if (step_->zero()) step_->zero()->fetch_all();  // ZeRO-3: shards between uses
     const PipelineEvalSums sums = evaluate_pipeline(parts_, layout_, setup_.groups.pp, batches[0]);
+    if (step_->zero()) step_->zero()->release_all();
     // The last stage's replicas average (eval_metrics); its (dp 0, tp 0) rank tells everyone.
     std::vector<double> values(3, 0.0);  // loss, accuracy (or -1), perplexity (or -1)
     if (layout_.stage == layout_.pp - 1) {

@@ -74,13 +74,22 @@ struct OwnedSlice {
 };
 
 // Model-state bytes per rank of the formulas in Note [ZeRO partitions] (AdamW, f32), for
-// `plan` and the benchmark: params = this rank's parameter count, largest_unit = the largest
-// unit's element count (0: ignore what is in flight).
+// `plan` and the benchmark: params = this rank's parameter count, largest_layer = the largest
+// transformer layer's, rest = the part-level unit's (embeddings, final norm, head). In flight:
+//   stage 0 with dp > 1: the data-parallel buckets, a copy of every gradient (4 Psi);
+//   stage 1: the staging of one unit's reduce-scatter (4 max(U, R));
+//   stage 2: during backward the rest's whole gradients (its head's part comes first, its
+//            embedding's last) beside one layer's whole gradients and their staging
+//            (4 R + 8 U), or the rest's reduce at the end (8 R);
+//   stage 3: as stage 2 plus what is gathered: the rest throughout backward and one layer
+//            (8 R + 12 U), or 12 R.
+// The activations a schedule stashes come on top.
 struct ZeroMemory {
   double parameters = 0, gradients = 0, optimizer = 0, in_flight = 0;
   double total() const { return parameters + gradients + optimizer + in_flight; }
 };
-ZeroMemory zero_state_bytes(int stage, int dp, int64_t params, int64_t largest_unit = 0);
+ZeroMemory zero_state_bytes(int stage, int dp, int64_t params, int64_t largest_layer = 0,
+                            int64_t rest = 0);
 
 class ZeroShards {
  public:
