@@ -431,7 +431,8 @@ fs::path save_sharded_checkpoint(const fs::path& output_dir, const std::string& 
                                  const ShardedLayout& layout, const models::Model& model,
                                  Optimizer& optimizer, int64_t optimizer_steps,
                                  const GradScaler* scaler, const TrainingProgress& progress,
-                                 int max_to_keep, const SaveOptions& options) {
+                                 int max_to_keep, const SaveOptions& options,
+                                 bool whole_weights) {
   check_name(name);
   autograd::NoGradGuard no_grad;
   const int rank = world ? world->rank() : 0;
@@ -474,7 +475,17 @@ fs::path save_sharded_checkpoint(const fs::path& output_dir, const std::string& 
         if (counts[size_t(r)] > 0) writers.push_back(r);
       write_file_synced(temp / "layout.json",
                         build_layout(temp, writers, layout, size).dump(1) + "\n");
-      parse_layout(temp);  // what a reader will check, before the folder gets its name
+      // What a reader will check, before the folder gets its name.
+      const ParsedLayout parsed = parse_layout(temp);
+      if (whole_weights) {
+        checkpoint::NamedTensors weights;
+        for (const auto& [param, entry] : parsed.parameters)
+          weights.emplace_back(param, assemble(entry.values, parsed.files));
+        write_file_synced(temp / "model.safetensors",
+                          checkpoint::serialize_safetensors(
+                              weights, {{"format", "libai"},
+                                        {"model_type", model.config().model_type()}}));
+      }
       write_model_files(temp, model, options);
       write_file_synced(temp / "trainer.json",
                         trainer_json(progress, optimizer.groups(), optimizer_steps, scaler, options)
@@ -689,6 +700,44 @@ TrainingProgress load_checkpoint_from(const CheckpointReader& reader,
     detail::throw_error(e.kind(), str_cat("load_checkpoint: ", source, ": ", e.what()));
   }
   restore_scaler(reader.progress(), folder, scaler);
+  return reader.progress();
+}
+
+TrainingProgress load_stage_checkpoint(const CheckpointReader& reader,
+                                       const std::vector<models::Model*>& parts,
+                                       StageStep& step) {
+  LIBAI_CHECK(!parts.empty(), "load_checkpoint: no model part to load");
+  const fs::path& folder = reader.folder();
+  check_config(folder, *parts[0]);
+  std::map<std::string, models::ParameterInfo> infos;
+  for (models::Model* part : parts)
+    for (auto& info : part->parameter_infos()) infos.emplace(info.name, info);
+  auto info_of = [&](const std::string& name) -> const models::ParameterInfo* {
+    auto it = infos.find(name);
+    return it == infos.end() ? nullptr : &it->second;
+  };
+  auto block = [&](const std::string& name) -> Tensor {
+    const models::ParameterInfo* info = info_of(name);
+    if (!info || !reader.has_parameter(name)) return {};
+    const Shape saved = reader.parameter_shape(name);
+    LIBAI_CHECK_KIND(CorruptInput, saved == info->logical_shape, "load_checkpoint: ",
+                     folder.string(), ": ", name, " has shape ", shape_str(saved),
+                     ", the model's is ", shape_str(info->logical_shape));
+    return tp_block(reader.parameter(name), *info, info->tensor->shape());
+  };
+  auto state = [&](const std::string& name, const std::string& key) -> Tensor {
+    const models::ParameterInfo* info = info_of(name);
+    Tensor t = info ? reader.state(name, key) : Tensor();
+    if (!t.defined() || t.dim() == 0) return t;
+    return tp_block(t, *info, info->tensor->shape());
+  };
+  try {
+    step.load_state(block, state, reader.optimizer_steps());
+  } catch (const Error& e) {
+    detail::throw_error(e.kind(), str_cat("load_checkpoint: ", folder.string(), ": ", e.what()));
+  }
+  restore_scaler(reader.progress(), folder, step.scaler());
+  step.set_steps_done(reader.progress().iteration);
   return reader.progress();
 }
 

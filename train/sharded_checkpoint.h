@@ -50,6 +50,7 @@
 
 #include "runtime/comm/communicator.h"
 #include "train/checkpoint.h"
+#include "train/stage_step.h"
 #include "train/zero.h"
 
 namespace libai::train {
@@ -66,13 +67,16 @@ struct ShardedLayout {
 // config.json (from `model`), the assets and trainer.json (`optimizer`'s groups,
 // `optimizer_steps`, `scaler`, `progress`), keeps at most max_to_keep numbered folders, and
 // every rank returns once the checkpoint is complete, or throws when any rank failed.
-// `slices`' tensors are read only (live views are fine: no step runs meanwhile).
+// whole_weights: world rank 0 also writes model.safetensors (the whole parameters in the libai
+// layout, assembled from the shards) so that models::load_model, `generate` and `convert` read
+// the folder as a model (graph mode's model_final and model_best); resuming still reads the
+// shards. `slices`' tensors are read only (live views are fine: no step runs meanwhile).
 std::filesystem::path save_sharded_checkpoint(
     const std::filesystem::path& output_dir, const std::string& name,
     const std::vector<OwnedSlice>& slices, comm::Communicator* world, const ShardedLayout& layout,
     const models::Model& model, Optimizer& optimizer, int64_t optimizer_steps,
     const GradScaler* scaler, const TrainingProgress& progress, int max_to_keep,
-    const SaveOptions& options = {});
+    const SaveOptions& options = {}, bool whole_weights = false);
 
 // True when `folder` holds layout.json (the sharded format).
 bool is_sharded_checkpoint(const std::filesystem::path& folder);
@@ -120,6 +124,13 @@ Tensor tp_block(const Tensor& whole, const models::ParameterInfo& info, const Sh
 TrainingProgress load_checkpoint_from(const CheckpointReader& reader,
                                       const std::vector<models::Model*>& parts,
                                       Optimizer& optimizer, GradScaler* scaler, bool whole);
+
+// A pipeline stage's rank resumed from a checkpoint of either format at any layout: each
+// parameter's tp block and its optimizer state handed to StageStep::load_state (ZeRO's shards
+// included), the step count and the loss scaler restored. `parts` are the step's parts.
+TrainingProgress load_stage_checkpoint(const CheckpointReader& reader,
+                                       const std::vector<models::Model*>& parts,
+                                       StageStep& step);
 
 // The checkpoint's model as one Hugging Face folder: config.json and the assets copied, the
 // weights under the family's own names (models::export_parameters through the model's
