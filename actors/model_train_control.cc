@@ -3,24 +3,28 @@
 // stages.
 //
 // Note [Graph-mode checkpoints]
-// A save runs on every slot at once. Each slot gathers its chunks' parameters and optimizer
-// state over its tensor-parallel group (gather_checkpoint_tensors, a collective of the group);
-// tp rank 0 of replica 0 on every stage then sends them to world rank 0 (replica 0's tp rank 0
-// on stage 0) over the world communicator, which merges the stages' tensors (a weight tied
-// across stages once, stage 0's copy) and writes the folder with write_checkpoint (Note
-// [Checkpoint atomicity]) and the trainer's progress. The other slots' answers do not wait for
-// the write; the driver's does, so the next step starts with the checkpoint complete.
-// The folder is what the eager runners write (Note [Checkpoints of pipeline parts]), so it
-// resumes in graph mode at this or another layout, or eagerly, and theirs resume here.
-// A load: every slot reads its own parts' tensors and their optimizer state from the folder
-// (load_checkpoint_parts) and sets its step count; the folder must be visible from every node
-// (a shared file system, or copied there). Slot 0 answers with the checkpoint's progress.
+// A save runs on every slot at once and is a collective of the world communicator
+// (train::save_sharded_checkpoint, Note [Sharded checkpoint layout]): each slot writes what it
+// owns, StageStep::owned_slices (ZeRO's owned ranges, or replica 0's whole tensor-parallel
+// blocks; ZeRO-3 gathers its units around it), into its own shard file, and world rank 0 (slot
+// 0) writes layout.json, config.json and trainer.json and publishes the folder atomically.
+// Nothing crosses the network but a few numbers, and no rank holds more than its own state.
+// model_final and model_best (names that are not model_NNNNNNN) also get model.safetensors,
+// the whole parameters assembled from the shards, so `generate`, `convert` and
+// models::load_model read them as a model folder.
+// A load: every slot opens the folder through train::CheckpointReader (either format, any
+// layout it was saved at), takes its parts' tensor-parallel blocks and their optimizer state
+// (StageStep::load_state: ZeRO's shards cut from them) and sets its step count; the folder
+// must be visible from every node (a shared file system, or copied there). Slot 0 answers
+// with the checkpoint's progress.
 #include "actors/model_train.h"
 
-#include <set>
+#include <algorithm>
+#include <memory>
 
 #include "runtime/error.h"
 #include "train/checkpoint.h"
+#include "train/sharded_checkpoint.h"
 #include "train/pipeline_eager.h"
 #include "train/step_runner.h"
 
@@ -28,18 +32,6 @@ namespace libai::actors {
 
 namespace {
 
-// Tags of the checkpoint messages on the world communicator: nothing else sends point to
-// point there, and a save never overlaps a step.
-constexpr uint32_t kCheckpointTag = 0x7c000000u;
-uint32_t checkpoint_tag(int stage, bool state) {
-  return kCheckpointTag | (uint32_t(stage) << 1) | (state ? 1u : 0u);
-}
-
-models::TensorMap to_map(const checkpoint::NamedTensors& named) {
-  models::TensorMap out;
-  for (const auto& [key, t] : named) out.emplace(key, t);
-  return out;
-}
 
 }  // namespace
 
@@ -52,57 +44,35 @@ std::vector<models::Model*> ModelTrainCompute::raw_parts() const {
 StepSummary ModelTrainCompute::save(const wire::TrainControl& command) {
   train::StageStep& step = stage_step();  // the groups exist from here
   const train::StageLayout& layout = options_.layout;
-  const int world_rank = groups_.world ? groups_.world->rank() : 0;
-  const int tp_rank = options_.tp ? options_.tp->rank() : 0;
-  LIBAI_ASSERT(int(options_.stage_roots.size()) == layout.pp && options_.stage_roots[0] == 0,
-               "graph-mode checkpoints: the stages' roots are not set");
-  // ZeRO-3 keeps shards between uses: the whole parameters until the tensors are written.
-  if (step.zero()) step.zero()->fetch_all();
-  struct Release {
-    train::ZeroShards* zero;
-    ~Release() {
-      if (zero) zero->release_all();
-    }
-  } release{step.zero()};
-  train::CheckpointTensors mine =
-      train::gather_checkpoint_tensors(raw_parts(), *optimizer_, options_.tp.get());
-  if (layout.dp_rank != 0 || tp_rank != 0) return {};
-  if (world_rank != 0) {
-    std::vector<comm::WorkHandle> pending;
-    train::send_tensor_map(*groups_.world, to_map(mine.weights), 0,
-                           checkpoint_tag(layout.stage, false), pending);
-    train::send_tensor_map(*groups_.world, to_map(mine.state), 0,
-                           checkpoint_tag(layout.stage, true), pending);
-    for (auto& w : pending) w->wait();
-    return {};
-  }
-  // World rank 0: every stage's tensors, stage order, the first copy of a name kept.
-  train::CheckpointTensors merged = std::move(mine);
-  std::set<std::string> weights, state;
-  for (const auto& [key, t] : merged.weights) weights.insert(key);
-  for (const auto& [key, t] : merged.state) state.insert(key);
-  for (int s = 1; s < layout.pp; ++s) {
-    const int from = options_.stage_roots[size_t(s)];
-    for (auto& [key, t] : train::recv_tensor_map(*groups_.world, from, checkpoint_tag(s, false)))
-      if (weights.insert(key).second) merged.weights.emplace_back(key, t);
-    for (auto& [key, t] : train::recv_tensor_map(*groups_.world, from, checkpoint_tag(s, true)))
-      if (state.insert(key).second) merged.state.emplace_back(key, t);
-  }
+  train::ZeroShards* zero = step.zero();
+  const int zero_stage = zero ? zero->stage() : 0;
+  if (zero_stage == 3) zero->fetch_all();
+  // Stage 3's units are freed again however the save ends (a collective of the dp group,
+  // which every slot reaches: a failed save fails on every rank).
+  std::unique_ptr<train::ZeroShards, void (*)(train::ZeroShards*)> release(
+      zero_stage == 3 ? zero : nullptr, [](train::ZeroShards* z) { z->release_all(); });
+  const std::vector<train::OwnedSlice> slices = step.owned_slices();
   const train::TrainingProgress progress{.iteration = command.iteration,
                                          .consumed_samples = command.consumed_samples,
                                          .best_metric = command.best_metric,
                                          .has_best = command.has_best,
                                          .seed = command.seed};
-  train::write_checkpoint(command.folder, command.name, *parts_[0], std::move(merged), *optimizer_,
-                          step.scaler(), progress, command.max_to_keep, {.schedule = &schedule_});
+  const train::ShardedLayout saved{.dp = layout.dp,
+                                   .tp = options_.tp ? options_.tp->size() : 1,
+                                   .pp = layout.pp,
+                                   .virtual_stages = layout.num_chunks,
+                                   .zero_stage = zero_stage};
+  train::save_sharded_checkpoint(command.folder, command.name, slices, groups_.world.get(), saved,
+                                 *parts_[0], *optimizer_, step.optimizer_steps(), step.scaler(),
+                                 progress, command.max_to_keep, {.schedule = &schedule_},
+                                 /*whole_weights=*/!train::is_numbered_checkpoint(command.name));
   return {};
 }
 
 StepSummary ModelTrainCompute::load(const wire::TrainControl& command) {
   train::StageStep& step = stage_step();
-  const train::TrainingProgress progress = train::load_checkpoint_parts(
-      command.folder, raw_parts(), *optimizer_, step.scaler(), /*whole=*/false);
-  step.set_steps_done(progress.iteration);
+  const train::TrainingProgress progress = train::load_stage_checkpoint(
+      train::CheckpointReader::open(command.folder), raw_parts(), step);
   batches_.clear();
   StepSummary summary;
   summary.extra = {{"iteration", double(progress.iteration)},

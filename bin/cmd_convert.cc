@@ -15,6 +15,7 @@
 #include "models/convert.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "train/checkpoint.h"
+#include "train/sharded_checkpoint.h"
 
 namespace libai::cli {
 namespace {
@@ -34,6 +35,11 @@ int convert(ConvertOptions options) {
                      ": has last_checkpoint but no complete checkpoint folder");
     options.from = found->string();
   }
+  // A sharded checkpoint (graph mode's model_NNNNNNN) has no model.safetensors to convert.
+  LIBAI_CHECK(!train::is_sharded_checkpoint(options.from) ||
+                  fs::exists(fs::path(options.from) / "model.safetensors"),
+              "--from ", options.from, " is a sharded training checkpoint: export it with ",
+              "`libai-actor checkpoint merge ", options.from, " ", options.to, "`");
   check_model_folder(options.from, "--from");
   const auto layout =
       options.format == "hf" ? models::CheckpointLayout::hf : models::CheckpointLayout::libai;

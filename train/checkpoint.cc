@@ -20,6 +20,8 @@
 #include "runtime/autograd.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/logging.h"
+#include "train/checkpoint_files.h"
+#include "train/sharded_checkpoint.h"
 
 namespace libai::train {
 
@@ -28,7 +30,7 @@ using Json = nlohmann::json;
 
 namespace {
 
-constexpr const char* kFormat = "libai-actor-training-checkpoint";
+constexpr const char* kFormat = checkpoint_files::kTrainerFormat;
 constexpr int kFormatVersion = 1;
 constexpr const char* kRequiredFiles[] = {"config.json", "model.safetensors",
                                           "optimizer.safetensors", "trainer.json"};
@@ -50,15 +52,18 @@ std::function<void(const std::string&)>& write_hook() {
   return hook;
 }
 
-void at_phase(const std::string& phase) {
-  if (write_hook()) write_hook()(phase);
-}
-
 [[noreturn]] void throw_io(const std::string& what, const fs::path& path) {
   LIBAI_THROW(IoError, "checkpoint: cannot ", what, " ", path.string(), ": ", std::strerror(errno));
 }
 
-// Writes `bytes` to `path` in chunks (a crash point after each, for the tests) and fsyncs it.
+}  // namespace
+
+namespace checkpoint_files {
+
+void at_phase(const std::string& phase) {
+  if (write_hook()) write_hook()(phase);
+}
+
 void write_file_synced(const fs::path& path, const std::string& bytes) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw_io("create", path);
@@ -109,6 +114,12 @@ Json read_json(const fs::path& path) {
     LIBAI_THROW(CorruptInput, "checkpoint: ", path.string(), " is not valid JSON: ", e.what());
   }
 }
+
+}  // namespace checkpoint_files
+
+namespace {
+
+using namespace checkpoint_files;
 
 // Moves `target` out of the way under a .trash-* name, then removes it: a half-removed folder
 // never carries a checkpoint's name.
@@ -163,18 +174,6 @@ Tensor gather_whole(const Tensor& shard, const models::ParameterInfo& info,
   return ops::contiguous(ops::narrow(whole, d, 0, info.logical_shape[size_t(d)]));
 }
 
-// This rank's shard (of shape `shard_shape`) of a whole tensor, zero in an uneven split's padding.
-Tensor local_slice(const Tensor& whole, const models::ParameterInfo& info,
-                   const Shape& shard_shape) {
-  if (info.split_dim < 0 || info.tp_size == 1) return whole;
-  const int d = info.split_dim;
-  const int64_t part = shard_shape[size_t(d)], start = info.tp_rank * part;
-  const int64_t length = std::clamp<int64_t>(info.logical_shape[size_t(d)] - start, 0, part);
-  Tensor out = Tensor::zeros(shard_shape, whole.dtype());
-  if (length > 0) ops::narrow(out, d, 0, length).copy_from(ops::narrow(whole, d, start, length));
-  return out;
-}
-
 // "<parameter>.<field>" of Optimizer::state_tensors: the parameter's layout when the field has
 // the parameter's shape (exp_avg, exp_avg_sq, momentum_buffer; not the per-parameter "step").
 const models::ParameterInfo* shaped_like_parameter(
@@ -203,43 +202,12 @@ Json schedule_json(const LrScheduler* schedule) {
           {"cycle", o.cycle}};
 }
 
-Json trainer_json(const TrainingProgress& progress, Optimizer& optimizer, const GradScaler* scaler,
-                  const SaveOptions& options) {
-  Json groups = Json::array();
-  for (const auto& g : optimizer.groups())
-    groups.push_back(
-        {{"parameters", g.names.size()}, {"base_lr", g.base_lr}, {"weight_decay", g.weight_decay}});
-  Json loss_scale = nullptr;
-  if (scaler)
-    loss_scale = {{"scale", scaler->scale()}, {"growth_tracker", scaler->growth_tracker()}};
-  return {{"format", kFormat},
-          {"format_version", kFormatVersion},
-          {"libai_actor_version", LIBAI_VERSION},
-          {"iteration", progress.iteration},
-          {"consumed_samples", progress.consumed_samples},
-          {"best_metric", progress.has_best ? Json(progress.best_metric) : Json(nullptr)},
-          {"seed", progress.seed},
-          {"optimizer_steps", optimizer.steps_taken()},
-          {"param_groups", groups},
-          {"loss_scale", loss_scale},
-          {"scheduler", schedule_json(options.schedule)}};
-}
-
 fs::path assets_folder(const models::Model& model, const SaveOptions& options) {
   if (!options.assets_from.empty()) return options.assets_from;
   const fs::path config = model.config().path();
   if (fs::is_regular_file(config)) return config.parent_path();
   if (fs::is_directory(config)) return config;
   return {};
-}
-
-void remove_stale(const fs::path& output_dir) {
-  for (const auto& entry : fs::directory_iterator(output_dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(".tmp-", 0) == 0 || name.rfind(".trash-", 0) == 0 ||
-        name == ".last_checkpoint.tmp")
-      fs::remove_all(entry.path());
-  }
 }
 
 void prune(const fs::path& output_dir, const std::string& keep, int max_to_keep) {
@@ -264,13 +232,20 @@ void prune(const fs::path& output_dir, const std::string& keep, int max_to_keep)
 // The iteration of a complete checkpoint folder, or nullopt.
 std::optional<int64_t> complete_iteration(const fs::path& folder) {
   std::error_code ec;
+  if (fs::is_regular_file(folder / "layout.json", ec) && !sharded_checkpoint_complete(folder))
+    return std::nullopt;
+  const bool sharded = fs::is_regular_file(folder / "layout.json", ec);
   for (const char* file : kRequiredFiles)
-    if (!fs::is_regular_file(folder / file, ec)) return std::nullopt;
+    if (!fs::is_regular_file(folder / file, ec) &&
+        !(sharded && std::string(file).find(".safetensors") != std::string::npos))
+      return std::nullopt;
   try {
     const Json trainer = read_json(folder / "trainer.json");
     if (!trainer.is_object() || trainer.value("format", "") != kFormat) return std::nullopt;
-    checkpoint::SafetensorsFile::open((folder / "model.safetensors").string());
-    checkpoint::SafetensorsFile::open((folder / "optimizer.safetensors").string());
+    if (!sharded) {
+      checkpoint::SafetensorsFile::open((folder / "model.safetensors").string());
+      checkpoint::SafetensorsFile::open((folder / "optimizer.safetensors").string());
+    }
     return trainer.at("iteration").get<int64_t>();
   } catch (const Error&) {
     return std::nullopt;
@@ -296,6 +271,132 @@ std::string config_differences(const Json& saved, const Json& model) {
 }
 
 }  // namespace
+
+namespace checkpoint_files {
+
+void remove_stale(const fs::path& output_dir) {
+  for (const auto& entry : fs::directory_iterator(output_dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".tmp-", 0) == 0 || name.rfind(".trash-", 0) == 0 ||
+        name == ".last_checkpoint.tmp")
+      fs::remove_all(entry.path());
+  }
+}
+
+Json trainer_json(const TrainingProgress& progress, const std::vector<ParamGroup>& groups,
+                  int64_t optimizer_steps, const GradScaler* scaler, const SaveOptions& options) {
+  Json group_list = Json::array();
+  for (const auto& g : groups)
+    group_list.push_back(
+        {{"parameters", g.names.size()}, {"base_lr", g.base_lr}, {"weight_decay", g.weight_decay}});
+  Json loss_scale = nullptr;
+  if (scaler)
+    loss_scale = {{"scale", scaler->scale()}, {"growth_tracker", scaler->growth_tracker()}};
+  return {{"format", kFormat},
+          {"format_version", kFormatVersion},
+          {"libai_actor_version", LIBAI_VERSION},
+          {"iteration", progress.iteration},
+          {"consumed_samples", progress.consumed_samples},
+          {"best_metric", progress.has_best ? Json(progress.best_metric) : Json(nullptr)},
+          {"seed", progress.seed},
+          {"optimizer_steps", optimizer_steps},
+          {"param_groups", group_list},
+          {"loss_scale", loss_scale},
+          {"scheduler", schedule_json(options.schedule)}};
+}
+
+void check_name(const std::string& name) {
+  LIBAI_CHECK(!name.empty() && name[0] != '.' && name.find('/') == std::string::npos &&
+                  name != "last_checkpoint",
+              "save_checkpoint: invalid checkpoint name \"", name, "\"");
+}
+
+void write_model_files(const fs::path& folder, const models::Model& model,
+                       const SaveOptions& options) {
+  write_file_synced(folder / "config.json", model.config().json().dump(2) + "\n");
+  const fs::path assets = assets_folder(model, options);
+  if (!assets.empty())
+    for (const char* file : kAssetFiles)
+      if (fs::is_regular_file(assets / file))
+        write_file_synced(folder / file, read_file(assets / file));
+}
+
+void publish(const fs::path& temp, const fs::path& output_dir, const std::string& name,
+             int max_to_keep) {
+  rename_into_place(temp, output_dir / name);
+  fsync_directory(output_dir);
+  at_phase("renamed");
+
+  const fs::path pointer_temp = output_dir / ".last_checkpoint.tmp";
+  write_file_synced(pointer_temp, name + "\n");
+  if (std::rename(pointer_temp.c_str(), (output_dir / "last_checkpoint").c_str()) != 0)
+    throw_io("rename into place", output_dir / "last_checkpoint");
+  fsync_directory(output_dir);
+  at_phase("last_checkpoint");
+
+  prune(output_dir, name, max_to_keep);
+}
+
+Json read_trainer(const fs::path& folder) {
+  const fs::path trainer_path = folder / "trainer.json";
+  LIBAI_CHECK_KIND(NotFound, fs::is_regular_file(trainer_path), "load_checkpoint: ",
+                   folder.string(), " has no trainer.json (not a complete training checkpoint)");
+  const Json trainer = read_json(trainer_path);
+  LIBAI_CHECK_KIND(CorruptInput, trainer.is_object() && trainer.value("format", "") == kFormat,
+                   "load_checkpoint: ", trainer_path.string(),
+                   " is not a training checkpoint's (format \"", kFormat, "\" expected)");
+  LIBAI_CHECK_KIND(Unsupported, trainer.value("format_version", 0) <= kFormatVersion,
+                   "load_checkpoint: ", trainer_path.string(), " has format version ",
+                   trainer.value("format_version", 0), "; this build reads up to ", kFormatVersion);
+  return trainer;
+}
+
+TrainingProgress parse_progress(const Json& trainer, const fs::path& folder) {
+  TrainingProgress progress;
+  try {
+    progress.iteration = trainer.at("iteration").get<int64_t>();
+    progress.consumed_samples = trainer.at("consumed_samples").get<int64_t>();
+    progress.seed = trainer.at("seed").get<uint64_t>();
+    const Json& best = trainer.at("best_metric");
+    progress.has_best = !best.is_null();
+    if (progress.has_best) progress.best_metric = best.get<double>();
+    const Json& loss_scale = trainer.at("loss_scale");
+    if (!loss_scale.is_null()) {
+      progress.loss_scale = loss_scale.at("scale").get<double>();
+      progress.loss_scale_growth_tracker = loss_scale.at("growth_tracker").get<int64_t>();
+    }
+  } catch (const Json::exception& e) {
+    LIBAI_THROW(CorruptInput, "load_checkpoint: ", (folder / "trainer.json").string(), ": ",
+                e.what());
+  }
+  return progress;
+}
+
+int64_t optimizer_steps_of(const Json& trainer, const fs::path& folder) {
+  try {
+    return trainer.at("optimizer_steps").get<int64_t>();
+  } catch (const Json::exception& e) {
+    LIBAI_THROW(CorruptInput, "load_checkpoint: ", (folder / "trainer.json").string(), ": ",
+                e.what());
+  }
+}
+
+void check_config(const fs::path& folder, const models::Model& model) {
+  const Json config = read_json(folder / "config.json");
+  if (config != model.config().json())
+    LIBAI_THROW(InvalidArgument, "load_checkpoint: ", (folder / "config.json").string(),
+                " is not the model's config:", config_differences(config, model.config().json()));
+}
+
+void restore_scaler(const TrainingProgress& progress, const fs::path& folder, GradScaler* scaler) {
+  LIBAI_CHECK(progress.loss_scale.has_value() == (scaler != nullptr),
+              "load_checkpoint: ", folder.string(), progress.loss_scale ? " has" : " has no",
+              " loss scaler state, the run ", scaler ? "has" : "has no",
+              " loss scaler (train.amp / loss scaling must match to resume)");
+  if (scaler) scaler->set_state(*progress.loss_scale, progress.loss_scale_growth_tracker);
+}
+
+}  // namespace checkpoint_files
 
 void set_checkpoint_write_hook(std::function<void(const std::string& phase)> hook) {
   write_hook() = std::move(hook);
@@ -331,21 +432,13 @@ fs::path write_checkpoint(const fs::path& output_dir, const std::string& name,
                           Optimizer& optimizer, const GradScaler* scaler,
                           const TrainingProgress& progress, int max_to_keep,
                           const SaveOptions& options) {
-  LIBAI_CHECK(!name.empty() && name[0] != '.' && name.find('/') == std::string::npos &&
-                  name != "last_checkpoint",
-              "save_checkpoint: invalid checkpoint name \"", name, "\"");
-  const fs::path target = output_dir / name;
+  check_name(name);
   fs::create_directories(output_dir);
   remove_stale(output_dir);
   at_phase("start");
   const fs::path temp = output_dir / (".tmp-" + name + "-" + std::to_string(::getpid()));
   fs::create_directories(temp);
-  write_file_synced(temp / "config.json", model.config().json().dump(2) + "\n");
-  const fs::path assets = assets_folder(model, options);
-  if (!assets.empty())
-    for (const char* file : kAssetFiles)
-      if (fs::is_regular_file(assets / file))
-        write_file_synced(temp / file, read_file(assets / file));
+  write_model_files(temp, model, options);
   write_file_synced(
       temp / "model.safetensors",
       checkpoint::serialize_safetensors(
@@ -356,22 +449,14 @@ fs::path write_checkpoint(const fs::path& output_dir, const std::string& name,
   // Last: a folder with trainer.json has everything else (the rename makes that moot, but
   // a copied-by-hand folder is then also checked).
   write_file_synced(temp / "trainer.json",
-                    trainer_json(progress, optimizer, scaler, options).dump(2) + "\n");
+                    trainer_json(progress, optimizer.groups(), optimizer.steps_taken(), scaler,
+                                 options)
+                            .dump(2) +
+                        "\n");
   fsync_directory(temp);
   at_phase("files_synced");
-
-  rename_into_place(temp, target);
-  fsync_directory(output_dir);
-  at_phase("renamed");
-
-  const fs::path pointer_temp = output_dir / ".last_checkpoint.tmp";
-  write_file_synced(pointer_temp, name + "\n");
-  if (std::rename(pointer_temp.c_str(), (output_dir / "last_checkpoint").c_str()) != 0)
-    throw_io("rename into place", output_dir / "last_checkpoint");
-  fsync_directory(output_dir);
-  at_phase("last_checkpoint");
-
-  prune(output_dir, name, max_to_keep);
+  publish(temp, output_dir, name, max_to_keep);
+  const fs::path target = output_dir / name;
   logger("train")->info("saved checkpoint {} (iteration {})", target.string(), progress.iteration);
   return target;
 }
@@ -380,9 +465,7 @@ fs::path save_checkpoint(const fs::path& output_dir, const std::string& name, mo
                          Optimizer& optimizer, const GradScaler* scaler,
                          const TrainingProgress& progress, int max_to_keep,
                          const SaveOptions& options) {
-  LIBAI_CHECK(!name.empty() && name[0] != '.' && name.find('/') == std::string::npos &&
-                  name != "last_checkpoint",
-              "save_checkpoint: invalid checkpoint name \"", name, "\"");
+  check_name(name);
   comm::Communicator* tp = options.groups.tp.get();
   comm::Communicator* dp = options.groups.dp.get();
   const bool writer = (!tp || tp->rank() == 0) && (!dp || dp->rank() == 0);
@@ -408,23 +491,14 @@ TrainingProgress load_checkpoint_parts(const fs::path& folder,
   models::Model& model = *parts[0];
   LIBAI_CHECK_KIND(NotFound, fs::is_directory(folder), "load_checkpoint: ", folder.string(),
                    " is not a folder");
+  if (is_sharded_checkpoint(folder))
+    return load_checkpoint_from(CheckpointReader::open(folder), parts, optimizer, scaler, whole);
   for (const char* file : kRequiredFiles)
     LIBAI_CHECK_KIND(NotFound, fs::is_regular_file(folder / file),
                      "load_checkpoint: ", folder.string(), " has no ", file,
                      " (not a complete training checkpoint: written by save_checkpoint?)");
-  const Json trainer = read_json(folder / "trainer.json");
-  const fs::path trainer_path = folder / "trainer.json";
-  LIBAI_CHECK_KIND(CorruptInput, trainer.is_object() && trainer.value("format", "") == kFormat,
-                   "load_checkpoint: ", trainer_path.string(),
-                   " is not a training checkpoint's (format \"", kFormat, "\" expected)");
-  LIBAI_CHECK_KIND(Unsupported, trainer.value("format_version", 0) <= kFormatVersion,
-                   "load_checkpoint: ", trainer_path.string(), " has format version ",
-                   trainer.value("format_version", 0), "; this build reads up to ", kFormatVersion);
-
-  const Json config = read_json(folder / "config.json");
-  if (config != model.config().json())
-    LIBAI_THROW(InvalidArgument, "load_checkpoint: ", (folder / "config.json").string(),
-                " is not the model's config:", config_differences(config, model.config().json()));
+  const Json trainer = read_trainer(folder);
+  check_config(folder, model);
 
   // The model: exactly the model's parameters, this rank's slices.
   const fs::path model_path = folder / "model.safetensors";
@@ -470,7 +544,7 @@ TrainingProgress load_checkpoint_parts(const fs::path& folder,
                        "load_checkpoint: ", optimizer_path.string(), ": ", key, " has shape ",
                        shape_str(tensor.shape()), ", its parameter ", info->name, " is ",
                        shape_str(info->logical_shape));
-      tensor = local_slice(tensor, *info, info->tensor->shape());
+      tensor = tp_block(tensor, *info, info->tensor->shape());
     }
     state.emplace(key, tensor);
   }
@@ -481,27 +555,8 @@ TrainingProgress load_checkpoint_parts(const fs::path& folder,
                         str_cat("load_checkpoint: ", optimizer_path.string(), ": ", e.what()));
   }
 
-  TrainingProgress progress;
-  try {
-    progress.iteration = trainer.at("iteration").get<int64_t>();
-    progress.consumed_samples = trainer.at("consumed_samples").get<int64_t>();
-    progress.seed = trainer.at("seed").get<uint64_t>();
-    const Json& best = trainer.at("best_metric");
-    progress.has_best = !best.is_null();
-    if (progress.has_best) progress.best_metric = best.get<double>();
-    const Json& loss_scale = trainer.at("loss_scale");
-    if (!loss_scale.is_null()) {
-      progress.loss_scale = loss_scale.at("scale").get<double>();
-      progress.loss_scale_growth_tracker = loss_scale.at("growth_tracker").get<int64_t>();
-    }
-  } catch (const Json::exception& e) {
-    LIBAI_THROW(CorruptInput, "load_checkpoint: ", trainer_path.string(), ": ", e.what());
-  }
-  LIBAI_CHECK(progress.loss_scale.has_value() == (scaler != nullptr),
-              "load_checkpoint: ", folder.string(), progress.loss_scale ? " has" : " has no",
-              " loss scaler state, the run ", scaler ? "has" : "has no",
-              " loss scaler (train.amp / loss scaling must match to resume)");
-  if (scaler) scaler->set_state(*progress.loss_scale, progress.loss_scale_growth_tracker);
+  const TrainingProgress progress = parse_progress(trainer, folder);
+  restore_scaler(progress, folder, scaler);
   return progress;
 }
 

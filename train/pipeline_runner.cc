@@ -6,6 +6,7 @@
 #include "models/init.h"
 #include "models/pipeline/stage.h"
 #include "train/pipeline_eager.h"
+#include "train/sharded_checkpoint.h"
 
 namespace libai::train {
 
@@ -94,9 +95,25 @@ class PipelineRunner final : public StepRunner {
     return out;
   }
 
-  // Note [Checkpoints of pipeline parts]: the whole model, written by world rank 0.
+  // Note [Checkpoints of pipeline parts]: the whole model, written by world rank 0; under ZeRO
+  // the sharded format (every rank writes what it owns: Note [Sharded checkpoint layout]).
   void save(const fs::path& output_dir, const std::string& name, const TrainingProgress& progress,
             int max_to_keep) override {
+    if (ZeroShards* zero = step_->zero()) {
+      if (zero->stage() == 3) zero->fetch_all();
+      const std::vector<OwnedSlice> slices = step_->owned_slices();
+      const ShardedLayout saved{.dp = layout_.dp,
+                                .tp = setup_.groups.tp ? setup_.groups.tp->size() : 1,
+                                .pp = layout_.pp,
+                                .virtual_stages = layout_.num_chunks,
+                                .zero_stage = zero->stage()};
+      save_sharded_checkpoint(output_dir, name, slices, world_.get(), saved, *parts_[0],
+                              *optimizer_, step_->optimizer_steps(), step_->scaler(), progress,
+                              max_to_keep, {.schedule = &schedule_},
+                              /*whole_weights=*/!is_numbered_checkpoint(name));
+      if (zero->stage() == 3) zero->release_all();
+      return;
+    }
     CheckpointTensors mine = gather_checkpoint_tensors(parts_, *optimizer_, setup_.groups.tp.get());
     const bool contributes = layout_.dp_rank == 0 && setup_.coordinates.tp == 0;
     if (contributes) {
@@ -124,10 +141,7 @@ class PipelineRunner final : public StepRunner {
   }
 
   TrainingProgress load(const fs::path& folder) override {
-    TrainingProgress progress =
-        load_checkpoint_parts(folder, parts_, *optimizer_, step_->scaler(), /*whole=*/false);
-    step_->set_steps_done(progress.iteration);
-    return progress;
+    return load_stage_checkpoint(CheckpointReader::open(folder), parts_, *step_);
   }
 
  private:

@@ -150,7 +150,8 @@ TEST_F(TrainCommand, PipelineFastDevRunAndResumeAtAnotherLayout) {
 
 // Graph mode (graph.enabled true: the training stage actors, pp 2 in this process): a fast
 // dev run writes every output the eager one does, its losses and evaluation equal eager
-// training's on one device, and its final checkpoint is a model folder generate reads.
+// training's on one device, and its final checkpoint (sharded, with the whole weights beside
+// the shards) is a model folder generate reads.
 TEST_F(TrainCommand, GraphFastDevRunWritesEveryOutputAndEqualsEager) {
   const std::string gpt2 = "model: {weights: " + kModels + "gpt2}\n";
   const std::string batch = " train.num_accumulation_steps=2 train.global_batch_size=4";
@@ -160,7 +161,7 @@ TEST_F(TrainCommand, GraphFastDevRunWritesEveryOutputAndEqualsEager) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("trained steps 0 to 2"), std::string::npos) << r.out;
   for (const char* name : {"metrics.json", "loss_curve.svg", "config.yaml", "last_checkpoint",
-                           "model_final/model.safetensors", "model_final/optimizer.safetensors",
+                           "model_final/model.safetensors", "model_final/layout.json",
                            "model_final/trainer.json", "model_best/config.json"})
     EXPECT_TRUE(fs::exists(out / name)) << name;
   EXPECT_FALSE(fs::is_empty(out / "tensorboard"));
