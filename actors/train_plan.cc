@@ -310,16 +310,14 @@ void check_train_plan(const schedule::Plan& plan, const std::vector<wire::Device
       if (cap <= 0 || m.total() <= cap) continue;
       const std::string name = size_t(d) < devices.size() ? devices[size_t(d)].name : "?";
       LIBAI_THROW(InvalidArgument, "the training plan does not fit: pipeline rank ", k, " needs ",
-                  schedule::format_bytes(m.total()),
-                  " (weights, gradients and optimizer state ",
+                  schedule::format_bytes(m.total()), " (weights, gradients and optimizer state ",
                   schedule::format_bytes(m.weight_bytes + m.model_state.total()),
                   plan.zero_stage > 0
                       ? " by " + schedule::zero_description(plan.zero_stage, plan.dp)
                       : std::string(),
-                  ", stashed activations ",
-                  schedule::format_bytes(m.activation_bytes), ") on device ", d, " (", name,
-                  "), which has ", schedule::format_bytes(cap), " (its node's free memory / ",
-                  devices_per_node, " device(s) per node)");
+                  ", stashed activations ", schedule::format_bytes(m.activation_bytes),
+                  ") on device ", d, " (", name, "), which has ", schedule::format_bytes(cap),
+                  " (its node's free memory / ", devices_per_node, " device(s) per node)");
     }
   }
   schedule::validate(plan);

@@ -54,8 +54,8 @@ struct ModelTrainShape {
   int64_t micro_batch_size = 1;   // train.train_micro_batch_size
   int64_t seq_length = 1;         // data.seq_length
   bool activation_checkpoint = false;
-  int zero_stage = 0;  // train.zero_optimization.stage when enabled, else 0
-  std::string balance = "uniform";                       // train.dist.balance
+  int zero_stage = 0;               // train.zero_optimization.stage when enabled, else 0
+  std::string balance = "uniform";  // train.dist.balance
   std::optional<std::vector<int64_t>> custom_stage_ids;  // train.dist.custom_pipeline_stage_id
   std::vector<double> slowdown;  // per device (node order): train.cluster.device_slowdown
   // Measured by the cluster when it forms (0: not modelled).

@@ -76,8 +76,7 @@ void print_train_plan(std::ostream& out, const ModelTrainShape& shape, const sch
 
   // Note [ZeRO memory model] in schedule/zero_memory.h: the model state's terms per rank.
   const std::vector<int> stash = schedule::peak_stashed_activations(plan.program);
-  out << "\nmemory per rank (f32 params, grads and AdamW optimizer state, "
-      << zero_note(plan)
+  out << "\nmemory per rank (f32 params, grads and AdamW optimizer state, " << zero_note(plan)
       << (plan.zero_stage >= 2 ? "; in flight: the largest unit's whole gradients" : "")
       << (plan.zero_stage == 3 ? " and gathered params" : "")
       << "; the activations the schedule stashes at its peak):\n";
@@ -87,13 +86,13 @@ void print_train_plan(std::ostream& out, const ModelTrainShape& shape, const sch
     const schedule::ZeroMemory& z = m.model_state;
     const double cap = stage_cap(plan, st);
     out << "  " << device_names(st.devices, devices) << " (stage " << k
-        << "): " << schedule::format_bytes(m.total())
-        << " = params " << schedule::format_bytes(z.parameters + m.weight_bytes)
-        << " + grads " << schedule::format_bytes(z.gradients)
-        << " + optimizer " << schedule::format_bytes(z.optimizer)
-        << " + in flight " << schedule::format_bytes(z.in_flight)
-        << " + activations " << schedule::format_bytes(m.activation_bytes) << " for "
-        << stash[size_t(k)] << (plan.num_chunks > 1 ? " micro-batch chunk" : " micro-batch")
+        << "): " << schedule::format_bytes(m.total()) << " = params "
+        << schedule::format_bytes(z.parameters + m.weight_bytes) << " + grads "
+        << schedule::format_bytes(z.gradients) << " + optimizer "
+        << schedule::format_bytes(z.optimizer) << " + in flight "
+        << schedule::format_bytes(z.in_flight) << " + activations "
+        << schedule::format_bytes(m.activation_bytes) << " for " << stash[size_t(k)]
+        << (plan.num_chunks > 1 ? " micro-batch chunk" : " micro-batch")
         << (stash[size_t(k)] == 1 ? ""
             : plan.num_chunks > 1 ? "s"
                                   : "es")

@@ -38,8 +38,8 @@ class OrderSearch {
   explicit OrderSearch(const DeviceCosts& costs) : c_(costs) {
     D_ = c_.num_devices();
     L_ = int(c_.layer_memory.size());
-    layers_ = detail::layer_prefixes(c_.layer_memory, c_.layer_activation_memory,
-                                     c_.layer_unit_memory);
+    layers_ =
+        detail::layer_prefixes(c_.layer_memory, c_.layer_activation_memory, c_.layer_unit_memory);
     for (int d = 0; d < D_; ++d) time_.push_back(detail::prefix_sums(c_.layer_time[size_t(d)]));
     kind_.resize(size_t(D_));
     for (int d = 0; d < D_; ++d) {

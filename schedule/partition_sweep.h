@@ -17,7 +17,7 @@ struct LayerPrefixes {
 LayerPrefixes layer_prefixes(const std::vector<double>& memory,
                              const std::vector<double>& activation,
                              const std::vector<double>& unit = {});
-std::vector<double> prefix_sums(const std::vector<double>& values);   // [n + 1]
+std::vector<double> prefix_sums(const std::vector<double>& values);  // [n + 1]
 
 // What one stage may hold, on its device, at its position in the pipeline.
 struct StageLimits {

@@ -219,8 +219,7 @@ class Compiler {
     for (int l = 0; l < L_; ++l) {
       fixed_bytes_[size_t(l)] =
           (r.weight_bytes[size_t(l)] + state_per_parameter_ * parameters_of(l)) / r.tp;
-      if (unit_per_element_ > 0)
-        unit_bytes_.push_back(unit_per_element_ * parameters_of(l) / r.tp);
+      if (unit_per_element_ > 0) unit_bytes_.push_back(unit_per_element_ * parameters_of(l) / r.tp);
       kv_bytes_.push_back(r.kv_cache_bytes.empty() ? 0.0
                                                    : groups * r.kv_cache_bytes[size_t(l)] / r.tp);
       fixed_bytes_[size_t(l)] += kv_bytes_.back();
@@ -422,9 +421,9 @@ class Compiler {
   std::vector<int> quota_;
   std::vector<double> in_flight_;    // [(virtual) stage] micro-batches whose activations it keeps
   std::vector<double> fixed_bytes_;  // [layer] per device: weights, model state, KV caches
+  std::vector<double> kv_bytes_;     // [layer] per device: KV caches alone
   std::vector<double> unit_bytes_;   // [layer] per device: its unit in flight (empty: none)
   double state_per_parameter_ = 0, unit_per_element_ = 0;
-  std::vector<double> kv_bytes_;     // [layer] per device: KV caches alone
   std::vector<double> activation_bytes_;  // [layer] per device, per micro-batch in flight
   std::vector<SlotCosts> slots_;
 };
@@ -509,9 +508,9 @@ void validate(const Plan& plan) {
                                 format_bytes(m.model_state.optimizer), ", in flight ",
                                 format_bytes(m.model_state.in_flight), ")")
                       : std::string(),
-                  ", kv cache ", format_bytes(m.kv_cache_bytes),
-                  ", activations ", format_bytes(m.activation_bytes), ") and the device has ",
-                  std::llround(cap), " bytes (", format_bytes(cap), ")");
+                  ", kv cache ", format_bytes(m.kv_cache_bytes), ", activations ",
+                  format_bytes(m.activation_bytes), ") and the device has ", std::llround(cap),
+                  " bytes (", format_bytes(cap), ")");
     }
   }
   LIBAI_CHECK(int(plan.program.size()) == P && int(plan.quota.size()) == S,

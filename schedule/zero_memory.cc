@@ -20,8 +20,9 @@ ZeroMemory zero_state_bytes(int stage, int dp, double params, double largest_uni
   LIBAI_CHECK(dp >= 1, "ZeRO over a data-parallel size of ", dp, "; expected at least 1");
   LIBAI_CHECK(std::isfinite(params) && params >= 0, "ZeRO memory of ", params,
               " parameters; expected a finite count >= 0");
-  LIBAI_CHECK(std::isfinite(largest_unit) && largest_unit >= 0, "ZeRO memory with a largest unit of ",
-              largest_unit, " elements; expected a finite count >= 0");
+  LIBAI_CHECK(std::isfinite(largest_unit) && largest_unit >= 0,
+              "ZeRO memory with a largest unit of ", largest_unit,
+              " elements; expected a finite count >= 0");
   const double n = dp;
   ZeroMemory m;
   m.parameters = stage == 3 ? 4 * params / n : 4 * params;

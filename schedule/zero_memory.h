@@ -11,13 +11,14 @@
 // tp), N the data-parallel size, U the element count of the rank's largest unit (one
 // transformer layer, or the rest of a model part: embeddings, final norm, head; Note [ZeRO
 // partitions] in train/zero.h). All in f32, AdamW:
-//   stage 0: parameters 4 Psi, gradients 4 Psi, optimizer 8 Psi                  = 16 Psi
-//   stage 1: parameters 4 Psi, gradients 4 Psi + 4 Psi / N (the whole gradients until the
-//            step, then the owned shard), optimizer 8 Psi / N                   = 8 Psi + 12 Psi / N
-//   stage 2: parameters 4 Psi, gradients 4 Psi / N, optimizer 8 Psi / N, in flight 4 U (one
-//            unit's whole gradients before their reduce-scatter)            = 4 Psi + 12 Psi / N + 4 U
-//   stage 3: parameters 4 Psi / N, gradients 4 Psi / N, optimizer 8 Psi / N, in flight 8 U (one
-//            unit's gathered parameters and whole gradients)                = 16 Psi / N + 8 U
+//   stage  parameters  gradients         optimizer  in flight  total
+//   0      4 Psi       4 Psi             8 Psi      -          16 Psi
+//   1      4 Psi       4 Psi + 4 Psi/N   8 Psi/N    -          8 Psi + 12 Psi/N
+//   2      4 Psi       4 Psi/N           8 Psi/N    4 U        4 Psi + 12 Psi/N + 4 U
+//   3      4 Psi/N     4 Psi/N           8 Psi/N    8 U        16 Psi/N + 8 U
+// Stage 1 keeps the whole gradients until the step and then the owned shard; the optimizer
+// state is m and v of the owned shard. In flight: stage 2 holds one unit's whole gradients
+// before their reduce-scatter, stage 3 also its gathered parameters.
 // Every term is linear in Psi except the unit in flight, which is the largest of the rank's
 // units: the balanced split (partition.h) adds it as a maximum over the stage's layers and its
 // rest, so ZeRO's savings let a stage take more layers. At N = 1 every shard is whole and ZeRO

@@ -183,10 +183,10 @@ TEST_F(TrainPlan, Zero1MemoryPerRankAtDp2Pp2) {
             std::string::npos)
       << text.out;
   for (int k = 0; k < 2; ++k) {
-    const std::string line = "(stage " + std::to_string(k) + "): " +
-                             kib(memory[size_t(k)]["total_bytes"].get<double>()) + " = params " +
-                             kib(4 * psi[k]) + " + grads " + kib(6 * psi[k]) + " + optimizer " +
-                             kib(4 * psi[k]) + " + in flight 0 B + activations ";
+    const std::string line = "(stage " + std::to_string(k) +
+                             "): " + kib(memory[size_t(k)]["total_bytes"].get<double>()) +
+                             " = params " + kib(4 * psi[k]) + " + grads " + kib(6 * psi[k]) +
+                             " + optimizer " + kib(4 * psi[k]) + " + in flight 0 B + activations ";
     EXPECT_NE(text.out.find(line), std::string::npos) << line << "\nin:\n" << text.out;
   }
   EXPECT_NE(text.out.find("(ZeRO-1 over dp 2) each of"), std::string::npos) << text.out;
@@ -195,21 +195,20 @@ TEST_F(TrainPlan, Zero1MemoryPerRankAtDp2Pp2) {
 // ZeRO-3 keeps the largest unit gathered with its whole gradients (8 bytes an element); over one
 // replica the plan says ZeRO saves nothing.
 TEST_F(TrainPlan, Zero3CountsTheUnitInFlightAndDp1SavesNothing) {
-  const json plan = run_json(
-      "plan '" +
-      config("{data_parallel_size: 2, pipeline_parallel_size: 2}", 2,
-             "  zero_optimization: {enabled: true, stage: 3}\n") +
-      "'");
+  const json plan = run_json("plan '" +
+                             config("{data_parallel_size: 2, pipeline_parallel_size: 2}", 2,
+                                    "  zero_optimization: {enabled: true, stage: 3}\n") +
+                             "'");
   ASSERT_TRUE(plan.is_object());
   const double psi0 = double(4 * kLayerParams + kEmbeddingParams);
   const json& m = plan["memory"][0];
   EXPECT_DOUBLE_EQ(m["weight_bytes"].get<double>(), 4 * psi0 / 2);
   EXPECT_DOUBLE_EQ(m["in_flight_bytes"].get<double>(), 8.0 * double(kEmbeddingParams));
 
-  const Result one = run("plan '" +
-                         config("{pipeline_parallel_size: 2}", 2,
-                                "  zero_optimization: {enabled: true, stage: 2}\n") +
-                         "'");
+  const Result one = run(
+      "plan '" +
+      config("{pipeline_parallel_size: 2}", 2, "  zero_optimization: {enabled: true, stage: 2}\n") +
+      "'");
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_NE(one.out.find("ZeRO-2 over dp 1: one data-parallel rank holds every shard, so ZeRO "
                          "saves nothing"),

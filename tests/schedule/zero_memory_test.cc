@@ -121,8 +121,9 @@ TEST(ZeroMemory, PlanCostsEachRanksModelStateOnUnevenStages) {
 
   PlanRequest missing = uneven(1, 1);
   missing.layer_parameters.clear();
-  EXPECT_NE(error_of([&] { compile_plan(missing); })
-                .find("ZeRO stage 1 needs the layers' parameter counts"),
+  EXPECT_NE(error_of([&] {
+              compile_plan(missing);
+            }).find("ZeRO stage 1 needs the layers' parameter counts"),
             std::string::npos);
   PlanRequest bad = uneven(5, 1);
   EXPECT_NE(error_of([&] { compile_plan(bad); }).find("zero_stage is 5"), std::string::npos);
@@ -214,7 +215,8 @@ TEST(ZeroMemory, BalancedSplitWithUnitsMatchesBruteForce) {
     for (int mask = 0; mask < (1 << (L - 1)); ++mask) {
       if (__builtin_popcount(unsigned(mask)) != S - 1) continue;
       StageAssignment stage_of(size_t(L), 0);
-      for (int l = 1; l < L; ++l) stage_of[size_t(l)] = stage_of[size_t(l) - 1] + ((mask >> (l - 1)) & 1);
+      for (int l = 1; l < L; ++l)
+        stage_of[size_t(l)] = stage_of[size_t(l) - 1] + ((mask >> (l - 1)) & 1);
       bool fits = true;
       double bottleneck = 0;
       for (int s = 0; s < S; ++s) {
