@@ -39,6 +39,8 @@ ModelTrainShape model_train_shape(const config::Config& cfg, const models::HfCon
   s.seq_length = cfg.get_or<int64_t>("data.seq_length", gpt ? 1024 : 512);
   LIBAI_CHECK(s.seq_length >= 1, "data.seq_length is ", s.seq_length, "; expected at least 1");
   s.activation_checkpoint = cfg.get_or<bool>("train.activation_checkpoint.enabled", false);
+  if (cfg.get_or<bool>("train.zero_optimization.enabled", false))
+    s.zero_stage = cfg.get_or<int>("train.zero_optimization.stage", 1);
   s.balance = cfg.get_or<std::string>("train.dist.balance", "uniform");
   s.custom_stage_ids = cfg.get_or<std::optional<std::vector<int64_t>>>(
       "train.dist.custom_pipeline_stage_id", std::nullopt);
@@ -199,9 +201,10 @@ std::vector<wire::DeviceProfile> train_devices_like_this_node(const config::Conf
 // and the timing includes the device's emulated slow-down. The embedding and the head get the
 // same calibration. The backward is backward_factor forwards: the mean over the devices of the
 // timed layer's backward / forward (its recomputation included under activation checkpointing),
-// else the convention (2, or 3 with recomputation). Memory per parameter: 16 bytes (f32
-// weight, gradient, AdamW's two moments); GPT-2's tied head counts its table again on the last
-// stage, which holds a copy with its own gradient and optimizer state.
+// else the convention (2, or 3 with recomputation). Memory: each layer's, the embedding's and
+// the head's parameters, costed by the planner's ZeRO memory model (16 bytes a parameter
+// without ZeRO: f32 weight, gradient, AdamW's two moments); GPT-2's tied head counts its table
+// again on the last stage, which holds a copy with its own gradient and optimizer state.
 
 double train_backward_factor(const ModelTrainShape& shape,
                              const std::vector<wire::DeviceProfile>& devices, bool* measured) {
@@ -247,17 +250,19 @@ schedule::PlanRequest train_plan_request(const ModelTrainShape& shape,
       mp::layer_costs(shape.model, tokens, DType::f32, shape.seq_length);
   LIBAI_CHECK(int(costs.size()) == shape.num_layers, shape.model_name, ": the cost model has ",
               costs.size(), " layers but the model cuts ", shape.num_layers);
-  const double per_param = kTrainBytesPerParam / 4;  // layer_costs counts f32 weights
+  r.zero_stage = shape.zero_stage;
+  const double per_param = 4;  // layer_costs counts f32 weights
   for (const auto& c : costs) {
-    r.weight_bytes.push_back(c.weight_bytes * per_param);
+    r.weight_bytes.push_back(0.0);  // the model state is all it holds
+    r.layer_parameters.push_back(c.weight_bytes / per_param);
     r.activation_bytes.push_back(double(tokens) * (shape.activation_checkpoint
                                                        ? c.output_bytes_per_token
                                                        : c.activation_bytes_per_token));
   }
   const mp::LayerCost embedding = mp::embedding_cost(shape.model, tokens, DType::f32);
   const mp::LayerCost head = mp::head_cost(shape.model, tokens, DType::f32);
-  r.embedding.bytes = embedding.weight_bytes * per_param;
-  r.head.bytes = head.weight_bytes * per_param;
+  r.embedding.parameters = embedding.weight_bytes / per_param;
+  r.head.parameters = head.weight_bytes / per_param;
 
   auto roofline = [](double flops, double bytes, const wire::DeviceProfile& d) {
     return schedule::layer_time_from_profile(flops, bytes, d.matmul_gflops, d.memory_bandwidth_gbs);
@@ -305,13 +310,14 @@ void check_train_plan(const schedule::Plan& plan, const std::vector<wire::Device
       if (cap <= 0 || m.total() <= cap) continue;
       const std::string name = size_t(d) < devices.size() ? devices[size_t(d)].name : "?";
       LIBAI_THROW(InvalidArgument, "the training plan does not fit: pipeline rank ", k, " needs ",
-                  schedule::format_bytes(m.total()),
-                  " (weights, gradients and "
-                  "optimizer state ",
-                  schedule::format_bytes(m.weight_bytes), ", stashed activations ",
-                  schedule::format_bytes(m.activation_bytes), ") on device ", d, " (", name,
-                  "), which has ", schedule::format_bytes(cap), " (its node's free memory / ",
-                  devices_per_node, " device(s) per node)");
+                  schedule::format_bytes(m.total()), " (weights, gradients and optimizer state ",
+                  schedule::format_bytes(m.weight_bytes + m.model_state.total()),
+                  plan.zero_stage > 0
+                      ? " by " + schedule::zero_description(plan.zero_stage, plan.dp)
+                      : std::string(),
+                  ", stashed activations ", schedule::format_bytes(m.activation_bytes),
+                  ") on device ", d, " (", name, "), which has ", schedule::format_bytes(cap),
+                  " (its node's free memory / ", devices_per_node, " device(s) per node)");
     }
   }
   schedule::validate(plan);

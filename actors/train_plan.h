@@ -15,8 +15,10 @@
 //            (time_train_layer: the device's thread budget and train.cluster.device_slowdown
 //            included); backward = backward_factor x forward, the factor measured on the same
 //            layer (without timings: 2, or 3 under activation checkpointing).
-//   memory   per layer, its parameters x 16 bytes (f32 weights 4 + gradients 4 + AdamW's two
-//            moments 8), the embedding on the first stage and the head on the last likewise;
+//   memory   per layer, its parameters, the embedding's on the first stage and the head's on
+//            the last: their model state (f32 weights, gradients, AdamW's two moments: 16 bytes
+//            a parameter without ZeRO) by ZeRO's memory model at train.zero_optimization's
+//            stage over the dp replicas (Note [ZeRO memory model] in schedule/zero_memory.h);
 //            per layer and micro-batch the activations it keeps for backward
 //            (models/pipeline/stage.h layer_costs: activation_bytes_per_token x tokens, or only
 //            its input, output_bytes_per_token x tokens, under activation checkpointing), which
@@ -41,11 +43,6 @@
 
 namespace libai::actors {
 
-// Bytes each parameter of a trained layer holds: f32 weight, gradient and AdamW's two moments.
-constexpr double kWeightBytesPerParam = 4, kGradientBytesPerParam = 4, kOptimizerBytesPerParam = 8;
-constexpr double kTrainBytesPerParam =
-    kWeightBytesPerParam + kGradientBytesPerParam + kOptimizerBytesPerParam;
-
 // What the plan of a model's training depends on.
 struct ModelTrainShape {
   models::HfConfig model;
@@ -57,7 +54,8 @@ struct ModelTrainShape {
   int64_t micro_batch_size = 1;   // train.train_micro_batch_size
   int64_t seq_length = 1;         // data.seq_length
   bool activation_checkpoint = false;
-  std::string balance = "uniform";                       // train.dist.balance
+  int zero_stage = 0;               // train.zero_optimization.stage when enabled, else 0
+  std::string balance = "uniform";  // train.dist.balance
   std::optional<std::vector<int64_t>> custom_stage_ids;  // train.dist.custom_pipeline_stage_id
   std::vector<double> slowdown;  // per device (node order): train.cluster.device_slowdown
   // Measured by the cluster when it forms (0: not modelled).

@@ -17,9 +17,13 @@ std::string stage_name(const schedule::Plan& plan, int s) {
                              : str_cat("stage ", s);
 }
 
-// The part of a rank's weight bytes (weights, gradients and optimizer state) that is `per`
-// bytes of the kTrainBytesPerParam each parameter holds.
-double share(double bytes, double per) { return bytes * per / kTrainBytesPerParam; }
+// "ZeRO-2 over dp 4", and what ZeRO over one replica means.
+std::string zero_note(const schedule::Plan& plan) {
+  std::string out = schedule::zero_description(plan.zero_stage, plan.dp);
+  if (plan.zero_stage > 0 && plan.dp == 1)
+    out += ": one data-parallel rank holds every shard, so ZeRO saves nothing";
+  return out;
+}
 
 // The step without a bubble: m x the busiest pipeline rank's forward + backward (its chunks'
 // summed), what the schedule would take if the others never waited.
@@ -70,24 +74,30 @@ void print_train_plan(std::ostream& out, const ModelTrainShape& shape, const sch
         << format_seconds(plan.costs.backward[size_t(s)]) << " backward per micro-batch\n";
   }
 
+  // Note [ZeRO memory model] in schedule/zero_memory.h: the model state's terms per rank.
   const std::vector<int> stash = schedule::peak_stashed_activations(plan.program);
-  out << "\nmemory per device (weights + gradients + optimizer state + the activations the "
-         "schedule stashes at its peak):\n";
+  out << "\nmemory per rank (f32 params, grads and AdamW optimizer state, " << zero_note(plan)
+      << (plan.zero_stage >= 2 ? "; in flight: the largest unit's whole gradients" : "")
+      << (plan.zero_stage == 3 ? " and gathered params" : "")
+      << "; the activations the schedule stashes at its peak):\n";
   for (int k = 0; k < plan.pp; ++k) {
     const schedule::StagePlan& st = plan.stages[size_t(k)];
     const schedule::RankMemory& m = plan.rank_memory[size_t(k)];
+    const schedule::ZeroMemory& z = m.model_state;
     const double cap = stage_cap(plan, st);
     out << "  " << device_names(st.devices, devices) << " (stage " << k
-        << "): " << schedule::format_bytes(m.total()) << " ("
-        << schedule::format_bytes(share(m.weight_bytes, kWeightBytesPerParam)) << " + "
-        << schedule::format_bytes(share(m.weight_bytes, kGradientBytesPerParam)) << " + "
-        << schedule::format_bytes(share(m.weight_bytes, kOptimizerBytesPerParam)) << " + "
+        << "): " << schedule::format_bytes(m.total()) << " = params "
+        << schedule::format_bytes(z.parameters + m.weight_bytes) << " + grads "
+        << schedule::format_bytes(z.gradients) << " + optimizer "
+        << schedule::format_bytes(z.optimizer) << " + in flight "
+        << schedule::format_bytes(z.in_flight) << " + activations "
         << schedule::format_bytes(m.activation_bytes) << " for " << stash[size_t(k)]
         << (plan.num_chunks > 1 ? " micro-batch chunk" : " micro-batch")
         << (stash[size_t(k)] == 1 ? ""
             : plan.num_chunks > 1 ? "s"
                                   : "es")
-        << ")" << (st.devices.size() > 1 ? " each" : "") << " of "
+        << " (" << schedule::zero_description(plan.zero_stage, plan.dp) << ")"
+        << (st.devices.size() > 1 ? " each" : "") << " of "
         << (cap > 0 ? schedule::format_bytes(cap) : std::string("unlimited"))
         << (cap > 0 && m.total() > cap ? "  DOES NOT FIT" : "") << "\n";
   }
@@ -139,9 +149,12 @@ nlohmann::json train_plan_json(const ModelTrainShape& shape, const schedule::Pla
     const double cap = stage_cap(plan, plan.stages[size_t(k)]);
     memory.push_back({{"stage", k},
                       {"devices", names},
-                      {"weight_bytes", share(m.weight_bytes, kWeightBytesPerParam)},
-                      {"gradient_bytes", share(m.weight_bytes, kGradientBytesPerParam)},
-                      {"optimizer_bytes", share(m.weight_bytes, kOptimizerBytesPerParam)},
+                      {"parameters", m.parameters},
+                      {"largest_unit", m.largest_unit},
+                      {"weight_bytes", m.weight_bytes + m.model_state.parameters},
+                      {"gradient_bytes", m.model_state.gradients},
+                      {"optimizer_bytes", m.model_state.optimizer},
+                      {"in_flight_bytes", m.model_state.in_flight},
                       {"activation_bytes", m.activation_bytes},
                       {"stashed_micro_batches", stash[size_t(k)]},
                       {"total_bytes", m.total()},
@@ -170,6 +183,7 @@ nlohmann::json train_plan_json(const ModelTrainShape& shape, const schedule::Pla
           {"micro_batch_size", shape.micro_batch_size},
           {"seq_length", shape.seq_length},
           {"activation_checkpoint", shape.activation_checkpoint},
+          {"zero_stage", plan.zero_stage},
           {"balance", shape.custom_stage_ids ? "custom" : shape.balance},
           {"backward_factor", factor},
           {"backward_factor_measured", measured},

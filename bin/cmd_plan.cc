@@ -38,6 +38,12 @@
 // or per stage), `device_memory` (GiB, per device or per stage), `layer_memory` (GiB each layer
 // holds) and `activation_memory` (GiB per layer for each micro-batch in flight; for
 // `generate`, each group's KV cache).
+//
+// Training with `train.zero_optimization` enabled costs each rank's model state by ZeRO's memory
+// model at its `stage` over the data-parallel replicas (Note [ZeRO memory model] in
+// schedule/zero_memory.h) and prints its terms per rank. Without a model, `layer_memory` is then
+// read as the layer's model state without ZeRO (f32 weights, gradients and AdamW's moments: 16
+// bytes a parameter), so a layer has layer_memory / 16 parameters and is one unit.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -157,6 +163,39 @@ void print_bubble(const schedule::Plan& plan, int m) {
   else
     std::printf("bubble %.1f%% of the step (ideal (p-1)/(m+p-1) = %d/%d = %.1f%%)\n",
                 100.0 * predicted, p - 1, m + p - 1, 100.0 * schedule::ideal_bubble_fraction(p, m));
+}
+
+// Training under ZeRO: each rank's model state by term (Note [ZeRO memory model]), a layer of
+// `layer_gib` being one unit.
+void print_zero_memory(const schedule::Plan& plan, double layer_gib) {
+  std::printf(
+      "\nmemory per rank (train.dist.layer_memory %g GiB a layer read as f32 params, grads and "
+      "AdamW state, 16 bytes a parameter; %s; the activations the schedule stashes at its "
+      "peak):\n",
+      layer_gib, schedule::zero_description(plan.zero_stage, plan.dp).c_str());
+  if (plan.dp == 1)
+    std::printf("  (ZeRO over one data-parallel rank: it holds every shard, so ZeRO saves "
+                "nothing)\n");
+  for (int s = 0; s < plan.pp; ++s) {
+    const schedule::StagePlan& st = plan.stages[size_t(s)];
+    const schedule::RankMemory& m = plan.rank_memory[size_t(s)];
+    const schedule::ZeroMemory& z = m.model_state;
+    double cap = 0;  // the tightest of its devices
+    for (int d : st.devices) {
+      const double c = plan.memory_cap[size_t(d)];
+      if (c > 0 && (cap <= 0 || c < cap)) cap = c;
+    }
+    const auto bytes = [](double b) { return schedule::format_bytes(b); };
+    std::printf(
+        "  %s (stage %d): %s = params %s + grads %s + optimizer %s + in flight %s + activations "
+        "%s (%s)%s of %s%s\n",
+        device_list(st.devices).c_str(), s, bytes(m.total()).c_str(),
+        bytes(z.parameters).c_str(), bytes(z.gradients).c_str(), bytes(z.optimizer).c_str(),
+        bytes(z.in_flight).c_str(), bytes(m.activation_bytes).c_str(),
+        schedule::zero_description(plan.zero_stage, plan.dp).c_str(),
+        st.devices.size() > 1 ? " each" : "", cap > 0 ? bytes(cap).c_str() : "unlimited",
+        cap > 0 && m.total() > cap ? "  DOES NOT FIT" : "");
+  }
 }
 
 // A job `run` runs with known costs: a model job with its weights, or synthetic stages.
@@ -294,6 +333,16 @@ int plan(const PlanOptions& options) {
   }
   request.weight_bytes.assign(size_t(layers), layer_gib * kGiB);
   const std::string target = cfg.get_or<std::string>("job._target_", "train");
+  // Note [ZeRO memory model]: layer_memory is a layer's model state without ZeRO, 16 bytes a
+  // parameter (unimplemented.cc refuses ZeRO for plans of inference).
+  const int zero_stage = cfg.get_or<bool>("train.zero_optimization.enabled", false)
+                             ? cfg.get_or<int>("train.zero_optimization.stage", 1)
+                             : 0;
+  if (zero_stage > 0 && layer_gib > 0) {
+    request.zero_stage = zero_stage;
+    request.layer_parameters.assign(size_t(layers), layer_gib * kGiB / 16);
+    request.weight_bytes.assign(size_t(layers), 0.0);
+  }
   std::string unit_name, item_name;
   if (target == "train") {
     request.workload = schedule::Workload::train;
@@ -366,7 +415,9 @@ int plan(const PlanOptions& options) {
 
   // Memory.
   if (train) print_stash(plan);
-  if (layer_gib > 0 || activation_gib > 0) {
+  if (zero_stage > 0 && layer_gib > 0) {
+    print_zero_memory(plan, layer_gib);
+  } else if (layer_gib > 0 || activation_gib > 0) {
     std::printf("\nmemory per device (weights + %s):\n",
                 plan.workload == schedule::Workload::decode ? "kv cache"
                 : train ? "the activations the schedule stashes at its peak"
@@ -392,6 +443,9 @@ int plan(const PlanOptions& options) {
         "\nmemory per device: not modelled (set train.dist.layer_memory and "
         "train.dist.activation_memory, in GiB)\n");
   }
+  if (zero_stage > 0 && layer_gib <= 0)
+    std::printf("ZeRO-%d: no model state to shard (train.dist.layer_memory is not set)\n",
+                zero_stage);
 
   // The timeline.
   const char* legend =

@@ -38,7 +38,8 @@ class OrderSearch {
   explicit OrderSearch(const DeviceCosts& costs) : c_(costs) {
     D_ = c_.num_devices();
     L_ = int(c_.layer_memory.size());
-    layers_ = detail::layer_prefixes(c_.layer_memory, c_.layer_activation_memory);
+    layers_ =
+        detail::layer_prefixes(c_.layer_memory, c_.layer_activation_memory, c_.layer_unit_memory);
     for (int d = 0; d < D_; ++d) time_.push_back(detail::prefix_sums(c_.layer_time[size_t(d)]));
     kind_.resize(size_t(D_));
     for (int d = 0; d < D_; ++d) {
@@ -131,6 +132,7 @@ class OrderSearch {
                                                      (s == D_ - 1 ? at(c_.last_time, d) : 0.0),
                                        .extra_memory = at(c_.extra_memory, s),
                                        .in_flight = at(c_.in_flight, s),
+                                       .extra_unit = at(c_.extra_unit_memory, s),
                                        .memory_cap = at(c_.memory_cap, d)};
       const int reached = detail::sweep_stage(limits, layers_, previous, L_ - (D_ - 1 - s), bound(),
                                               reach_[size_t(s)]);
@@ -193,6 +195,8 @@ CostModel cost_model_for(const DeviceCosts& costs, const std::vector<int>& order
   cost.layer_activation_memory = costs.layer_activation_memory;
   cost.in_flight = costs.in_flight;
   cost.extra_memory = costs.extra_memory;
+  cost.layer_unit_memory = costs.layer_unit_memory;
+  cost.extra_unit_memory = costs.extra_unit_memory;
   return cost;
 }
 

@@ -26,6 +26,8 @@ struct DeviceCosts {
   std::vector<double> layer_activation_memory;  // [layer] bytes per micro-batch in flight
   std::vector<double> in_flight;                // [stage] micro-batches in flight
   std::vector<double> extra_memory;             // [stage] bytes (embedding, head)
+  std::vector<double> layer_unit_memory;        // [layer] bytes of its unit in flight (ZeRO)
+  std::vector<double> extra_unit_memory;        // [stage] bytes of its rest's unit in flight
   int num_devices() const { return int(layer_time.size()); }
 };
 

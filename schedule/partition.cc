@@ -76,6 +76,8 @@ void check_cost_model(const CostModel& cost) {
   sized(cost.in_flight, S, "in_flight", "stages");
   sized(cost.extra_time, S, "extra_time", "stages");
   sized(cost.extra_memory, S, "extra_memory", "stages");
+  sized(cost.layer_unit_memory, L, "layer_unit_memory", "layers");
+  sized(cost.extra_unit_memory, S, "extra_unit_memory", "stages");
   auto non_negative = [](const std::vector<double>& v, const char* name) {
     for (size_t i = 0; i < v.size(); ++i)
       LIBAI_CHECK(v[i] >= 0 && std::isfinite(v[i]), "partition: ", name, "[", i, "] is ", v[i],
@@ -87,6 +89,8 @@ void check_cost_model(const CostModel& cost) {
   non_negative(cost.in_flight, "in_flight");
   non_negative(cost.extra_time, "extra_time");
   non_negative(cost.extra_memory, "extra_memory");
+  non_negative(cost.layer_unit_memory, "layer_unit_memory");
+  non_negative(cost.extra_unit_memory, "extra_unit_memory");
 }
 
 }  // namespace
@@ -100,12 +104,29 @@ std::vector<double> prefix_sums(const std::vector<double>& values) {
 }
 
 LayerPrefixes layer_prefixes(const std::vector<double>& memory,
-                             const std::vector<double>& activation) {
+                             const std::vector<double>& activation,
+                             const std::vector<double>& unit) {
   LayerPrefixes out;
   out.memory = prefix_sums(memory);
   out.activation =
       activation.empty() ? std::vector<double>(memory.size() + 1, 0.0) : prefix_sums(activation);
+  if (!unit.empty()) {
+    out.unit.push_back(unit);
+    for (size_t width = 2; width <= unit.size(); width *= 2) {
+      const std::vector<double>& half = out.unit.back();
+      std::vector<double> row(unit.size() - width + 1);
+      for (size_t i = 0; i < row.size(); ++i) row[i] = std::max(half[i], half[i + width / 2]);
+      out.unit.push_back(std::move(row));
+    }
+  }
   return out;
+}
+
+double LayerPrefixes::largest_unit(int i, int j) const {
+  if (unit.empty()) return 0.0;
+  int k = 0;
+  while ((2 << k) <= j - i) ++k;  // the two ranges of 2^k cover [i, j)
+  return std::max(unit[size_t(k)][size_t(i)], unit[size_t(k)][size_t(j - (1 << k))]);
 }
 
 bool stage_fits(const StageLimits& stage, const LayerPrefixes& layers, int i, int j, double bound) {
@@ -113,7 +134,8 @@ bool stage_fits(const StageLimits& stage, const LayerPrefixes& layers, int i, in
   if (t > bound) return false;
   if (stage.memory_cap <= 0) return true;
   const double m = stage.extra_memory + (layers.memory[size_t(j)] - layers.memory[size_t(i)]) +
-                   stage.in_flight * (layers.activation[size_t(j)] - layers.activation[size_t(i)]);
+                   stage.in_flight * (layers.activation[size_t(j)] - layers.activation[size_t(i)]) +
+                   std::max(stage.extra_unit, layers.largest_unit(i, j));
   return m <= stage.memory_cap;
 }
 
@@ -152,7 +174,8 @@ class Feasibility {
  public:
   explicit Feasibility(const CostModel& cost)
       : cost_(cost),
-        layers_(detail::layer_prefixes(cost.layer_memory, cost.layer_activation_memory)) {
+        layers_(detail::layer_prefixes(cost.layer_memory, cost.layer_activation_memory,
+                                       cost.layer_unit_memory)) {
     const int S = cost.num_stages();
     for (int s = 0; s < S; ++s) time_.push_back(detail::prefix_sums(cost.layer_time[size_t(s)]));
     for (int s = 0; s < S; ++s)
@@ -160,6 +183,7 @@ class Feasibility {
                          .extra_time = at(cost.extra_time, s),
                          .extra_memory = at(cost.extra_memory, s),
                          .in_flight = at(cost.in_flight, s),
+                         .extra_unit = at(cost.extra_unit_memory, s),
                          .memory_cap = cost.memory_cap[size_t(s)]});
   }
 
@@ -228,10 +252,11 @@ Partition evaluate(const CostModel& cost, const StageAssignment& stage_of) {
   const int S = cost.num_stages();
   p.stage_time.assign(size_t(S), 0.0);
   p.stage_memory.assign(size_t(S), 0.0);
-  std::vector<double> activation(size_t(S), 0.0);
+  std::vector<double> activation(size_t(S), 0.0), unit(size_t(S), 0.0);
   for (int s = 0; s < S; ++s) {
     p.stage_time[size_t(s)] = at(cost.extra_time, s);
     p.stage_memory[size_t(s)] = at(cost.extra_memory, s);
+    unit[size_t(s)] = at(cost.extra_unit_memory, s);
   }
   for (size_t l = 0; l < stage_of.size(); ++l) {
     const int s = stage_of[l];
@@ -239,9 +264,10 @@ Partition evaluate(const CostModel& cost, const StageAssignment& stage_of) {
     p.stage_time[size_t(s)] += cost.layer_time[size_t(s)][l];
     p.stage_memory[size_t(s)] += cost.layer_memory[l];
     activation[size_t(s)] += at(cost.layer_activation_memory, int(l));
+    unit[size_t(s)] = std::max(unit[size_t(s)], at(cost.layer_unit_memory, int(l)));
   }
   for (int s = 0; s < S; ++s)
-    p.stage_memory[size_t(s)] += at(cost.in_flight, s) * activation[size_t(s)];
+    p.stage_memory[size_t(s)] += at(cost.in_flight, s) * activation[size_t(s)] + unit[size_t(s)];
   p.bottleneck = *std::max_element(p.stage_time.begin(), p.stage_time.end());
   return p;
 }

@@ -32,6 +32,7 @@ StageAssignment custom_partition(const std::vector<int64_t>& stage_ids, int num_
 //   time of stage s   = extra_time[s] + sum of layer_time[s][l] over its layers
 //   memory of stage s = extra_memory[s] + sum of (layer_memory[l]
 //                                                 + in_flight[s] * layer_activation_memory[l])
+//                       + max(extra_unit_memory[s], max of layer_unit_memory[l])
 struct CostModel {
   // layer_time[s][l]: seconds for layer l on the device of stage s (per micro-batch).
   std::vector<std::vector<double>> layer_time;
@@ -46,6 +47,12 @@ struct CostModel {
   // Fixed costs of stage s whatever its layers: the embedding on stage 0, the head on the last.
   std::vector<double> extra_time;
   std::vector<double> extra_memory;
+  // Bytes a stage holds for one unit at a time, the largest of its units (ZeRO-2 and 3: a
+  // unit's whole gradients, and its gathered parameters; Note [ZeRO memory model] in
+  // zero_memory.h): layer_unit_memory[l] for layer l, extra_unit_memory[s] for the rest of
+  // stage s (the embedding, the head).
+  std::vector<double> layer_unit_memory;
+  std::vector<double> extra_unit_memory;
   int num_layers() const { return int(layer_memory.size()); }
   int num_stages() const { return int(layer_time.size()); }
 };

@@ -119,6 +119,19 @@ void check_request(const PlanRequest& r) {
   check_finite_non_negative({r.sample_time}, "sample_time");
   LIBAI_CHECK(r.balance == Balance::custom || r.custom_stage_ids.empty(),
               "plan: custom stage ids given but the balance policy is ", balance_name(r.balance));
+  LIBAI_CHECK(r.zero_stage >= 0 && r.zero_stage <= 3, "plan: zero_stage is ", r.zero_stage,
+              "; expected 0, 1, 2 or 3");
+  LIBAI_CHECK(r.layer_parameters.empty() || int(r.layer_parameters.size()) == L,
+              "plan: layer_parameters has ", r.layer_parameters.size(), " entries for ", L,
+              " layers (or give none)");
+  check_finite_non_negative(r.layer_parameters, "layer_parameters");
+  check_finite_non_negative({r.embedding.parameters, r.head.parameters},
+                            "the embedding's and head's parameters");
+  LIBAI_CHECK(r.layer_parameters.empty() || r.workload == Workload::train,
+              "plan: layer_parameters (the model state of training) given for a ",
+              workload_name(r.workload), " plan");
+  LIBAI_CHECK(r.zero_stage == 0 || !r.layer_parameters.empty(), "plan: ZeRO stage ", r.zero_stage,
+              " needs the layers' parameter counts (layer_parameters) to cost the model state");
   LIBAI_CHECK(r.num_chunks >= 1, "plan: num_chunks (train.dist.virtual_pipeline_size) is ",
               r.num_chunks, "; expected at least 1");
   const bool interleaved =
@@ -198,8 +211,15 @@ class Compiler {
     const double groups = r.workload == Workload::decode ? r.num_micro_batches : 0.0;
     fixed_bytes_.assign(size_t(L_), 0.0);
     activation_bytes_.assign(size_t(L_), 0.0);
+    // Note [ZeRO memory model]: the model state is linear in the parameters but for the unit
+    // in flight, so a layer costs state_per_parameter_ a parameter and, as a unit,
+    // unit_per_element_ an element.
+    state_per_parameter_ = zero_state_bytes(r.zero_stage, r.dp, 1).total();
+    unit_per_element_ = zero_state_bytes(r.zero_stage, r.dp, 0, 1).total();
     for (int l = 0; l < L_; ++l) {
-      fixed_bytes_[size_t(l)] = r.weight_bytes[size_t(l)] / r.tp;
+      fixed_bytes_[size_t(l)] =
+          (r.weight_bytes[size_t(l)] + state_per_parameter_ * parameters_of(l)) / r.tp;
+      if (unit_per_element_ > 0) unit_bytes_.push_back(unit_per_element_ * parameters_of(l) / r.tp);
       kv_bytes_.push_back(r.kv_cache_bytes.empty() ? 0.0
                                                    : groups * r.kv_cache_bytes[size_t(l)] / r.tp);
       fixed_bytes_[size_t(l)] += kv_bytes_.back();
@@ -277,10 +297,21 @@ class Compiler {
     return c;
   }
 
-  // Of (virtual) stage s.
+  double parameters_of(int layer) const {
+    return r_.layer_parameters.empty() ? 0.0 : r_.layer_parameters[size_t(layer)];
+  }
+
+  // Of (virtual) stage s, on each of its devices: the embedding's and head's bytes, and their
+  // parameters (one unit: the rest of the stage's part).
   double extra_bytes(int s) const {
     const int last = r_.pp * V_ - 1;
     return ((s == 0 ? r_.embedding.bytes : 0.0) + (s == last ? r_.head.bytes : 0.0)) / r_.tp;
+  }
+  double extra_parameters(int s) const {
+    if (r_.layer_parameters.empty()) return 0.0;
+    const int last = r_.pp * V_ - 1;
+    return ((s == 0 ? r_.embedding.parameters : 0.0) + (s == last ? r_.head.parameters : 0.0)) /
+           r_.tp;
   }
 
   // Slots are the devices of DeviceCosts: which slot runs which stage is to be chosen.
@@ -295,7 +326,12 @@ class Compiler {
     costs.layer_memory = fixed_bytes_;
     costs.layer_activation_memory = activation_bytes_;
     costs.in_flight = in_flight_;
-    for (int s = 0; s < r_.pp; ++s) costs.extra_memory.push_back(extra_bytes(s));
+    for (int s = 0; s < r_.pp; ++s) {
+      costs.extra_memory.push_back(extra_bytes(s) + state_per_parameter_ * extra_parameters(s));
+      if (!unit_bytes_.empty())
+        costs.extra_unit_memory.push_back(unit_per_element_ * extra_parameters(s));
+    }
+    costs.layer_unit_memory = unit_bytes_;
     return costs;
   }
 
@@ -309,10 +345,12 @@ class Compiler {
     plan.workload = r_.workload;
     plan.schedule = r_.schedule;
     plan.balance = r_.balance;
+    plan.zero_stage = r_.zero_stage;
     plan.memory_cap = r_.memory_cap;
     plan.memory_cap.resize(r_.layer_time.size(), 0.0);
     plan.stage_of = stage_of;
     const int S = r_.pp * V_;
+    std::vector<double> unit_of_stage;  // [virtual stage] elements of its largest unit
     for (int s = 0; s < S; ++s) {
       const SlotCosts& c = slots_[size_t(order[size_t(s % r_.pp)])];
       StagePlan st;
@@ -323,13 +361,19 @@ class Compiler {
       st.forward_time = (s == 0 ? c.embedding_forward : 0.0) + (s == S - 1 ? c.head_forward : 0.0);
       st.decode_time = (s == 0 ? c.embedding_decode : 0.0) + (s == S - 1 ? c.head_decode : 0.0);
       st.weight_bytes = extra_bytes(s);
+      st.parameters = extra_parameters(s);
+      double largest_unit = st.parameters;
       for (int l = st.first_layer; l <= st.last_layer; ++l) {
         st.forward_time += c.forward[size_t(l)];
         st.decode_time += c.decode[size_t(l)];
         st.weight_bytes += r_.weight_bytes[size_t(l)] / r_.tp;
+        st.parameters += parameters_of(l) / r_.tp;
+        largest_unit = std::max(largest_unit, parameters_of(l) / r_.tp);
         st.kv_cache_bytes += kv_bytes_[size_t(l)];
         st.activation_bytes += in_flight_[size_t(s)] * activation_bytes_[size_t(l)];
       }
+      st.model_state = zero_state_bytes(r_.zero_stage, r_.dp, st.parameters, largest_unit);
+      unit_of_stage.push_back(largest_unit);
       st.input_slots = quota_[size_t(s)];
       plan.costs.forward.push_back(st.forward_time);
       plan.costs.backward.push_back(r_.backward_factor * st.forward_time);
@@ -355,7 +399,11 @@ class Compiler {
       RankMemory& m = plan.rank_memory[size_t(s % r_.pp)];
       m.weight_bytes += plan.stages[size_t(s)].weight_bytes;
       m.kv_cache_bytes += plan.stages[size_t(s)].kv_cache_bytes;
+      m.parameters += plan.stages[size_t(s)].parameters;
+      m.largest_unit = std::max(m.largest_unit, unit_of_stage[size_t(s)]);
     }
+    for (RankMemory& m : plan.rank_memory)  // one unit in flight at a time, of all its chunks
+      m.model_state = zero_state_bytes(r_.zero_stage, r_.dp, m.parameters, m.largest_unit);
     for (int r = 0; r < r_.pp; ++r) plan.rank_memory[size_t(r)].activation_bytes = peak[size_t(r)];
     plan.timeline = simulate(plan.program, plan.costs, plan.quota);
     plan.items_per_step = double(r_.dp) * r_.num_micro_batches * r_.items_per_micro_batch *
@@ -372,8 +420,10 @@ class Compiler {
   PipelineProgram program_;
   std::vector<int> quota_;
   std::vector<double> in_flight_;    // [(virtual) stage] micro-batches whose activations it keeps
-  std::vector<double> fixed_bytes_;  // [layer] per device: weights and KV caches
+  std::vector<double> fixed_bytes_;  // [layer] per device: weights, model state, KV caches
   std::vector<double> kv_bytes_;     // [layer] per device: KV caches alone
+  std::vector<double> unit_bytes_;   // [layer] per device: its unit in flight (empty: none)
+  double state_per_parameter_ = 0, unit_per_element_ = 0;
   std::vector<double> activation_bytes_;  // [layer] per device, per micro-batch in flight
   std::vector<SlotCosts> slots_;
 };
@@ -449,9 +499,18 @@ void validate(const Plan& plan) {
       }
       LIBAI_THROW(InvalidArgument, "plan: ", what, " does not fit device ", d, ": it needs ",
                   std::llround(m.total()), " bytes (", format_bytes(m.total()), ": weights ",
-                  format_bytes(m.weight_bytes), ", kv cache ", format_bytes(m.kv_cache_bytes),
-                  ", activations ", format_bytes(m.activation_bytes), ") and the device has ",
-                  std::llround(cap), " bytes (", format_bytes(cap), ")");
+                  format_bytes(m.weight_bytes),
+                  m.parameters > 0
+                      ? str_cat(", model state ", format_bytes(m.model_state.total()), " (",
+                                zero_description(plan.zero_stage, plan.dp), ": parameters ",
+                                format_bytes(m.model_state.parameters), ", gradients ",
+                                format_bytes(m.model_state.gradients), ", optimizer ",
+                                format_bytes(m.model_state.optimizer), ", in flight ",
+                                format_bytes(m.model_state.in_flight), ")")
+                      : std::string(),
+                  ", kv cache ", format_bytes(m.kv_cache_bytes), ", activations ",
+                  format_bytes(m.activation_bytes), ") and the device has ", std::llround(cap),
+                  " bytes (", format_bytes(cap), ")");
     }
   }
   LIBAI_CHECK(int(plan.program.size()) == P && int(plan.quota.size()) == S,

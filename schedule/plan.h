@@ -26,6 +26,11 @@
 // with v chunks cuts the layers into pp * v contiguous virtual stages, uniformly for now (the
 // balanced split over chunks is not implemented); chunk c of pipeline rank r is virtual stage
 // c * pp + r (Note [Virtual stages] in program.h), and `stages` then lists the virtual stages.
+//
+// A training request may give each layer's parameter count (layer_parameters, and the
+// embedding's and head's): each device then holds its rank's model state by ZeRO's memory model
+// at zero_stage over the dp replicas (zero_memory.h: parameters, gradients, AdamW's moments and
+// the largest unit in flight), which the balanced policy fits into memory like the rest.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +39,7 @@
 
 #include "schedule/partition.h"
 #include "schedule/program.h"
+#include "schedule/zero_memory.h"
 
 namespace libai::schedule {
 
@@ -70,6 +76,7 @@ struct StageExtra {
   std::vector<double> time;         // [device] forward seconds per micro-batch; empty: none
   std::vector<double> decode_time;  // [device] per decoding step; empty: as `time`
   double bytes = 0;                 // held once, like weight_bytes
+  double parameters = 0;            // training: its parameter count, like layer_parameters
 };
 
 struct PlanRequest {
@@ -81,8 +88,15 @@ struct PlanRequest {
   std::vector<std::vector<double>> layer_decode_time;
   // Per device: bytes available (<= 0: unlimited); empty: all unlimited.
   std::vector<double> memory_cap;
-  // Per layer: bytes held once (weights; in training also gradients and optimizer state).
+  // Per layer: bytes held once (weights; in training also gradients and optimizer state,
+  // unless layer_parameters gives the model state).
   std::vector<double> weight_bytes;
+  // Training, per layer, optional: its parameter count (the whole layer's, before tp). Each
+  // device then also holds its rank's model state (f32 parameters, gradients, AdamW's m and v)
+  // by Note [ZeRO memory model] at zero_stage (0-3) over the dp data-parallel ranks; a unit is
+  // a layer, or the embedding or head of a (virtual) stage.
+  std::vector<double> layer_parameters;
+  int zero_stage = 0;
   // Per layer, optional: bytes kept per micro-batch until its backward (training only).
   std::vector<double> activation_bytes;
   // Per layer, optional: KV-cache bytes per group for the whole generation (decoding only;
@@ -111,18 +125,29 @@ struct StagePlan {
   std::vector<int> devices;             // dp * tp of them: replica-major, then tensor rank
   double forward_time = 0;              // seconds per micro-batch (with its extras, / tp)
   double decode_time = 0;               // seconds per decoding step after the first
-  // Bytes on each of its devices (activations: what this stage alone stashes at its peak).
+  // Bytes on each of its devices (activations: what this stage alone stashes at its peak;
+  // model state: of this stage alone, its largest unit in flight).
   double weight_bytes = 0, kv_cache_bytes = 0, activation_bytes = 0;
-  double memory() const { return weight_bytes + kv_cache_bytes + activation_bytes; }
+  double parameters = 0;  // on each of its devices (/ tp), with the embedding or head
+  ZeroMemory model_state;
+  double memory() const {
+    return weight_bytes + model_state.total() + kv_cache_bytes + activation_bytes;
+  }
   int input_slots = 0;  // its input buffer quota
   int num_layers() const { return last_layer - first_layer + 1; }
 };
 
-// Bytes on each device of a pipeline rank: the weights of all its chunks and the activations
-// its program stashes at its peak (the chunks' peaks need not coincide).
+// Bytes on each device of a pipeline rank: the weights of all its chunks, their model state
+// (one unit in flight at a time: the largest of all its chunks') and the activations its
+// program stashes at its peak (the chunks' peaks need not coincide).
 struct RankMemory {
   double weight_bytes = 0, kv_cache_bytes = 0, activation_bytes = 0;
-  double total() const { return weight_bytes + kv_cache_bytes + activation_bytes; }
+  double parameters = 0;    // Psi of Note [ZeRO memory model]: on each device
+  double largest_unit = 0;  // U: elements of its largest unit on each device
+  ZeroMemory model_state;   // by the plan's zero_stage over its dp
+  double total() const {
+    return weight_bytes + model_state.total() + kv_cache_bytes + activation_bytes;
+  }
 };
 
 struct Plan {
@@ -131,6 +156,7 @@ struct Plan {
   Workload workload = Workload::train;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;  // training
   Balance balance = Balance::uniform;
+  int zero_stage = 0;                   // training: the model state's ZeRO stage
   std::vector<double> memory_cap;       // [device] bytes, <= 0: unlimited
   StageAssignment stage_of;             // [layer] (virtual) stage
   std::vector<StagePlan> stages;        // by (virtual) stage: rank k % pp, chunk k / pp

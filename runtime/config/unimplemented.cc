@@ -143,6 +143,8 @@ void what_if_plan(Problems& problems) {
     problems.add_if_true("train.amp.enabled", "train.amp applies to training" + inference);
     problems.add_if_true("train.activation_checkpoint.enabled",
                          "activation checkpointing applies to training" + inference);
+    problems.add_if_true("train.zero_optimization.enabled",
+                         "ZeRO shards training's model state" + inference);
   }
   for (const char* key : kRuntimeDeviceKeys)
     problems.add_if_set(key,

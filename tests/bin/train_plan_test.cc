@@ -4,6 +4,8 @@
 // parameters counted from its architecture (16 bytes each: weight, gradient, AdamW's moments).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 
 #include "tests/bin/cli_fixture.h"
@@ -95,7 +97,8 @@ TEST_F(TrainPlan, MeasuredBalanceGivesTheFastDeviceMoreLayersAndCountsTheMemory)
   ASSERT_EQ(text.exit_code, 0) << text.err;
   for (const char* expected :
        {"training plan: 8 layers of gpt2", "balance measured", " forward + ",
-        " backward per micro-batch", "memory per device (weights + gradients + optimizer state",
+        " backward per micro-batch",
+        "memory per rank (f32 params, grads and AdamW optimizer state, no ZeRO",
         "predicted timeline of one step", "predicted step time", "bubble ",
         "ideal (p-1)/(m+p-1) = 1/5 = 20.0%"})
     EXPECT_NE(text.out.find(expected), std::string::npos) << expected << "\nin:\n" << text.out;
@@ -129,6 +132,117 @@ TEST_F(TrainPlan, ADeviceWithoutTheMemoryIsNamed) {
   EXPECT_NE(r.err.find("the training plan does not fit: pipeline rank 0"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("node0:cpu:0"), std::string::npos) << r.err;
+}
+
+// "204.38 KiB", "1.20 MiB": binary units to two decimals, as the plan prints bytes.
+std::string kib(double bytes) {
+  if (bytes == 0) return "0 B";
+  const char* unit = bytes < 1024 * 1024 ? "KiB" : "MiB";
+  char text[48];
+  std::snprintf(text, sizeof text, "%.2f %s", bytes / (bytes < 1024 * 1024 ? 1024 : 1024 * 1024),
+                unit);
+  return text;
+}
+
+// ZeRO-1 at DP2 x PP2 (uniform: 4 layers a stage): each rank's model state by Note [ZeRO memory
+// model], from the parameters counted here from the architecture: params 4 Psi, grads 4 Psi +
+// 4 Psi / 2 (the whole gradients and the owned shard), optimizer 8 Psi / 2, nothing in flight.
+TEST_F(TrainPlan, Zero1MemoryPerRankAtDp2Pp2) {
+  const std::string path = config("{data_parallel_size: 2, pipeline_parallel_size: 2}", 2,
+                                  "  zero_optimization: {enabled: true, stage: 1}\n");
+  const json plan = run_json("plan '" + path + "'");
+  ASSERT_TRUE(plan.is_object());
+  EXPECT_EQ(plan["zero_stage"], 1);
+  EXPECT_EQ(plan["dp"], 2);
+  const double psi[2] = {double(4 * kLayerParams + kEmbeddingParams),
+                         double(4 * kLayerParams + kHeadParams)};
+  const json& memory = plan["memory"];
+  ASSERT_EQ(memory.size(), 2u);
+  for (int k = 0; k < 2; ++k) {
+    const json& m = memory[size_t(k)];
+    EXPECT_EQ(layers_of(plan["stages"][size_t(k)]), 4);
+    EXPECT_EQ(m["devices"].size(), 2u) << "a stage runs on both replicas' devices";
+    EXPECT_DOUBLE_EQ(m["parameters"].get<double>(), psi[k]) << k;
+    EXPECT_DOUBLE_EQ(m["weight_bytes"].get<double>(), 4 * psi[k]) << k;
+    EXPECT_DOUBLE_EQ(m["gradient_bytes"].get<double>(), 4 * psi[k] + 4 * psi[k] / 2) << k;
+    EXPECT_DOUBLE_EQ(m["optimizer_bytes"].get<double>(), 8 * psi[k] / 2) << k;
+    EXPECT_DOUBLE_EQ(m["in_flight_bytes"].get<double>(), 0) << k;
+    EXPECT_DOUBLE_EQ(m["total_bytes"].get<double>(),
+                     8 * psi[k] + 12 * psi[k] / 2 + m["activation_bytes"].get<double>())
+        << k;
+  }
+  // The largest unit: the embedding (wte, wpe) on stage 0, the head (the tied table, ln_f) on
+  // stage 1, each larger than a layer.
+  EXPECT_DOUBLE_EQ(memory[0]["largest_unit"].get<double>(), double(kEmbeddingParams));
+  EXPECT_DOUBLE_EQ(memory[1]["largest_unit"].get<double>(), double(kHeadParams));
+
+  const Result text = run("plan '" + path + "'");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("memory per rank (f32 params, grads and AdamW optimizer state, ZeRO-1 "
+                          "over dp 2;"),
+            std::string::npos)
+      << text.out;
+  for (int k = 0; k < 2; ++k) {
+    const std::string line = "(stage " + std::to_string(k) +
+                             "): " + kib(memory[size_t(k)]["total_bytes"].get<double>()) +
+                             " = params " + kib(4 * psi[k]) + " + grads " + kib(6 * psi[k]) +
+                             " + optimizer " + kib(4 * psi[k]) + " + in flight 0 B + activations ";
+    EXPECT_NE(text.out.find(line), std::string::npos) << line << "\nin:\n" << text.out;
+  }
+  EXPECT_NE(text.out.find("(ZeRO-1 over dp 2) each of"), std::string::npos) << text.out;
+}
+
+// ZeRO-3 keeps the largest unit gathered with its whole gradients (8 bytes an element); over one
+// replica the plan says ZeRO saves nothing.
+TEST_F(TrainPlan, Zero3CountsTheUnitInFlightAndDp1SavesNothing) {
+  const json plan = run_json("plan '" +
+                             config("{data_parallel_size: 2, pipeline_parallel_size: 2}", 2,
+                                    "  zero_optimization: {enabled: true, stage: 3}\n") +
+                             "'");
+  ASSERT_TRUE(plan.is_object());
+  const double psi0 = double(4 * kLayerParams + kEmbeddingParams);
+  const json& m = plan["memory"][0];
+  EXPECT_DOUBLE_EQ(m["weight_bytes"].get<double>(), 4 * psi0 / 2);
+  EXPECT_DOUBLE_EQ(m["in_flight_bytes"].get<double>(), 8.0 * double(kEmbeddingParams));
+
+  const Result one = run(
+      "plan '" +
+      config("{pipeline_parallel_size: 2}", 2, "  zero_optimization: {enabled: true, stage: 2}\n") +
+      "'");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.out.find("ZeRO-2 over dp 1: one data-parallel rank holds every shard, so ZeRO "
+                         "saves nothing"),
+            std::string::npos)
+      << one.out;
+}
+
+// Without a model, train.dist.layer_memory is a layer's model state without ZeRO (16 bytes a
+// parameter): 1 GiB a layer is 2^26 parameters. ZeRO-3 over dp 4: 16 Psi / 4 + 8 U.
+TEST_F(TrainPlan, WhatIfPlansShardTheLayerMemory) {
+  const std::string path = scratch_.file("what_if_zero.yaml");
+  std::ofstream(path) << "train:\n  dist: {pipeline_parallel_size: 2, data_parallel_size: 4, "
+                         "pipeline_num_layers: 8, layer_memory: 1, device_memory: [2, 2]}\n"
+                         "  zero_optimization: {enabled: true, stage: 3}\n";
+  const Result r = run("plan '" + path + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  // 4 layers a stage: 4 GiB of model state over 4 ranks, and one layer gathered: 0.5 GiB.
+  EXPECT_NE(r.out.find("(stage 0): 1.50 GiB = params 256.00 MiB + grads 256.00 MiB + optimizer "
+                       "512.00 MiB + in flight 512.00 MiB + activations 0 B (ZeRO-3 over dp 4) "
+                       "each of 2.00 GiB"),
+            std::string::npos)
+      << r.out;
+  // Without ZeRO the same layers need 4 GiB a stage: no fit.
+  const Result zero0 = run("plan '" + path + "' train.zero_optimization.enabled=false");
+  EXPECT_EQ(zero0.exit_code, 1) << zero0.out;
+  EXPECT_NE(zero0.out.find("DOES NOT FIT"), std::string::npos) << zero0.out;
+
+  // ZeRO applies to training only.
+  const Result generate = run("plan '" + path + "' job._target_=generate");
+  EXPECT_EQ(generate.exit_code, 1);
+  EXPECT_NE(generate.err.find("key 'train.zero_optimization.enabled' = true: ZeRO shards "
+                              "training's model state; this plan is of a generate job"),
+            std::string::npos)
+      << generate.err;
 }
 
 TEST_F(TrainPlan, JsonIsRefusedWhereItIsNotImplemented) {

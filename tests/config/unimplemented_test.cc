@@ -51,6 +51,13 @@ TEST(Unimplemented, ZeroTrainsAndIsAnErrorForARunJob) {
       "<command line>: key 'train.zero_optimization.enabled' = true: ZeRO shards training state"));
   // Its stage alone asks for nothing.
   EXPECT_TRUE(problems_of({"train.zero_optimization.stage=2"}, Purpose::inference_job).empty());
+  // `libai-actor plan` costs it for training (Note [ZeRO memory model]), not for inference.
+  EXPECT_TRUE(problems_of({"train.zero_optimization.enabled=true"}, Purpose::what_if_plan).empty());
+  EXPECT_TRUE(contains(only_problem({"train.zero_optimization.enabled=true",
+                                     "job._target_=generate"},
+                                    Purpose::what_if_plan),
+                       "key 'train.zero_optimization.enabled' = true: ZeRO shards training's "
+                       "model state; this plan is of a generate job, which is inference"));
 }
 
 TEST(Unimplemented, NamesTheFileAndLine) {
