@@ -98,9 +98,8 @@ void rank_body(comm::Communicator& c, const Options& o, int dp, int zero) {
     slowest = std::max(slowest, v[size_t(kFields * r + 1)]);
     stash = std::max(stash, v[size_t(kFields * r + 5)]);
   }
-  const train::ZeroMemory f = train::zero_state_bytes(zero, dp, int64_t(mine.params),
-                                                      int64_t(mine.largest_layer),
-                                                      int64_t(mine.rest));
+  const train::ZeroMemory f =
+      train::zero_state_bytes(zero, dp, mine.params, mine.largest_layer, mine.rest);
   std::printf("| %d | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f | %.1f |\n",
               zero, dp, f.parameters / 1e6, f.gradients / 1e6, f.optimizer / 1e6,
               f.in_flight / 1e6, f.total() / 1e6, stash / 1e6, worst / 1e6,

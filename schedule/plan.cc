@@ -350,7 +350,8 @@ class Compiler {
     plan.memory_cap.resize(r_.layer_time.size(), 0.0);
     plan.stage_of = stage_of;
     const int S = r_.pp * V_;
-    std::vector<double> unit_of_stage;  // [virtual stage] elements of its largest unit
+    // [virtual stage] elements of its largest layer and of its rest (Note [ZeRO memory model])
+    std::vector<std::pair<double, double>> unit_of_stage;
     for (int s = 0; s < S; ++s) {
       const SlotCosts& c = slots_[size_t(order[size_t(s % r_.pp)])];
       StagePlan st;
@@ -362,18 +363,20 @@ class Compiler {
       st.decode_time = (s == 0 ? c.embedding_decode : 0.0) + (s == S - 1 ? c.head_decode : 0.0);
       st.weight_bytes = extra_bytes(s);
       st.parameters = extra_parameters(s);
-      double largest_unit = st.parameters;
+      double largest_layer = 0;
+      const double rest = st.parameters;
       for (int l = st.first_layer; l <= st.last_layer; ++l) {
         st.forward_time += c.forward[size_t(l)];
         st.decode_time += c.decode[size_t(l)];
         st.weight_bytes += r_.weight_bytes[size_t(l)] / r_.tp;
         st.parameters += parameters_of(l) / r_.tp;
-        largest_unit = std::max(largest_unit, parameters_of(l) / r_.tp);
+        largest_layer = std::max(largest_layer, parameters_of(l) / r_.tp);
         st.kv_cache_bytes += kv_bytes_[size_t(l)];
         st.activation_bytes += in_flight_[size_t(s)] * activation_bytes_[size_t(l)];
       }
-      st.model_state = zero_state_bytes(r_.zero_stage, r_.dp, st.parameters, largest_unit);
-      unit_of_stage.push_back(largest_unit);
+      st.model_state =
+          zero_state_bytes(r_.zero_stage, r_.dp, st.parameters, largest_layer, rest);
+      unit_of_stage.push_back({largest_layer, rest});
       st.input_slots = quota_[size_t(s)];
       plan.costs.forward.push_back(st.forward_time);
       plan.costs.backward.push_back(r_.backward_factor * st.forward_time);
@@ -400,10 +403,13 @@ class Compiler {
       m.weight_bytes += plan.stages[size_t(s)].weight_bytes;
       m.kv_cache_bytes += plan.stages[size_t(s)].kv_cache_bytes;
       m.parameters += plan.stages[size_t(s)].parameters;
-      m.largest_unit = std::max(m.largest_unit, unit_of_stage[size_t(s)]);
+      m.largest_layer = std::max(m.largest_layer, unit_of_stage[size_t(s)].first);
+      m.rest_unit += unit_of_stage[size_t(s)].second;
+      m.largest_unit = std::max(m.largest_layer, m.rest_unit);
     }
     for (RankMemory& m : plan.rank_memory)  // one unit in flight at a time, of all its chunks
-      m.model_state = zero_state_bytes(r_.zero_stage, r_.dp, m.parameters, m.largest_unit);
+      m.model_state =
+          zero_state_bytes(r_.zero_stage, r_.dp, m.parameters, m.largest_layer, m.rest_unit);
     for (int r = 0; r < r_.pp; ++r) plan.rank_memory[size_t(r)].activation_bytes = peak[size_t(r)];
     plan.timeline = simulate(plan.program, plan.costs, plan.quota);
     plan.items_per_step = double(r_.dp) * r_.num_micro_batches * r_.items_per_micro_batch *

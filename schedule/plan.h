@@ -143,7 +143,9 @@ struct StagePlan {
 struct RankMemory {
   double weight_bytes = 0, kv_cache_bytes = 0, activation_bytes = 0;
   double parameters = 0;    // Psi of Note [ZeRO memory model]: on each device
-  double largest_unit = 0;  // U: elements of its largest unit on each device
+  double largest_unit = 0;   // elements of its largest unit on each device: max(U, R)
+  double largest_layer = 0;  // U: of its largest transformer layer
+  double rest_unit = 0;      // R: of its part-level unit (embeddings, head), over its chunks
   ZeroMemory model_state;   // by the plan's zero_stage over its dp
   double total() const {
     return weight_bytes + model_state.total() + kv_cache_bytes + activation_bytes;

@@ -10,20 +10,6 @@
 
 namespace libai::train {
 
-ZeroMemory zero_state_bytes(int stage, int dp, int64_t params, int64_t largest_layer,
-                            int64_t rest) {
-  LIBAI_CHECK(stage >= 0 && stage <= 3, "ZeRO stage must be 0, 1, 2 or 3, got ", stage);
-  LIBAI_CHECK(dp >= 1, "ZeRO: data-parallel size must be >= 1, got ", dp);
-  const double psi = double(params), n = double(dp), u = double(largest_layer), r = double(rest);
-  // Note [ZeRO partitions]: 4 bytes a parameter, its gradient and each of AdamW's m and v.
-  switch (stage) {
-    case 0: return {4 * psi, 4 * psi, 8 * psi, dp > 1 ? 4 * psi : 0};
-    case 1: return {4 * psi, 4 * psi + 4 * psi / n, 8 * psi / n, 4 * std::max(u, r)};
-    case 2: return {4 * psi, 4 * psi / n, 8 * psi / n, std::max(4 * r + 8 * u, 8 * r)};
-    default: return {4 * psi / n, 4 * psi / n, 8 * psi / n, std::max(8 * r + 12 * u, 12 * r)};
-  }
-}
-
 namespace {
 
 // A tensor over `storage` (f32, contiguous), without autograd.

@@ -40,8 +40,8 @@
 //            returned and taken again), so the autograd tape's views stay valid.
 // Model-state bytes per rank with f32 AdamW (Psi parameters of the rank, N = dp):
 //   stage 0: 16 Psi; stage 1: 8 Psi + 12 Psi / N (parameters, whole gradients until the step,
-//   m, v and the gradient shard); stage 2: 4 Psi + 12 Psi / N; stage 3: 16 Psi / N; plus, in
-//   flight, one unit's whole gradients (2, 3) and gathered parameters (3): zero_state_bytes.
+//   m, v and the gradient shard); stage 2: 4 Psi + 12 Psi / N; stage 3: 16 Psi / N; plus what
+//   is in flight (Note [ZeRO memory model] in schedule/zero_memory.h: zero_state_bytes).
 // The updates are elementwise, so sharding changes no arithmetic; the gradients are summed by
 // reduce-scatter instead of all-reduce, in another order (f32 rounding, ~1e-7 relative).
 #pragma once
@@ -57,6 +57,7 @@
 #include "models/model.h"
 #include "models/training_mode.h"
 #include "runtime/comm/communicator.h"
+#include "schedule/zero_memory.h"
 #include "train/optimizer.h"
 
 namespace libai::train {
@@ -73,23 +74,10 @@ struct OwnedSlice {
                                         // scalar) / "momentum_buffer"
 };
 
-// Model-state bytes per rank of the formulas in Note [ZeRO partitions] (AdamW, f32), for
-// `plan` and the benchmark: params = this rank's parameter count, largest_layer = the largest
-// transformer layer's, rest = the part-level unit's (embeddings, final norm, head). In flight:
-//   stage 0 with dp > 1: the data-parallel buckets, a copy of every gradient (4 Psi);
-//   stage 1: the staging of one unit's reduce-scatter (4 max(U, R));
-//   stage 2: during backward the rest's whole gradients (its head's part comes first, its
-//            embedding's last) beside one layer's whole gradients and their staging
-//            (4 R + 8 U), or the rest's reduce at the end (8 R);
-//   stage 3: as stage 2 plus what is gathered: the rest throughout backward and one layer
-//            (8 R + 12 U), or 12 R.
-// The activations a schedule stashes come on top.
-struct ZeroMemory {
-  double parameters = 0, gradients = 0, optimizer = 0, in_flight = 0;
-  double total() const { return parameters + gradients + optimizer + in_flight; }
-};
-ZeroMemory zero_state_bytes(int stage, int dp, int64_t params, int64_t largest_layer = 0,
-                            int64_t rest = 0);
+// Model-state bytes per rank of the formulas in Note [ZeRO partitions]: schedule/zero_memory.h
+// (Note [ZeRO memory model]), which the planner and `plan` use too.
+using schedule::zero_state_bytes;
+using schedule::ZeroMemory;
 
 class ZeroShards {
  public:
