@@ -344,22 +344,24 @@ TEST_F(TrainGraph, KilledAfterACheckpointResumesBitwise) {
   EXPECT_NE(cluster_.err(last).find("resuming from"), std::string::npos) << cluster_.err(last);
 }
 
-// DP2 x PP2 over two processes saves sharded checkpoints (every slot its own shard); the
-// step-3 one resumes at the same layout bitwise, and on one device eagerly and at DP2 in
-// graph mode within 1e-5 of the uninterrupted run; `checkpoint merge` of the run's output
+// DP2 x PP2 with ZeRO-1 over two processes saves sharded checkpoints (every slot its own
+// shard); the step-3 one resumes at the same layout bitwise, and on one device eagerly and at
+// DP2 with ZeRO-3 in graph mode within 1e-5 of the uninterrupted run; `checkpoint merge` of the run's output
 // folder (its last checkpoint, model_final) is a Hugging Face folder whose logits are those of
 // model_final's whole weights and of the resumed run's model_final.
 TEST_F(TrainGraph, ShardedCheckpointReshardsAndMerges) {
+  // Saved at DP2 x PP2 with ZeRO-1 (each rank writes its shard of the optimizer state).
   const Layout dp2_pp2{.nodes = 2, .dp = 2, .pp = 2, .accumulation = 1, .steps = 6,
-                       .checkpoint_period = 3};
+                       .checkpoint_period = 3, .zero = 1};
   const auto whole = train("shard_whole", dp2_pp2);
   ASSERT_EQ(whole.size(), 6u);
   const fs::path saved = fs::path(cluster_.dir()) / "shard_whole/model_0000003";
   ASSERT_TRUE(fs::exists(saved / "layout.json"));
   int shards = 0;
   for (const auto& entry : fs::directory_iterator(saved / "shards")) shards += entry.is_regular_file();
-  // ZeRO off: replica 0's slot on each stage writes its blocks, replica 1 owns nothing.
-  EXPECT_EQ(shards, 2);
+  // ZeRO-1: every slot writes its shard of the optimizer state (the parameters, replicated
+  // over the replicas, are written once: identical pieces kept once).
+  EXPECT_EQ(shards, 4);
 
   stage_checkpoint("shard_whole", "model_0000003", "shard_same");
   const auto same = train("shard_same", dp2_pp2, {"--resume"});
@@ -368,7 +370,8 @@ TEST_F(TrainGraph, ShardedCheckpointReshardsAndMerges) {
 
   const std::pair<const char*, Layout> others[] = {
       {"shard_eager", {.accumulation = 2, .graph = false, .steps = 6, .checkpoint_period = 3}},
-      {"shard_dp2", {.nodes = 2, .dp = 2, .accumulation = 1, .steps = 6, .checkpoint_period = 3}}};
+      {"shard_dp2_zero3",
+       {.nodes = 2, .dp = 2, .accumulation = 1, .steps = 6, .checkpoint_period = 3, .zero = 3}}};
   for (const auto& [name, layout] : others) {
     stage_checkpoint("shard_whole", "model_0000003", name);
     const auto losses = train(name, layout, {"--resume"});
