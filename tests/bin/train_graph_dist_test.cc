@@ -315,11 +315,14 @@ TEST_F(TrainGraph, EvaluationEqualsTheEagerPipeline) {
   EXPECT_TRUE(fs::exists(fs::path(cluster_.dir()) / "eval_graph/model_best/model.safetensors"));
 }
 
-// A real interruption: PP2 over two processes, node 1 killed with SIGKILL once the step-5
-// checkpoint is written; node 0 ends naming it, and both nodes started again with --resume
-// continue from the newest complete checkpoint with the uninterrupted run's losses, bitwise.
+// A real interruption: DP2 x PP2 with ZeRO-2 over two processes (sharded checkpoints, the
+// replicas' shards on both nodes), node 1 killed with SIGKILL mid-run once the step-5
+// checkpoint is written; node 0 ends within 5 s naming it, and both nodes started again with
+// --resume continue from the newest complete checkpoint with the uninterrupted run's losses,
+// bitwise.
 TEST_F(TrainGraph, KilledAfterACheckpointResumesBitwise) {
-  const Layout l{.nodes = 2, .pp = 2, .steps = 150, .checkpoint_period = 5};
+  const Layout l{.nodes = 2, .dp = 2, .pp = 2, .accumulation = 1, .steps = 150,
+                 .checkpoint_period = 5, .zero = 2};
   const auto whole = train("kill_whole", l);
   ASSERT_EQ(whole.size(), 150u);
 
@@ -331,8 +334,10 @@ TEST_F(TrainGraph, KilledAfterACheckpointResumesBitwise) {
       cluster_.launch({"train", config, "--node-rank", "1", "--port", std::to_string(port)});
   ASSERT_TRUE(cluster_.wait_for_log(node0, "killed/model_0000005", 60s)) << cluster_.err(node0);
   cluster_.signal(node1, SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
   ASSERT_EQ(cluster_.wait(node0, 10s), 1) << "node 0 finished before the kill:\n"
                                           << cluster_.err(node0);
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, 5s) << "node 0 outlived the kill by 5 s";
   EXPECT_NE(cluster_.err(node0).find("node 1 died"), std::string::npos) << cluster_.err(node0);
 
   const auto resumed = train("killed", l, {"--resume"});
