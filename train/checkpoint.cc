@@ -45,7 +45,7 @@ constexpr const char* kAssetFiles[] = {"generation_config.json",
                                        "merges.txt",
                                        "spiece.model",
                                        "preprocessor_config.json"};
-constexpr size_t kWriteChunk = 64 << 10;
+constexpr size_t kWriteChunk = size_t(4) << 20;
 
 std::function<void(const std::string&)>& write_hook() {
   static std::function<void(const std::string&)> hook;
