@@ -203,8 +203,9 @@ std::vector<wire::DeviceProfile> train_devices_like_this_node(const config::Conf
 // timed layer's backward / forward (its recomputation included under activation checkpointing),
 // else the convention (2, or 3 with recomputation). Memory: each layer's, the embedding's and
 // the head's parameters, costed by the planner's ZeRO memory model (16 bytes a parameter
-// without ZeRO: f32 weight, gradient, AdamW's two moments); GPT-2's tied head counts its table
-// again on the last stage, which holds a copy with its own gradient and optimizer state.
+// without ZeRO: f32 weight, gradient, AdamW's two moments; over dp > 1 4 more, the all-reduce
+// buckets); GPT-2's tied head counts its table again on the last stage, which holds a copy
+// with its own gradient and optimizer state.
 
 double train_backward_factor(const ModelTrainShape& shape,
                              const std::vector<wire::DeviceProfile>& devices, bool* measured) {

@@ -25,6 +25,23 @@ std::string zero_note(const schedule::Plan& plan) {
   return out;
 }
 
+// What the "in flight" term of Note [ZeRO memory model] holds at the plan's stage.
+std::string in_flight_note(const schedule::Plan& plan) {
+  switch (plan.zero_stage) {
+    case 0:
+      return plan.dp > 1 ? "; in flight: the data-parallel all-reduce buckets, a copy of the "
+                           "gradients"
+                         : "";
+    case 1: return "; in flight: the staging of one unit's reduce-scatter";
+    case 2:
+      return "; in flight: the rest's whole gradients beside a layer's whole gradients and "
+             "staging";
+    default:
+      return "; in flight: the rest's and a layer's gathered params beside their whole "
+             "gradients and staging";
+  }
+}
+
 // The step without a bubble: m x the busiest pipeline rank's forward + backward (its chunks'
 // summed), what the schedule would take if the others never waited.
 double busiest_rank_step(const schedule::Plan& plan, int m) {
@@ -77,9 +94,7 @@ void print_train_plan(std::ostream& out, const ModelTrainShape& shape, const sch
   // Note [ZeRO memory model] in schedule/zero_memory.h: the model state's terms per rank.
   const std::vector<int> stash = schedule::peak_stashed_activations(plan.program);
   out << "\nmemory per rank (f32 params, grads and AdamW optimizer state, " << zero_note(plan)
-      << (plan.zero_stage >= 2 ? "; in flight: the largest unit's whole gradients" : "")
-      << (plan.zero_stage == 3 ? " and gathered params" : "")
-      << "; the activations the schedule stashes at its peak):\n";
+      << in_flight_note(plan) << "; the activations the schedule stashes at its peak):\n";
   for (int k = 0; k < plan.pp; ++k) {
     const schedule::StagePlan& st = plan.stages[size_t(k)];
     const schedule::RankMemory& m = plan.rank_memory[size_t(k)];
@@ -151,6 +166,8 @@ nlohmann::json train_plan_json(const ModelTrainShape& shape, const schedule::Pla
                       {"devices", names},
                       {"parameters", m.parameters},
                       {"largest_unit", m.largest_unit},
+                      {"largest_layer", m.largest_layer},
+                      {"rest_unit", m.rest_unit},
                       {"weight_bytes", m.weight_bytes + m.model_state.parameters},
                       {"gradient_bytes", m.model_state.gradients},
                       {"optimizer_bytes", m.model_state.optimizer},

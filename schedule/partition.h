@@ -47,10 +47,12 @@ struct CostModel {
   // Fixed costs of stage s whatever its layers: the embedding on stage 0, the head on the last.
   std::vector<double> extra_time;
   std::vector<double> extra_memory;
-  // Bytes a stage holds for one unit at a time, the largest of its units (ZeRO-2 and 3: a
-  // unit's whole gradients, and its gathered parameters; Note [ZeRO memory model] in
+  // Bytes a stage holds for one unit at a time, the largest of its units (ZeRO-1's staging,
+  // ZeRO-2's whole gradients, ZeRO-3's gathered parameters too; Note [ZeRO memory model] in
   // zero_memory.h): layer_unit_memory[l] for layer l, extra_unit_memory[s] for the rest of
-  // stage s (the embedding, the head).
+  // stage s (the embedding, the head). The planner gives the rest a layer's rate an element,
+  // an approximation: the model's ZeRO-2 and 3 hold the rest beside a layer (4 R + 8 U), which
+  // one maximum cannot say; the plan it compiles is costed, and validated, by the model.
   std::vector<double> layer_unit_memory;
   std::vector<double> extra_unit_memory;
   int num_layers() const { return int(layer_memory.size()); }

@@ -211,9 +211,12 @@ class Compiler {
     const double groups = r.workload == Workload::decode ? r.num_micro_batches : 0.0;
     fixed_bytes_.assign(size_t(L_), 0.0);
     activation_bytes_.assign(size_t(L_), 0.0);
-    // Note [ZeRO memory model]: the model state is linear in the parameters but for the unit
-    // in flight, so a layer costs state_per_parameter_ a parameter and, as a unit,
-    // unit_per_element_ an element.
+    // Note [ZeRO memory model]: the model state is linear in the parameters but for what is
+    // in flight, so a layer costs state_per_parameter_ a parameter (ZeRO-0's buckets
+    // included) and, as a unit, unit_per_element_ an element. The balanced split charges a
+    // stage its largest unit at that layer's rate, the rest included (max(U, R) x the rate),
+    // which undercounts ZeRO-2 and 3 when a stage has both (ZeRO-2: 8 max(U, R), not 4 R + 8 U);
+    // assemble() costs the plan it picks by the exact formula, which validate() checks.
     state_per_parameter_ = zero_state_bytes(r.zero_stage, r.dp, 1).total();
     unit_per_element_ = zero_state_bytes(r.zero_stage, r.dp, 0, 1).total();
     for (int l = 0; l < L_; ++l) {
@@ -374,8 +377,7 @@ class Compiler {
         st.kv_cache_bytes += kv_bytes_[size_t(l)];
         st.activation_bytes += in_flight_[size_t(s)] * activation_bytes_[size_t(l)];
       }
-      st.model_state =
-          zero_state_bytes(r_.zero_stage, r_.dp, st.parameters, largest_layer, rest);
+      st.model_state = zero_state_bytes(r_.zero_stage, r_.dp, st.parameters, largest_layer, rest);
       unit_of_stage.push_back({largest_layer, rest});
       st.input_slots = quota_[size_t(s)];
       plan.costs.forward.push_back(st.forward_time);
@@ -403,8 +405,11 @@ class Compiler {
       m.weight_bytes += plan.stages[size_t(s)].weight_bytes;
       m.kv_cache_bytes += plan.stages[size_t(s)].kv_cache_bytes;
       m.parameters += plan.stages[size_t(s)].parameters;
+      // Each chunk's rest is a unit of its own (Note [ZeRO partitions]), reduced and freed
+      // when that chunk's backward ends, so one chunk's rest is in flight at a time: the
+      // largest, as for the layers.
       m.largest_layer = std::max(m.largest_layer, unit_of_stage[size_t(s)].first);
-      m.rest_unit += unit_of_stage[size_t(s)].second;
+      m.rest_unit = std::max(m.rest_unit, unit_of_stage[size_t(s)].second);
       m.largest_unit = std::max(m.largest_layer, m.rest_unit);
     }
     for (RankMemory& m : plan.rank_memory)  // one unit in flight at a time, of all its chunks

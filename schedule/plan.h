@@ -126,7 +126,7 @@ struct StagePlan {
   double forward_time = 0;              // seconds per micro-batch (with its extras, / tp)
   double decode_time = 0;               // seconds per decoding step after the first
   // Bytes on each of its devices (activations: what this stage alone stashes at its peak;
-  // model state: of this stage alone, its largest unit in flight).
+  // model state: of this stage alone, its largest layer and its rest in flight).
   double weight_bytes = 0, kv_cache_bytes = 0, activation_bytes = 0;
   double parameters = 0;  // on each of its devices (/ tp), with the embedding or head
   ZeroMemory model_state;
@@ -138,15 +138,17 @@ struct StagePlan {
 };
 
 // Bytes on each device of a pipeline rank: the weights of all its chunks, their model state
-// (one unit in flight at a time: the largest of all its chunks') and the activations its
-// program stashes at its peak (the chunks' peaks need not coincide).
+// (in flight: its largest layer and its largest rest over all its chunks, one chunk's units at
+// a time) and the activations its program stashes at its peak (the chunks' peaks need not
+// coincide).
 struct RankMemory {
   double weight_bytes = 0, kv_cache_bytes = 0, activation_bytes = 0;
-  double parameters = 0;    // Psi of Note [ZeRO memory model]: on each device
+  double parameters = 0;     // Psi of Note [ZeRO memory model]: on each device
   double largest_unit = 0;   // elements of its largest unit on each device: max(U, R)
-  double largest_layer = 0;  // U: of its largest transformer layer
-  double rest_unit = 0;      // R: of its part-level unit (embeddings, head), over its chunks
-  ZeroMemory model_state;   // by the plan's zero_stage over its dp
+  double largest_layer = 0;  // U: of its largest transformer layer, over its chunks
+  double rest_unit = 0;      // R: of its largest part-level unit (embeddings, final norm, head),
+                             // over its chunks (each chunk's rest is a unit of its own)
+  ZeroMemory model_state;    // by the plan's zero_stage over its dp
   double total() const {
     return weight_bytes + model_state.total() + kv_cache_bytes + activation_bytes;
   }

@@ -146,7 +146,8 @@ std::string kib(double bytes) {
 
 // ZeRO-1 at DP2 x PP2 (uniform: 4 layers a stage): each rank's model state by Note [ZeRO memory
 // model], from the parameters counted here from the architecture: params 4 Psi, grads 4 Psi +
-// 4 Psi / 2 (the whole gradients and the owned shard), optimizer 8 Psi / 2, nothing in flight.
+// 4 Psi / 2 (the whole gradients and the owned shard), optimizer 8 Psi / 2, and in flight the
+// staging of one unit's reduce-scatter, 4 bytes an element of the largest unit.
 TEST_F(TrainPlan, Zero1MemoryPerRankAtDp2Pp2) {
   const std::string path = config("{data_parallel_size: 2, pipeline_parallel_size: 2}", 2,
                                   "  zero_optimization: {enabled: true, stage: 1}\n");
@@ -156,6 +157,10 @@ TEST_F(TrainPlan, Zero1MemoryPerRankAtDp2Pp2) {
   EXPECT_EQ(plan["dp"], 2);
   const double psi[2] = {double(4 * kLayerParams + kEmbeddingParams),
                          double(4 * kLayerParams + kHeadParams)};
+  // The rest unit: the embedding (wte, wpe) on stage 0, the head (the tied table, ln_f) on
+  // stage 1, each larger than a layer, so the largest unit.
+  const double rest[2] = {double(kEmbeddingParams), double(kHeadParams)};
+  ASSERT_GT(rest[1], double(kLayerParams));
   const json& memory = plan["memory"];
   ASSERT_EQ(memory.size(), 2u);
   for (int k = 0; k < 2; ++k) {
@@ -163,37 +168,40 @@ TEST_F(TrainPlan, Zero1MemoryPerRankAtDp2Pp2) {
     EXPECT_EQ(layers_of(plan["stages"][size_t(k)]), 4);
     EXPECT_EQ(m["devices"].size(), 2u) << "a stage runs on both replicas' devices";
     EXPECT_DOUBLE_EQ(m["parameters"].get<double>(), psi[k]) << k;
+    EXPECT_DOUBLE_EQ(m["largest_layer"].get<double>(), double(kLayerParams)) << k;
+    EXPECT_DOUBLE_EQ(m["rest_unit"].get<double>(), rest[k]) << k;
+    EXPECT_DOUBLE_EQ(m["largest_unit"].get<double>(), rest[k]) << k;
     EXPECT_DOUBLE_EQ(m["weight_bytes"].get<double>(), 4 * psi[k]) << k;
     EXPECT_DOUBLE_EQ(m["gradient_bytes"].get<double>(), 4 * psi[k] + 4 * psi[k] / 2) << k;
     EXPECT_DOUBLE_EQ(m["optimizer_bytes"].get<double>(), 8 * psi[k] / 2) << k;
-    EXPECT_DOUBLE_EQ(m["in_flight_bytes"].get<double>(), 0) << k;
-    EXPECT_DOUBLE_EQ(m["total_bytes"].get<double>(),
-                     8 * psi[k] + 12 * psi[k] / 2 + m["activation_bytes"].get<double>())
+    EXPECT_DOUBLE_EQ(m["in_flight_bytes"].get<double>(), 4 * rest[k]) << k;
+    EXPECT_DOUBLE_EQ(m["total_bytes"].get<double>(), 8 * psi[k] + 12 * psi[k] / 2 + 4 * rest[k] +
+                                                         m["activation_bytes"].get<double>())
         << k;
   }
-  // The largest unit: the embedding (wte, wpe) on stage 0, the head (the tied table, ln_f) on
-  // stage 1, each larger than a layer.
-  EXPECT_DOUBLE_EQ(memory[0]["largest_unit"].get<double>(), double(kEmbeddingParams));
-  EXPECT_DOUBLE_EQ(memory[1]["largest_unit"].get<double>(), double(kHeadParams));
 
   const Result text = run("plan '" + path + "'");
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("memory per rank (f32 params, grads and AdamW optimizer state, ZeRO-1 "
-                          "over dp 2;"),
+                          "over dp 2; in flight: the staging of one unit's reduce-scatter;"),
             std::string::npos)
       << text.out;
   for (int k = 0; k < 2; ++k) {
     const std::string line = "(stage " + std::to_string(k) +
                              "): " + kib(memory[size_t(k)]["total_bytes"].get<double>()) +
                              " = params " + kib(4 * psi[k]) + " + grads " + kib(6 * psi[k]) +
-                             " + optimizer " + kib(4 * psi[k]) + " + in flight 0 B + activations ";
+                             " + optimizer " + kib(4 * psi[k]) + " + in flight " +
+                             kib(4 * rest[k]) + " + activations ";
     EXPECT_NE(text.out.find(line), std::string::npos) << line << "\nin:\n" << text.out;
   }
   EXPECT_NE(text.out.find("(ZeRO-1 over dp 2) each of"), std::string::npos) << text.out;
 }
 
-// ZeRO-3 keeps the largest unit gathered with its whole gradients (8 bytes an element); over one
-// replica the plan says ZeRO saves nothing.
+// ZeRO-3 keeps the rest (the embedding) gathered with its whole gradients beside a layer's
+// gathered parameters, whole gradients and staging: max(8 R + 12 U, 12 R). Without ZeRO over
+// dp 2 the all-reduce buckets are in flight, a copy of the gradients; over one replica ZeRO
+// saves nothing: the same 16 bytes a parameter as no ZeRO, which has no buckets there, and
+// what is in flight on top.
 TEST_F(TrainPlan, Zero3CountsTheUnitInFlightAndDp1SavesNothing) {
   const json plan = run_json("plan '" +
                              config("{data_parallel_size: 2, pipeline_parallel_size: 2}", 2,
@@ -201,23 +209,51 @@ TEST_F(TrainPlan, Zero3CountsTheUnitInFlightAndDp1SavesNothing) {
                              "'");
   ASSERT_TRUE(plan.is_object());
   const double psi0 = double(4 * kLayerParams + kEmbeddingParams);
+  const double u = double(kLayerParams), r = double(kEmbeddingParams);
   const json& m = plan["memory"][0];
   EXPECT_DOUBLE_EQ(m["weight_bytes"].get<double>(), 4 * psi0 / 2);
-  EXPECT_DOUBLE_EQ(m["in_flight_bytes"].get<double>(), 8.0 * double(kEmbeddingParams));
+  EXPECT_DOUBLE_EQ(m["in_flight_bytes"].get<double>(), std::max(8 * r + 12 * u, 12 * r));
+  EXPECT_GT(8 * r + 12 * u, 12 * r) << "the layer term is the one checked";
 
-  const Result one = run(
-      "plan '" +
-      config("{pipeline_parallel_size: 2}", 2, "  zero_optimization: {enabled: true, stage: 2}\n") +
-      "'");
+  const json no_zero =
+      run_json("plan '" + config("{data_parallel_size: 2, pipeline_parallel_size: 2}", 2) + "'");
+  ASSERT_TRUE(no_zero.is_object());
+  EXPECT_EQ(no_zero["zero_stage"], 0);
+  EXPECT_DOUBLE_EQ(no_zero["memory"][0]["in_flight_bytes"].get<double>(), 4 * psi0);
+
+  const std::string one_replica =
+      config("{pipeline_parallel_size: 2}", 2, "  zero_optimization: {enabled: true, stage: 2}\n");
+  const Result one = run("plan '" + one_replica + "'");
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_NE(one.out.find("ZeRO-2 over dp 1: one data-parallel rank holds every shard, so ZeRO "
                          "saves nothing"),
             std::string::npos)
       << one.out;
+  const json zero2 = run_json("plan '" + one_replica + "'");
+  const json zero0 = run_json("plan '" + one_replica + "' train.zero_optimization.enabled=false");
+  ASSERT_TRUE(zero2.is_object() && zero0.is_object());
+  const double psi[2] = {psi0, double(4 * kLayerParams + kHeadParams)};
+  const double rest[2] = {r, double(kHeadParams)};
+  for (int k = 0; k < 2; ++k) {
+    const json &z2 = zero2["memory"][size_t(k)], &z0 = zero0["memory"][size_t(k)];
+    for (const json* z : {&z2, &z0})
+      EXPECT_DOUBLE_EQ((*z)["weight_bytes"].get<double>() + (*z)["gradient_bytes"].get<double>() +
+                           (*z)["optimizer_bytes"].get<double>(),
+                       16 * psi[k])
+          << k;
+    EXPECT_DOUBLE_EQ(z0["in_flight_bytes"].get<double>(), 0) << "no buckets over one replica";
+    EXPECT_DOUBLE_EQ(z2["in_flight_bytes"].get<double>(),
+                     std::max(4 * rest[k] + 8 * u, 8 * rest[k]))
+        << k;
+    EXPECT_DOUBLE_EQ(z2["total_bytes"].get<double>() - z0["total_bytes"].get<double>(),
+                     z2["in_flight_bytes"].get<double>())
+        << k;
+  }
 }
 
 // Without a model, train.dist.layer_memory is a layer's model state without ZeRO (16 bytes a
-// parameter): 1 GiB a layer is 2^26 parameters. ZeRO-3 over dp 4: 16 Psi / 4 + 8 U.
+// parameter): 1 GiB a layer is 2^26 parameters, each layer a unit and no rest. ZeRO-3 over
+// dp 4: 16 Psi / 4 + 12 U.
 TEST_F(TrainPlan, WhatIfPlansShardTheLayerMemory) {
   const std::string path = scratch_.file("what_if_zero.yaml");
   std::ofstream(path) << "train:\n  dist: {pipeline_parallel_size: 2, data_parallel_size: 4, "
@@ -225,9 +261,10 @@ TEST_F(TrainPlan, WhatIfPlansShardTheLayerMemory) {
                          "  zero_optimization: {enabled: true, stage: 3}\n";
   const Result r = run("plan '" + path + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  // 4 layers a stage: 4 GiB of model state over 4 ranks, and one layer gathered: 0.5 GiB.
-  EXPECT_NE(r.out.find("(stage 0): 1.50 GiB = params 256.00 MiB + grads 256.00 MiB + optimizer "
-                       "512.00 MiB + in flight 512.00 MiB + activations 0 B (ZeRO-3 over dp 4) "
+  // 4 layers a stage: 4 GiB of model state over 4 ranks, and one layer's gathered parameters,
+  // whole gradients and staging: 0.75 GiB; 1.75 GiB fits 2 GiB.
+  EXPECT_NE(r.out.find("(stage 0): 1.75 GiB = params 256.00 MiB + grads 256.00 MiB + optimizer "
+                       "512.00 MiB + in flight 768.00 MiB + activations 0 B (ZeRO-3 over dp 4) "
                        "each of 2.00 GiB"),
             std::string::npos)
       << r.out;
