@@ -43,6 +43,20 @@ class TrainCommand : public ModelCommands {
     yaml += extra;
     return scratch_.write("train.yaml", yaml);
   }
+
+  // A fresh output folder `name` holding out/model_0000002 (named by last_checkpoint), and
+  // `train ARGS train.output_dir=<it> --resume` run there; the run must succeed. Returns the
+  // folder.
+  fs::path resume_step_2(const fs::path& out, const std::string& name, const std::string& args) {
+    const fs::path resumed = scratch_.file(name);
+    fs::remove_all(resumed);
+    fs::create_directories(resumed);
+    fs::copy(out / "model_0000002", resumed / "model_0000002", fs::copy_options::recursive);
+    std::ofstream(resumed / "last_checkpoint") << "model_0000002\n";
+    const Result again = run("train " + args + " train.output_dir=" + resumed.string() + " --resume");
+    EXPECT_EQ(again.exit_code, 0) << name << ": " << again.err;
+    return resumed;
+  }
 };
 
 TEST_F(TrainCommand, FastDevRunWritesEveryOutput) {
@@ -129,19 +143,47 @@ TEST_F(TrainCommand, PipelineFastDevRunAndResumeAtAnotherLayout) {
             0);
   const auto whole_run = losses_of(out);
   ASSERT_EQ(whole_run.size(), 4u);
-  for (const char* layout :
-       {" train.dist.pipeline_parallel_size=1",
-        " train.dist.pipeline_parallel_size=2 train.dist.data_parallel_size=2"
-        " train.num_accumulation_steps=1 train.dist.pipeline_schedule=gpipe"}) {
-    const fs::path resumed = scratch_.file(std::string("resumed") + (layout[25] == '1' ? "1" : "2"));
-    fs::remove_all(resumed);
-    fs::create_directories(resumed);
-    fs::copy(out / "model_0000002", resumed / "model_0000002", fs::copy_options::recursive);
-    std::ofstream(resumed / "last_checkpoint") << "model_0000002\n";
-    const Result again = run("train " + config(gpt2) + four + layout +
-                             " train.output_dir=" + resumed.string() + " --resume");
-    ASSERT_EQ(again.exit_code, 0) << layout << ": " << again.err;
-    const auto losses = losses_of(resumed);
+  const std::pair<const char*, const char*> layouts[] = {
+      {"resumed1", " train.dist.pipeline_parallel_size=1"},
+      {"resumed2", " train.dist.pipeline_parallel_size=2 train.dist.data_parallel_size=2"
+                   " train.num_accumulation_steps=1 train.dist.pipeline_schedule=gpipe"}};
+  for (const auto& [name, layout] : layouts) {
+    const auto losses = losses_of(resume_step_2(out, name, config(gpt2) + four + layout));
+    ASSERT_EQ(losses.size(), 2u) << layout;
+    for (int64_t i : {3, 4})
+      EXPECT_NEAR(losses.at(i), whole_run.at(i), 1e-5 * whole_run.at(i)) << layout << " step " << i;
+  }
+}
+
+// ZeRO-1 at DP2 x TP2 x PP2 (eight ranks on threads, the eager pipeline): its sharded step-2
+// checkpoint (every rank writes its slices: tensor-parallel blocks, the padded vocabulary of
+// 503 over 2 ranks, ZeRO ranges of the optimizer state) resumes at TP4 (503 rows over 4) and on
+// one device with the losses of the uninterrupted run.
+TEST_F(TrainCommand, ZeroCheckpointReshardsFromEightRanksToTensorParallelAndOneDevice) {
+  std::ofstream(scratch_.file("model.json"))
+      << R"({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 2,
+             "n_embd": 32, "n_head": 4, "n_inner": 64, "n_positions": 64, "vocab_size": 503,
+             "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, "attn_pdrop": 0.1,
+             "embd_pdrop": 0.1, "resid_pdrop": 0.1, "initializer_range": 0.02,
+             "bos_token_id": 2, "eos_token_id": 2, "tie_word_embeddings": true})";
+  const std::string model = "model: {config: " + scratch_.file("model.json") + "}\n";
+  const std::string four = " train.train_iter=4 train.checkpointer.period=2 train.global_batch_size=4"
+                           " train.evaluation.enabled=false train.log_period=1";
+  const fs::path out = scratch_.file("out");
+  fs::remove_all(out);
+  const Result saved = run("train " + config(model) + four +
+                           " train.dist.data_parallel_size=2 train.dist.tensor_parallel_size=2"
+                           " train.dist.pipeline_parallel_size=2 train.num_accumulation_steps=1"
+                           " train.zero_optimization.enabled=true train.zero_optimization.stage=1");
+  ASSERT_EQ(saved.exit_code, 0) << saved.err;
+  ASSERT_TRUE(fs::exists(out / "model_0000002/layout.json"));
+  const auto whole_run = losses_of(out);
+  ASSERT_EQ(whole_run.size(), 4u);
+  const std::pair<const char*, const char*> layouts[] = {
+      {"zero_tp4", " train.dist.tensor_parallel_size=4 train.num_accumulation_steps=2"},
+      {"zero_one", " train.num_accumulation_steps=2"}};
+  for (const auto& [name, layout] : layouts) {
+    const auto losses = losses_of(resume_step_2(out, name, config(model) + four + layout));
     ASSERT_EQ(losses.size(), 2u) << layout;
     for (int64_t i : {3, 4})
       EXPECT_NEAR(losses.at(i), whole_run.at(i), 1e-5 * whole_run.at(i)) << layout << " step " << i;

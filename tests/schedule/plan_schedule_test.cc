@@ -8,18 +8,12 @@
 #include "runtime/error.h"
 #include "schedule/plan.h"
 #include "tests/schedule/reference_simulator.h"
+#include "tests/schedule/error_of.h"
 
 namespace libai::schedule {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 // pp devices of one speed, `layers` layers of 1 s forward, 10 bytes of weights and 1 byte of
 // activations per micro-batch each.

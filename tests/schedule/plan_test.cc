@@ -10,18 +10,12 @@
 
 #include "runtime/error.h"
 #include "tests/schedule/reference_simulator.h"
+#include "tests/schedule/error_of.h"
 
 namespace libai::schedule {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 // Two devices, six layers: device 0 takes 1 s per layer, device 1 0.5 s; embedding and head
 // cost 0.5 s and 0.25 s on either; weights 10 bytes a layer, activations 1 byte.

@@ -14,18 +14,12 @@
 #include "runtime/error.h"
 #include "schedule/partition.h"
 #include "schedule/plan.h"
+#include "tests/schedule/error_of.h"
 
 namespace libai::schedule {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using testing::error_of;
 
 void expect_terms(const ZeroMemory& m, double parameters, double gradients, double optimizer,
                   double in_flight, const std::string& what) {

@@ -27,6 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using checkpoint::testing::ScratchDir;
 using testing::TrainingFixture;
+using testing::expect_error;
 
 struct OneDeviceRun {
   std::unique_ptr<models::Model> model;
@@ -96,17 +97,6 @@ fs::path save_fake(OneDeviceRun& run, const fs::path& out, int tp, int dp, int m
                             run.progress(), max_to_keep, {.schedule = run.schedule.get()});
   });
   return out / name;
-}
-
-template <typename E, typename Fn>
-void expect_error(Fn&& fn, const std::vector<std::string>& pieces) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one naming " << pieces[0];
-  } catch (const E& e) {
-    for (const auto& piece : pieces)
-      EXPECT_NE(std::string(e.what()).find(piece), std::string::npos) << e.what();
-  }
 }
 
 TEST(ShardedCheckpoint, FakeLayoutsReadBackBitwiseAndResume) {

@@ -3,6 +3,8 @@
 // weights, and the training setup they were made with, built from our own pieces.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -101,5 +103,17 @@ struct TrainingFixture {
  private:
   mutable std::shared_ptr<checkpoint::SafetensorsFile> batches_;
 };
+
+// `fn` throws an E whose message holds every piece (the first names what must be named).
+template <typename E, typename Fn>
+void expect_error(Fn&& fn, const std::vector<std::string>& pieces) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error; expected one naming " << pieces[0];
+  } catch (const E& e) {
+    for (const auto& piece : pieces)
+      EXPECT_NE(std::string(e.what()).find(piece), std::string::npos) << e.what();
+  }
+}
 
 }  // namespace libai::testing
