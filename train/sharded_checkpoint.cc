@@ -1,5 +1,8 @@
 #include "train/sharded_checkpoint.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -552,6 +555,15 @@ CheckpointReader CheckpointReader::open(const fs::path& folder) {
   if (impl->sharded) {
     impl->parsed = parse_layout(folder);
     impl->layout = impl->parsed.layout;
+    // Every shard is read whole (a rank assembles whole tensors): ask the kernel for all of
+    // them now, so the disk streams them while the first tensors are assembled instead of
+    // faulting the mappings in page by page.
+    for (const auto& [name, file] : impl->parsed.files) {
+      const int fd = ::open((folder / name).c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;  // opened a moment ago; a reader error will name it
+      ::posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
+      ::close(fd);
+    }
   } else {
     for (const char* file : {"model.safetensors", "optimizer.safetensors"})
       LIBAI_CHECK_KIND(NotFound, fs::is_regular_file(folder / file), "load_checkpoint: ",
