@@ -30,7 +30,11 @@
 //            block; each unit is all-gathered back.
 //   stage 2: as stage 1, but each unit is reduce-scattered as soon as backward has produced
 //            all its gradients (every micro-batch, added into the shard), and the whole
-//            gradients are freed then: at most one unit's whole gradients live at a time.
+//            gradients are freed then: at most one unit's whole gradients live at a time. The
+//            collectives go in the order the units complete, which is the same on every
+//            replica: they run the same program on the same graph, and the engine's order is a
+//            function of the graph alone. What a backward left incomplete (a parameter without
+//            a gradient) is reduced after it, in unit order.
 //   stage 3: as stage 2, and between uses each unit keeps only its owned block of the
 //            parameters: a transformer layer's unit is all-gathered when its forward starts
 //            and freed when it ends (models::ParameterFetch in TrainingMode), gathered again
