@@ -343,6 +343,23 @@ void ModelTrainJob::plan(wire::Assignment& assignment) {
 }
 
 PipelineLayout ModelTrainJob::layout(const wire::Assignment& assignment) {
+  // Node 0 planned with its config: the keys that decide who owns which shard must be this
+  // node's too (each node builds its slots from its own config), else the slots would issue
+  // different collectives. One error naming the key instead.
+  if (!assignment.config_yaml.empty()) {
+    const config::Config planned = config::Config::parse(assignment.config_yaml, "node 0's config");
+    auto agree = [&](const char* key, auto fallback) {
+      const auto mine = cfg_.get_or(key, fallback), theirs = planned.get_or(key, fallback);
+      LIBAI_CHECK(mine == theirs, "this node's config has ", key, " = ", mine,
+                  ", but node 0 planned the job with ", theirs,
+                  ": start every node with the same config");
+    };
+    agree("train.zero_optimization.enabled", false);
+    agree("train.zero_optimization.stage", int64_t(1));
+    for (const char* key : {"train.dist.data_parallel_size", "train.dist.tensor_parallel_size",
+                            "train.dist.pipeline_parallel_size"})
+      agree(key, int64_t(1));
+  }
   const int virtual_stages = settings_.pp * settings_.chunks;
   if (!assignment.stage_of.empty()) {
     LIBAI_CHECK(assignment.stage_of.size() == settings_.stage_of.size(), "the assignment splits ",

@@ -190,6 +190,24 @@ TEST_F(TrainGraph, ZeroOneAndTwoDataParallelOnTwoProcessesEqualOneDevice) {
   expect_equals_one_device("zero2_dp2", {.nodes = 2, .dp = 2, .zero = 2});
 }
 
+// Shard ownership follows node 0's plan: a node whose config disagrees on ZeRO is refused
+// with the key named, and the job ends on both nodes.
+TEST_F(TrainGraph, ANodeThatDisagreesOnZeroIsRefusedNamingTheKey) {
+  const std::string planned = write_config("zero_node0", {.nodes = 2, .dp = 2, .steps = 2, .zero = 1});
+  const std::string other = write_config("zero_node1", {.nodes = 2, .dp = 2, .steps = 2, .zero = 2});
+  const int port = free_port();
+  const int node0 =
+      cluster_.launch({"train", planned, "--node-rank", "0", "--port", std::to_string(port)});
+  const int node1 =
+      cluster_.launch({"train", other, "--node-rank", "1", "--port", std::to_string(port)});
+  EXPECT_EQ(cluster_.wait(node1, 60s), 1) << cluster_.err(node1);
+  EXPECT_NE(cluster_.err(node1).find("train.zero_optimization.stage = 2, but node 0 planned the "
+                                     "job with 1"),
+            std::string::npos)
+      << cluster_.err(node1);
+  EXPECT_EQ(cluster_.wait(node0, 60s), 1) << cluster_.err(node0);
+}
+
 TEST_F(TrainGraph, InterleavedOnTwoProcessesEqualsOneDevice) {
   expect_equals_one_device(
       "interleaved", {.nodes = 2, .pp = 2, .chunks = 2, .accumulation = 4, .schedule = "interleaved"});
