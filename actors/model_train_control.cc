@@ -1,6 +1,5 @@
 // ModelTrainCompute's controls between steps (Note [Train controls] in train_stage_actor.h):
-// checkpoints in the whole-model format every runner writes, and evaluation through the
-// stages.
+// sharded checkpoints that every runner reads, and evaluation through the stages.
 //
 // Note [Graph-mode checkpoints]
 // A save runs on every slot at once and is a collective of the world communicator
@@ -19,7 +18,6 @@
 // with the checkpoint's progress.
 #include "actors/model_train.h"
 
-#include <algorithm>
 #include <memory>
 
 #include "runtime/error.h"
