@@ -2,6 +2,7 @@
 // its layers, generation and costs; each model_type is one Family.
 #include "models/family.h"
 #include "models/llama/llama.h"
+#include "models/pipeline/stage.h"
 
 namespace libai::models {
 
@@ -74,7 +75,7 @@ Family declare(const std::string& type, const std::string& architecture) {
       .generation = generation_info,
       .costs = {.layers = layer_costs, .embedding = embedding_cost, .head = head_cost},
       .flops = flops,
-      .make_stage = nullptr,  // pipeline stages: not yet tested for this family
+      .make_stage = pipeline::make_part_stage,
   };
 }
 
