@@ -66,9 +66,9 @@ RopeConfig RopeConfig::from(const HfConfig& c, int64_t head_dim) {
 std::vector<float> RopeConfig::inverse_frequencies(int64_t seq_len) const {
   float base = float(theta);
   if (type == Type::dynamic && seq_len > max_positions)  // NTK-aware: the base grows
-    base = base * std::pow(float(factor) * float(seq_len) / float(max_positions) -
-                               float(factor - 1),
-                           float(dim) / float(dim - 2));
+    base =
+        base * std::pow(float(factor) * float(seq_len) / float(max_positions) - float(factor - 1),
+                        float(dim) / float(dim - 2));
   std::vector<float> inv(size_t(dim / 2));
   for (int64_t i = 0; i < dim / 2; ++i)
     inv[size_t(i)] = 1.0f / std::pow(base, float(2 * i) / float(dim));
@@ -185,9 +185,10 @@ WeightMap llama_weight_map(const LlamaConfig& c) {
     map.add(ours + "attention_norm.weight", hf + "input_layernorm.weight");
     for (const std::string kind : {"weight", "bias"}) {
       if (kind == "bias" && !c.qkv_bias) continue;
-      map.add_grouped_qkv(ours + "attention.qkv." + kind,
-                          {attn + "q_proj." + kind, attn + "k_proj." + kind, attn + "v_proj." + kind},
-                          c.heads, c.kv_heads);
+      map.add_grouped_qkv(
+          ours + "attention.qkv." + kind,
+          {attn + "q_proj." + kind, attn + "k_proj." + kind, attn + "v_proj." + kind}, c.heads,
+          c.kv_heads);
     }
     map.add(ours + "attention.out.weight", attn + "o_proj.weight");
     if (c.out_bias) map.add(ours + "attention.out.bias", attn + "o_proj.bias");
@@ -234,13 +235,13 @@ class Llama : public Model, public generation::GenerativeModel {
   Llama(const HfConfig& hf, const LayerContext& ctx, const StageSpec& part)
       : Model(hf), c_(hf), map_(llama_weight_map(c_)) {
     part_ = part;
-    LIBAI_CHECK_KIND(Unsupported, c_.kv_heads % ctx.tp_size() == 0, hf.path(), ": ",
-                     c_.model_type, " with tensor_parallel_size ", ctx.tp_size(),
+    LIBAI_CHECK_KIND(Unsupported, c_.kv_heads % ctx.tp_size() == 0, hf.path(), ": ", c_.model_type,
+                     " with tensor_parallel_size ", ctx.tp_size(),
                      " which does not divide num_key_value_heads ", c_.kv_heads,
                      " (replicated key/value heads are not supported yet)");
     if (part.is_first() || (part.is_last() && c_.tied))
-      embed_ = &add_module("embed", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden,
-                                                                EmbeddingParallel::vocab));
+      embed_ = &add_module(
+          "embed", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden, EmbeddingParallel::vocab));
     for (int i = part.first_layer; i < part.last_layer; ++i)
       layers_.push_back(&add_module("layers." + std::to_string(i),
                                     std::make_unique<TransformerLayer>(ctx, c_.layer())));
@@ -413,7 +414,7 @@ class Llama : public Model, public generation::GenerativeModel {
   }
 
   LlamaConfig c_;
-  Embedding* embed_ = nullptr;    // first part, and the last when tied
+  Embedding* embed_ = nullptr;  // first part, and the last when tied
   std::vector<TransformerLayer*> layers_;
   Norm* norm_ = nullptr;          // last part
   Embedding* lm_head_ = nullptr;  // last part, untied

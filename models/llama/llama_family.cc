@@ -17,8 +17,6 @@ GenerationInfo generation_info(const HfConfig& config) {
   return {.vocab_size = c.vocab, .pad_id = c.pad >= 0 ? c.pad : c.eos >= 0 ? c.eos : 0};
 }
 
-// The shared layer arithmetic counts q, k and v as three hidden x inner projections and a KV
-// cache of all heads: with grouped-query attention that overestimates the key/value part.
 std::vector<LayerCost> layer_costs(const HfConfig& config, double tokens, double context,
                                    double bytes) {
   const LlamaConfig c(config);
@@ -26,6 +24,7 @@ std::vector<LayerCost> layer_costs(const HfConfig& config, double tokens, double
                      .inner = double(c.heads * c.head_dim),
                      .heads = double(c.heads),
                      .ff = double(c.inner),
+                     .kv_inner = double(c.kv_heads * c.head_dim),
                      .gated = true,
                      .bias = c.qkv_bias,
                      .norm_bias = false,

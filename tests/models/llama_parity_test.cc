@@ -31,8 +31,8 @@ TEST_P(LlamaForward, OutputsMatchTransformers) {
   auto model = load_model(model_fixture(c.folder), {.dtype = c.dtype});
   auto ref = reference_of(c.folder);
   autograd::NoGradGuard no_grad;
-  auto out = model->forward({{"input_ids", ref.tensor("input_ids")},
-                             {"attention_mask", ref.tensor("attention_mask")}});
+  auto out = model->forward(
+      {{"input_ids", ref.tensor("input_ids")}, {"attention_mask", ref.tensor("attention_mask")}});
   auto names = testing::output_names(ref);
   ASSERT_GE(names.size(), 5u);  // logits, last_hidden_state, hidden_states.0-2
   testing::expect_outputs_match(out, ref, names, c.tolerance);
@@ -79,9 +79,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, LlamaGeneration,
                                            "qwen2"));
 
 HfConfig config_with(nlohmann::json edit) {
-  nlohmann::json j = {{"model_type", "llama"},        {"vocab_size", 11},
-                      {"hidden_size", 16},            {"num_attention_heads", 4},
-                      {"num_key_value_heads", 2},     {"num_hidden_layers", 1},
+  nlohmann::json j = {{"model_type", "llama"},    {"vocab_size", 11},
+                      {"hidden_size", 16},        {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2}, {"num_hidden_layers", 1},
                       {"intermediate_size", 24}};
   j.update(edit);
   return HfConfig::from_json(j, "cfg/config.json");
@@ -112,8 +112,9 @@ TEST(LlamaConfig, UnsupportedRopeTypeIsNamed) {
 }
 
 TEST(LlamaConfig, BadShapesAreCorruptInput) {
-  std::string m = error_of(ErrorKind::corrupt_input,
-                           [] { LlamaConfig c(config_with({{"num_key_value_heads", 3}})); });
+  std::string m = error_of(ErrorKind::corrupt_input, [] {
+    LlamaConfig c(config_with({{"num_key_value_heads", 3}}));
+  });
   EXPECT_NE(m.find("not a multiple of num_key_value_heads 3"), std::string::npos) << m;
   m = error_of(ErrorKind::corrupt_input, [] {
     LlamaConfig c(config_with({{"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}}}}));
@@ -126,8 +127,8 @@ TEST(LlamaConfig, BadShapesAreCorruptInput) {
 TEST(LlamaConfig, RopeSpellingsAgree) {
   const LlamaConfig a(config_with(
       {{"rope_parameters", {{"rope_type", "linear"}, {"rope_theta", 5e5}, {"factor", 2.0}}}}));
-  const LlamaConfig b(
-      config_with({{"rope_theta", 5e5}, {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}}}));
+  const LlamaConfig b(config_with(
+      {{"rope_theta", 5e5}, {"rope_scaling", {{"rope_type", "linear"}, {"factor", 2.0}}}}));
   const LlamaConfig c(
       config_with({{"rope_theta", 5e5}, {"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}}));
   EXPECT_EQ(a.rope.inverse_frequencies(1), b.rope.inverse_frequencies(1));
@@ -145,8 +146,9 @@ TEST(LlamaConfig, MistralSlidingWindowBeyondItsLengthIsRefused) {
   init_parameters(*model, 1);
   autograd::NoGradGuard no_grad;
   const Tensor ids = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 4, 5}, {1, 5});
-  const std::string m =
-      error_of(ErrorKind::unsupported, [&] { model->forward({{"input_ids", ids}}); });
+  const std::string m = error_of(ErrorKind::unsupported, [&] {
+    model->forward({{"input_ids", ids}});
+  });
   EXPECT_NE(m.find("exceeds sliding_window 4"), std::string::npos) << m;
   EXPECT_NO_THROW(model->forward({{"input_ids", ops::narrow(ids, 1, 0, 4)}}));
 }

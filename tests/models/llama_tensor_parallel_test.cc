@@ -22,13 +22,16 @@ namespace fs = std::filesystem;
 using testing::Family;
 
 Family llama_gqa(const std::string& type) {
-  nlohmann::json config = {{"model_type", type},         {"vocab_size", 37},
-                           {"hidden_size", 32},          {"num_attention_heads", 4},
-                           {"num_key_value_heads", 2},   {"num_hidden_layers", 2},
-                           {"intermediate_size", 48},    {"eos_token_id", 0}};
+  nlohmann::json config = {{"model_type", type},       {"vocab_size", 37},
+                           {"hidden_size", 32},        {"num_attention_heads", 4},
+                           {"num_key_value_heads", 2}, {"num_hidden_layers", 2},
+                           {"intermediate_size", 48},  {"eos_token_id", 0}};
   if (type == "llama") {
-    config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 4.0}, {"low_freq_factor", 1.0},
-                              {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8}};
+    config["rope_scaling"] = {{"rope_type", "llama3"},
+                              {"factor", 4.0},
+                              {"low_freq_factor", 1.0},
+                              {"high_freq_factor", 4.0},
+                              {"original_max_position_embeddings", 8}};
     config["tie_word_embeddings"] = false;
     config["attention_bias"] = true;
   } else {
