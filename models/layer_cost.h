@@ -13,6 +13,7 @@ struct LayerCost {
 // The shape of one transformer layer, what its cost depends on.
 struct LayerShape {
   double hidden = 0, inner = 0, heads = 0, ff = 0;  // inner: heads x head_dim
+  double kv_inner = 0;  // self-attention's k and v width (kv_heads x head_dim); 0: inner
   bool gated = false, bias = true, norm_bias = true;
   bool cross = false;     // a decoder layer with cross-attention (T5)
   bool kv_cache = false;  // keeps its self-attention keys and values while decoding

@@ -112,6 +112,16 @@ void WeightMap::add_heads(std::string parameter, std::vector<std::string> source
   rules.push_back({std::move(parameter), std::move(sources), transpose, heads, parts});
 }
 
+void WeightMap::add_grouped_qkv(std::string parameter, std::vector<std::string> qkv,
+                                int64_t heads, int64_t kv_heads) {
+  LIBAI_CHECK(qkv.size() == 3 && kv_heads > 0 && heads % kv_heads == 0,
+              "add_grouped_qkv: q, k, v sources and heads divisible by kv_heads expected");
+  WeightRule rule{std::move(parameter), std::move(qkv)};
+  rule.heads = heads;
+  rule.kv_heads = kv_heads;
+  rules.push_back(std::move(rule));
+}
+
 void WeightMap::ignore(std::string suffix) { ignored.push_back(std::move(suffix)); }
 
 namespace {
@@ -130,7 +140,48 @@ Tensor swap_blocks(const Tensor& t, int64_t outer, int64_t inner) {
   return ops::reshape(ops::contiguous(ops::permute(ops::reshape(t, split), perm)), shape);
 }
 
+// q [kv * g * d, rest...], k, v [kv * d, rest...] <-> [kv * (g + 2) * d, rest...] by group.
+Tensor fuse_groups(const WeightRule& rule, const std::vector<Tensor>& qkv) {
+  const int64_t kv = rule.kv_heads, g = rule.heads / rule.kv_heads;
+  const Tensor& q = qkv[0];
+  LIBAI_CHECK_KIND(CorruptInput, q.dim() >= 1 && q.size(0) % rule.heads == 0, "q of shape ",
+                   shape_str(q.shape()), " does not split into ", rule.heads, " heads");
+  const int64_t d = q.size(0) / rule.heads;
+  std::vector<Tensor> blocks;
+  for (size_t i = 0; i < 3; ++i) {
+    Shape shape = qkv[i].shape();
+    const int64_t rows = kv * (i == 0 ? g : 1) * d;
+    LIBAI_CHECK_KIND(CorruptInput, qkv[i].dim() == q.dim() && shape[0] == rows, "tensor of shape ",
+                     shape_str(shape), " is not ", rows, " rows of ", kv, " key/value groups");
+    shape[0] = rows / kv;
+    shape.insert(shape.begin(), kv);
+    blocks.push_back(ops::reshape(qkv[i], shape));
+  }
+  Tensor t = ops::cat(blocks, 1);  // [kv, (g + 2) d, rest...]
+  Shape out = q.shape();
+  out[0] = kv * (g + 2) * d;
+  return ops::reshape(ops::contiguous(t), out);
+}
+
+std::vector<Tensor> split_groups(const WeightRule& rule, const Tensor& t) {
+  const int64_t kv = rule.kv_heads, g = rule.heads / rule.kv_heads;
+  const int64_t d = t.size(0) / (kv * (g + 2));
+  Shape grouped = t.shape();
+  grouped[0] = (g + 2) * d;
+  grouped.insert(grouped.begin(), kv);
+  Tensor v = ops::reshape(t, grouped);
+  std::vector<Tensor> out;
+  const int64_t starts[] = {0, g * d, (g + 1) * d}, lengths[] = {g * d, d, d};
+  for (int i = 0; i < 3; ++i) {
+    Shape shape = t.shape();
+    shape[0] = kv * lengths[i];
+    out.push_back(ops::reshape(ops::contiguous(ops::narrow(v, 1, starts[i], lengths[i])), shape));
+  }
+  return out;
+}
+
 Tensor make_parameter(const WeightRule& rule, const std::vector<Tensor>& sources) {
+  if (rule.kv_heads > 0) return fuse_groups(rule, sources);
   std::vector<Tensor> parts;
   for (const Tensor& s : sources) parts.push_back(rule.transpose ? ops::transpose(s, 0, 1) : s);
   Tensor t = parts.size() == 1 ? parts[0] : ops::cat(parts, 0);
@@ -283,9 +334,10 @@ checkpoint::NamedTensors export_parameters(Module& module, const WeightMap& map)
     LIBAI_CHECK(it != by_parameter.end(), "export: no rule for parameter ", name);
     const WeightRule& rule = *it->second;
     Tensor t = param->detach();
-    if (rule.heads > 0) t = swap_blocks(t, rule.heads, rule.parts);
-    auto pieces = rule.sources.size() == 1 ? std::vector<Tensor>{t}
-                                           : ops::chunk(t, int64_t(rule.sources.size()), 0);
+    if (rule.heads > 0 && rule.kv_heads == 0) t = swap_blocks(t, rule.heads, rule.parts);
+    auto pieces = rule.kv_heads > 0            ? split_groups(rule, t)
+                  : rule.sources.size() == 1 ? std::vector<Tensor>{t}
+                                             : ops::chunk(t, int64_t(rule.sources.size()), 0);
     for (size_t i = 0; i < rule.sources.size(); ++i) {
       Tensor p = rule.transpose ? ops::transpose(pieces[i], 0, 1) : pieces[i];
       out.emplace_back(prefix + rule.sources[i], ops::contiguous(p).clone_raw());

@@ -56,6 +56,9 @@ struct WeightRule {
   bool transpose = false;  // each source is [in, out] (GPT-2's Conv1D)
   int64_t heads = 0;       // > 0: rows ordered [part][head][d] -> [head][part][d]
   int64_t parts = 1;
+  // > 0: sources q [heads * d], k and v [kv_heads * d] (rows) -> [kv_head][g q | k | v][d]
+  // with g = heads / kv_heads (grouped-query attention; `heads` holds the query heads).
+  int64_t kv_heads = 0;
 };
 
 struct WeightMap {
@@ -69,6 +72,10 @@ struct WeightMap {
   // of heads x d rows; the parameter takes them by head.
   void add_heads(std::string parameter, std::vector<std::string> sources, int64_t parts,
                  int64_t heads, bool transpose = false);
+  // Separate q, k and v projections (rows: heads, kv_heads and kv_heads blocks of d) fused
+  // by key/value group (Note [Fused q/k/v by head] in layers/attention.h).
+  void add_grouped_qkv(std::string parameter, std::vector<std::string> qkv, int64_t heads,
+                       int64_t kv_heads);
   void ignore(std::string suffix);
 };
 

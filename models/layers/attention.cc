@@ -17,6 +17,11 @@ AttentionConfig resolved(AttentionConfig c) {
                 " is not divisible by the number of heads ", c.heads);
     c.head_dim = c.hidden / c.heads;
   }
+  if (c.kv_heads == 0) c.kv_heads = c.heads;
+  LIBAI_CHECK(c.kv_heads > 0 && c.heads % c.kv_heads == 0, "attention: ", c.heads,
+              " query heads do not split into groups over ", c.kv_heads, " key/value heads");
+  LIBAI_CHECK(!c.cross || c.kv_heads == c.heads,
+              "attention: grouped key/value heads are not supported in cross-attention");
   return c;
 }
 
@@ -27,6 +32,32 @@ std::vector<Tensor> split_heads(const Tensor& y, int64_t heads, int64_t parts, i
   std::vector<Tensor> out;
   for (int64_t p = 0; p < parts; ++p) out.push_back(ops::transpose(ops::select(v, 3, p), 1, 2));
   return out;
+}
+
+// Note [Fused q/k/v by head], grouped: [batch, seq, kv * (g + 2) * d] -> q [batch, kv * g,
+// seq, d], k and v [batch, kv, seq, d].
+std::vector<Tensor> split_grouped(const Tensor& y, int64_t kv, int64_t g, int64_t d) {
+  if (g == 1) return split_heads(y, kv, 3, d);
+  Tensor v = ops::view(y, {y.size(0), y.size(1), kv, g + 2, d});
+  Tensor q = ops::reshape(ops::narrow(v, 3, 0, g), {y.size(0), y.size(1), kv * g, d});
+  return {ops::transpose(q, 1, 2), ops::transpose(ops::select(v, 3, g), 1, 2),
+          ops::transpose(ops::select(v, 3, g + 1), 1, 2)};
+}
+
+// [batch, kv, len, d] -> [batch, kv * g, len, d]: each key/value head repeated for the g query
+// heads of its group (query head h uses key/value head h / g).
+Tensor repeat_groups(const Tensor& t, int64_t g) {
+  if (g == 1) return t;
+  const Shape& s = t.shape();
+  return ops::reshape(ops::expand(ops::unsqueeze(t, 2), {s[0], s[1], g, s[2], s[3]}),
+                      {s[0], s[1] * g, s[2], s[3]});
+}
+
+// Note [Rotary embeddings in attention]: x [batch, heads, n, d]; cos, sin [batch, 1, n, d].
+Tensor rotate(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  const int64_t half = x.size(3) / 2;
+  Tensor rotated = ops::cat({ops::neg(ops::narrow(x, 3, half, half)), ops::narrow(x, 3, 0, half)}, 3);
+  return ops::mul(x, cos) + ops::mul(rotated, sin);
 }
 
 }  // namespace
@@ -64,9 +95,13 @@ Attention::Attention(const LayerContext& ctx, const AttentionConfig& config)
     : config_(resolved(config)) {
   LIBAI_CHECK(config_.heads % ctx.tp_size() == 0, "attention: tensor_parallel_size ", ctx.tp_size(),
               " does not divide the number of heads ", config_.heads);
+  LIBAI_CHECK(config_.kv_heads % ctx.tp_size() == 0, "attention: tensor_parallel_size ",
+              ctx.tp_size(), " does not divide the number of key/value heads ", config_.kv_heads);
   local_heads_ = config_.heads / ctx.tp_size();
+  local_kv_heads_ = config_.kv_heads / ctx.tp_size();
   first_head_ = ctx.tp_rank() * local_heads_;
   const int64_t inner = config_.heads * config_.head_dim;
+  const int64_t qkv_rows = (config_.heads + 2 * config_.kv_heads) * config_.head_dim;
   // Heads are split over the tensor-parallel group: the projections in are column-parallel
   // (their [head][part][d] rows split into whole heads), the projection out is row-parallel.
   const auto col = Parallel::column, row = Parallel::row;
@@ -76,10 +111,10 @@ Attention::Attention(const LayerContext& ctx, const AttentionConfig& config)
                       std::make_unique<Linear>(ctx, config_.hidden, 2 * inner, config_.bias, col));
   } else {
     qkv_ = &add_module("qkv",
-                       std::make_unique<Linear>(ctx, config_.hidden, 3 * inner, config_.bias, col));
+                       std::make_unique<Linear>(ctx, config_.hidden, qkv_rows, config_.bias, col));
   }
-  out_ =
-      &add_module("out", std::make_unique<Linear>(ctx, inner, config_.hidden, config_.bias, row));
+  out_ = &add_module("out", std::make_unique<Linear>(ctx, inner, config_.hidden,
+                                                     config_.out_bias.value_or(config_.bias), row));
   probs_dropout_ = &add_module("probs_dropout", std::make_unique<Dropout>(config_.dropout));
 }
 
@@ -117,10 +152,19 @@ Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, KVCache* c
               "attention: expected input [batch, seq, ", config_.hidden, "], got ",
               shape_str(x.shape()));
   const int64_t heads = local_heads_, d = config_.head_dim;
-  Tensor q, k, v;  // [batch, heads, len, d]
+  const int64_t groups = config_.heads / config_.kv_heads;  // query heads per key/value head
+  Tensor q, k, v;  // [batch, heads, len, d] (k, v: [batch, kv_heads, len, d])
   if (!config_.cross) {
-    auto parts = split_heads(qkv_->forward(x), heads, 3, d);
+    auto parts = split_grouped(qkv_->forward(x), local_kv_heads_, groups, d);
     q = parts[0], k = parts[1], v = parts[2];
+    if (in.rotary_cos.defined()) {
+      LIBAI_CHECK(in.rotary_sin.defined() && in.rotary_cos.dim() == 4 &&
+                      in.rotary_cos.size(2) == x.size(1) && in.rotary_cos.size(3) == d,
+                  "attention: rotary cos/sin should be [batch, 1, ", x.size(1), ", ", d, "], got ",
+                  shape_str(in.rotary_cos.shape()));
+      q = rotate(q, in.rotary_cos, in.rotary_sin);
+      k = rotate(k, in.rotary_cos, in.rotary_sin);
+    }
     if (cache) {
       cache->append(k, v);
       k = cache->keys(), v = cache->values();
@@ -136,7 +180,7 @@ Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, KVCache* c
       if (cache) cache->append(k, v);
     }
   }
-  Tensor o = attend(q, k, v, in);  // [batch, heads, seq, d]
+  Tensor o = attend(q, repeat_groups(k, groups), repeat_groups(v, groups), in);  // [b, heads, seq, d]
   o = ops::reshape(ops::transpose(o, 1, 2), {x.size(0), x.size(1), heads * d});
   return out_->forward(o);
 }

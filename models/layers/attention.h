@@ -1,5 +1,6 @@
 // Multi-head attention: self or cross, causal and padding masks, an additive bias (T5's
-// relative positions), and a KV cache for decoding.
+// relative positions), rotary position embeddings (Llama), grouped-query attention (fewer key
+// and value heads than query heads), and a KV cache for decoding.
 //
 //   AttentionConfig cfg{.hidden = 768, .heads = 12};
 //   Attention attn(ctx, cfg);
@@ -11,7 +12,19 @@
 // Note [Fused q/k/v by head]: self-attention projects q, k and v with one GEMM whose output
 // rows are ordered [head][q | k | v][head_dim], so that a tensor-parallel split of the rows
 // keeps each head's q, k and v together. Cross-attention projects q from x and [head][k | v]
-// from the memory. Loaders reorder checkpoints into this layout (fuse_qkv in weights.h).
+// from the memory. Loaders reorder checkpoints into this layout (add_heads in weights.h).
+// With grouped-query attention (kv_heads < heads, each key/value head serving g = heads /
+// kv_heads query heads) the rows are ordered by key/value group instead:
+// [kv_head][q_0 .. q_{g-1} | k | v][head_dim] (add_grouped_qkv in weights.h), which is the
+// layout above when g = 1; a tensor-parallel split of the rows then keeps whole groups on a
+// rank, so it needs the tensor-parallel size to divide kv_heads.
+//
+// Note [Rotary embeddings in attention]: RoPE rotates q and k by their positions after the
+// projection and before keys enter the cache, so cached keys are stored rotated and a decode
+// step rotates only its new tokens. The caller gives the cos and sin of its positions
+// (AttentionInputs::rotary_cos / rotary_sin, [batch, 1, q_len, head_dim]) since the
+// frequencies belong to the model's config (models/llama/rope.h); the rotation is Hugging
+// Face's rotate_half form: x cos + [-x2, x1] sin over the two halves of head_dim.
 //
 // Note [Unfused attention for dropout]: dropout on the attention probabilities needs the
 // probabilities, which the fused kernel never materialises. While that dropout is active
@@ -31,14 +44,16 @@ namespace libai::models {
 struct AttentionConfig {
   int64_t hidden = 0;
   int64_t heads = 0;
+  int64_t kv_heads = 0;         // key/value heads (grouped-query attention); 0: heads
   int64_t head_dim = 0;         // 0: hidden / heads
   bool bias = true;             // projection biases
+  std::optional<bool> out_bias;  // the output projection's bias; default: bias (Qwen2: none)
   bool cross = false;           // keys and values come from a memory (encoder output)
   std::optional<double> scale;  // default 1 / sqrt(head_dim); T5 uses 1
   double dropout = 0.0;         // on the attention probabilities, while training
 };
 
-// The keys and values of one attention layer seen so far: [batch, heads, length, head_dim]
+// The keys and values of one attention layer seen so far: [batch, kv_heads, length, head_dim]
 // views of buffers that grow by doubling, so appending a token copies only that token.
 class KVCache {
  public:
@@ -61,6 +76,9 @@ struct AttentionInputs {
   Tensor key_padding_mask;  // [batch, kv_len] bool/u8, 1 = attend (kv_len counts cached keys)
   Tensor bias;              // additive, broadcastable to [batch, heads, q_len, kv_len]
   Tensor memory;            // cross-attention: [batch, mem_len, hidden]
+  // Rotary embeddings of the queries' positions (Note [Rotary embeddings in attention]):
+  // [batch, 1, q_len, head_dim] in the activations' dtype, or undefined for none.
+  Tensor rotary_cos, rotary_sin;
 };
 
 class Attention : public Module {
@@ -71,6 +89,7 @@ class Attention : public Module {
   Tensor forward(const Tensor& x, const AttentionInputs& in, KVCache* cache = nullptr) const;
   const AttentionConfig& config() const { return config_; }
   int64_t local_heads() const { return local_heads_; }  // heads on this tensor-parallel rank
+  int64_t local_kv_heads() const { return local_kv_heads_; }
 
  private:
   // [batch, heads, q_len, d] x [batch, heads, kv_len, d or dv] -> [batch, heads, q_len, dv]
@@ -78,9 +97,10 @@ class Attention : public Module {
 
   AttentionConfig config_;
   int64_t local_heads_ = 0;
+  int64_t local_kv_heads_ = 0;
   int64_t first_head_ = 0;  // this rank's first head of the whole
   Dropout* probs_dropout_ = nullptr;
-  Linear* qkv_ = nullptr;  // self: [heads * 3 * head_dim, hidden]
+  Linear* qkv_ = nullptr;  // self: [(heads + 2 kv_heads) * head_dim, hidden]
   Linear* q_ = nullptr;    // cross: [heads * head_dim, hidden]
   Linear* kv_ = nullptr;   // cross: [heads * 2 * head_dim, hidden]
   Linear* out_ = nullptr;

@@ -277,6 +277,28 @@ TEST(ModelParts, T5EverySplitGivesTheWholeModelsLogitsAndGradients) {
   expect_every_split_matches(random_model("t5", mt5, "mt5"), 4, batch, {"logits"});
 }
 
+// The Llama family (not among random_models.h's families yet): grouped-query attention with
+// rotary positions that every part applies, attention dropout on, tied (qwen2) and untied
+// (llama, llama3 rope scaling) heads.
+TEST(ModelParts, LlamaFamilyEverySplitGivesTheWholeModelsLogitsAndGradients) {
+  for (const char* type : {"llama", "qwen2"}) {
+    nlohmann::json config = {{"model_type", type},         {"vocab_size", 37},
+                             {"hidden_size", 32},          {"num_attention_heads", 4},
+                             {"num_key_value_heads", 2},   {"num_hidden_layers", 3},
+                             {"intermediate_size", 48},    {"attention_dropout", 0.2},
+                             {"tie_word_embeddings", std::string(type) == "qwen2"}};
+    if (std::string(type) == "llama")
+      config["rope_scaling"] = {{"rope_type", "llama3"},    {"factor", 4.0},
+                                {"low_freq_factor", 1.0},   {"high_freq_factor", 4.0},
+                                {"original_max_position_embeddings", 4}};
+    const fs::path dir = testing::save_random_model({std::string(type) + "_parts", config});
+    expect_every_split_matches(
+        dir, 3, {{"input_ids", testing::ids_tensor({3, 7}, 11, 37)}, {"attention_mask", mask_3x7()}},
+        {"logits"});
+    fs::remove_all(dir);
+  }
+}
+
 TEST(ModelParts, APartHoldsOnlyItsOwnParametersUnderTheWholeModelsNames) {
   const fs::path dir = random_gpt2(4);
   auto middle = load_model(dir, {.part = StageSpec{1, 3, 4}});

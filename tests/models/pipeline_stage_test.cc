@@ -221,6 +221,47 @@ TEST(Gpt2Stages, GenerateGivesTheWholeModelsTokens) {
   }
 }
 
+// The Llama family (llama, mistral, qwen2 fixtures: grouped-query attention, rotary positions
+// that every stage applies, tied heads whose table the last stage holds too): prefill, steps
+// and reorders through the stages against the whole model recomputed without caches, and
+// generate() over the stages against the whole model. llama_dynamic is left out of the
+// recomputation: its short sequences never reach the dynamic range, so it checks nothing more.
+TEST(LlamaStages, FixtureLogitsOfPrefillAndStepsAtEverySplit) {
+  for (const char* name : {"llama3", "llama_linear", "mistral", "qwen2"})
+    for (const auto& sizes : testing::all_splits(2))
+      check_decoding(model_fixture(name), sizes, 1e-5);
+}
+
+TEST(LlamaStages, GenerateGivesTheWholeModelsTokens) {
+  for (const char* name : {"llama3", "llama_linear", "llama_dynamic", "mistral", "qwen2"}) {
+    SCOPED_TRACE(name);
+    auto whole = load_model(model_fixture(name));
+    StageChain chain = StageChain::load(model_fixture(name), contiguous_stages({1, 1}));
+    ChainedCausalLm lm(chain);
+    // long enough for llama_dynamic to pass its 16 positions
+    const std::vector<Tokens> prompts = {{5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, {9, 10}, {11}};
+    generation::GenerationConfig greedy;
+    greedy.max_new_tokens = 10;
+    greedy.eos_token_ids = {2};
+    generation::GenerationConfig beams = greedy;
+    beams.num_beams = 3;
+    beams.num_return_sequences = 2;
+    for (const auto& config : {greedy, beams}) {
+      auto want = generation::generate(*whole->generative(), prompts, config);
+      auto got = generation::generate(lm, prompts, config);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t p = 0; p < want.size(); ++p) {
+        ASSERT_EQ(got[p].size(), want[p].size());
+        for (size_t s = 0; s < want[p].size(); ++s) {
+          EXPECT_EQ(got[p][s].tokens, want[p][s].tokens) << "prompt " << p << " sequence " << s;
+          EXPECT_NEAR(got[p][s].score, want[p][s].score, 1e-4);
+        }
+      }
+      EXPECT_GE(want[0][0].tokens.size(), 3u);
+    }
+  }
+}
+
 TEST(Gpt2Stages, LibaiLayoutLoadsTheSameStages) {
   const fs::path dir =
       fs::temp_directory_path() / ("libai_pipe_gpt2_libai_" + std::to_string(::getpid()));

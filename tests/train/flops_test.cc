@@ -1,7 +1,7 @@
 // Training FLOPs per token (train/flops.h) against Megatron-LM's closed form for GPT-2 and BERT
 // written out here, against three times the forward estimates of models/pipeline/cost.cc (a
 // separate count of the same products, made for pipeline planning) for GPT-2 and T5, and
-// against a hand count for ViT-B/16.
+// against a hand count for ViT-B/16, and for Llama 3 8B against its published parameter count.
 #include <gtest/gtest.h>
 
 #include "models/pipeline/stage.h"
@@ -69,8 +69,23 @@ TEST(TrainingFlops, VitBase16ByHand) {
   EXPECT_NEAR(training_flops_per_token(c, 0), expected, expected * 1e-12);
 }
 
+// Llama 3 8B (grouped-query attention, 8 key/value heads, untied head): its matrices plus the
+// embedding table and the RMSNorm weights are the published 8,030,261,248 parameters.
+TEST(TrainingFlops, Llama3EightBillionByItsParameterCount) {
+  const auto c = config(R"({"model_type": "llama", "vocab_size": 128256, "hidden_size": 4096,
+                            "num_hidden_layers": 32, "num_attention_heads": 32,
+                            "num_key_value_heads": 8, "intermediate_size": 14336,
+                            "rope_theta": 500000.0})");
+  const double h = 4096, l = 32, s = 2048, vocab = 128256;
+  const double attention = 12 * l * h * s;  // 12 l W s with W = heads x head_dim = h
+  const double matrices = (training_flops_per_token(c, 2048) - attention) / 6;
+  EXPECT_NEAR(matrices + vocab * h + (2 * l + 1) * h, 8030261248.0, 1.0);
+  EXPECT_NEAR(training_flops_per_token(c, 2048), three_forwards(c, 2048),
+              training_flops_per_token(c, 2048) * 1e-4);
+}
+
 TEST(TrainingFlops, RejectsUnknownModelsAndNegativeSizes) {
-  EXPECT_THROW(training_flops_per_token(config(R"({"model_type": "llama"})"), 128), Unsupported);
+  EXPECT_THROW(training_flops_per_token(config(R"({"model_type": "mamba"})"), 128), Unsupported);
   EXPECT_THROW(training_flops_per_token(1e6, -1, 64, 128), InvalidArgument);
 }
 
