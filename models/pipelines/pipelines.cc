@@ -17,8 +17,13 @@ TextModel TextModel::load(const fs::path& folder, const LoadOptions& options) {
   TextModel m;
   m.folder_ = folder;
   m.model_ = load_model(folder, options);
-  m.tokenizer_ = tokenizers::load_tokenizer(folder);
+  if (tokenizers::has_tokenizer(folder)) m.tokenizer_ = tokenizers::load_tokenizer(folder);
   return m;
+}
+
+const tokenizers::Tokenizer& TextModel::tokenizer() const {
+  if (tokenizer_ == nullptr) tokenizers::throw_no_tokenizer(folder_);
+  return *tokenizer_;
 }
 
 EncodedBatch encode_batch(const tokenizers::Tokenizer& tokenizer, const std::vector<std::string>& texts,
@@ -96,7 +101,8 @@ std::vector<GeneratedText> generate_ids(TextModel& m, const std::vector<std::vec
       GeneratedText g;
       if (!lm->is_encoder_decoder()) g.token_ids = prompts[p];
       g.token_ids.insert(g.token_ids.end(), seq.tokens.begin(), seq.tokens.end());
-      g.text = m.tokenizer().decode(std::vector<int32_t>(seq.tokens.begin(), seq.tokens.end()), true);
+      if (m.has_tokenizer())
+        g.text = m.tokenizer().decode(std::vector<int32_t>(seq.tokens.begin(), seq.tokens.end()), true);
       g.score = seq.score;
       out.push_back(std::move(g));
     }

@@ -25,7 +25,10 @@ class TextModel {
  public:
   static TextModel load(const std::filesystem::path& folder, const LoadOptions& options = {});
   Model& model() { return *model_; }
-  const tokenizers::Tokenizer& tokenizer() const { return *tokenizer_; }
+  // A folder without tokenizer files loads (generate_ids needs none); tokenizer() then throws
+  // NotFound naming the folder, so a text input is refused with that one message.
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
+  const tokenizers::Tokenizer& tokenizer() const;
   const std::filesystem::path& folder() const { return folder_; }
   const nlohmann::json& config_json() const { return model_->config().json(); }
 
@@ -45,7 +48,7 @@ EncodedBatch encode_batch(const tokenizers::Tokenizer& tokenizer, const std::vec
 struct GeneratedText {
   std::string prompt;
   std::vector<int64_t> token_ids;  // decoder-only: prompt + new tokens; seq2seq: new tokens
-  std::string text;                // the decoded new tokens
+  std::string text;                // the decoded new tokens; empty without a tokenizer
   double score = 0;
 };
 // eos / pad / decoder start default to the model folder's generation_config.json or

@@ -111,5 +111,10 @@ class Tokenizer {
 // file and the field) or a corrupt .model file, Unsupported for a component type it does not
 // implement.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& path);
+// Whether `folder` holds one of the files load_tokenizer(folder) reads. A model folder may have
+// none: generation from token ids needs no tokenizer (transformers works the same way).
+bool has_tokenizer(const std::filesystem::path& folder);
+// The NotFound load_tokenizer(folder) throws for a folder without tokenizer files.
+[[noreturn]] void throw_no_tokenizer(const std::filesystem::path& folder);
 
 }  // namespace libai::tokenizers
