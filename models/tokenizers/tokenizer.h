@@ -80,6 +80,9 @@ class Tokenizer {
   std::vector<Encoding> encode_batch(const std::vector<std::string>& texts,
                                      const EncodeOptions& options = {}) const;
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
+  // The padding of encode_batch (options.padding, max_length, padding_side, pad_id) applied to
+  // encodings made without it: a caller that regroups encodings pads each group alone.
+  void pad(std::vector<Encoding>& encodings, const EncodeOptions& options) const;
 
   std::optional<int32_t> token_to_id(std::string_view token) const;
   std::optional<std::string> id_to_token(int32_t id) const;
