@@ -116,7 +116,8 @@ std::vector<GeneratedText> generate_ids(TextModel& m, const std::vector<std::vec
       if (!lm->is_encoder_decoder()) g.token_ids = prompts[p];
       g.token_ids.insert(g.token_ids.end(), seq.tokens.begin(), seq.tokens.end());
       if (m.has_tokenizer())
-        g.text = m.tokenizer().decode(std::vector<int32_t>(seq.tokens.begin(), seq.tokens.end()), true);
+        g.text = m.tokenizer().decode(std::vector<int32_t>(seq.tokens.begin(), seq.tokens.end()),
+                                      /*skip_special_tokens=*/true);
       g.score = seq.score;
       out.push_back(std::move(g));
     }

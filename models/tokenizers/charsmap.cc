@@ -33,8 +33,8 @@ std::string charsmap_problem(std::string_view blob) {
   if (blob.empty()) return "";  // no rules: the identity
   if (blob.size() <= 4) return "shorter than its header";
   const auto* b = reinterpret_cast<const uint8_t*>(blob.data());
-  const uint64_t trie_bytes = uint64_t(b[0]) | uint64_t(b[1]) << 8 | uint64_t(b[2]) << 16 |
-                              uint64_t(b[3]) << 24;
+  const uint64_t trie_bytes =
+      uint64_t(b[0]) | uint64_t(b[1]) << 8 | uint64_t(b[2]) << 16 | uint64_t(b[3]) << 24;
   if (trie_bytes >= blob.size() - 4) return "its trie leaves no room for the strings";
   if (trie_bytes % 4 != 0 || trie_bytes == 0 || (trie_bytes / 4) % 256 != 0)
     return "its trie is not whole 256-unit blocks";
@@ -78,8 +78,8 @@ std::string charsmap_problem(std::string_view blob) {
 
 Charsmap::Charsmap(std::string blob, const std::string& where) : blob_(std::move(blob)) {
   const std::string problem = charsmap_problem(blob_);
-  LIBAI_CHECK_KIND(CorruptInput, problem.empty(), where, ": the precompiled_charsmap is broken: ",
-                   problem);
+  LIBAI_CHECK_KIND(CorruptInput, problem.empty(), where,
+                   ": the precompiled_charsmap is broken: ", problem);
   if (blob_.empty()) return;
   units_ = read_u32(blob_.data()) / 4;
   strings_ = std::string_view(blob_).substr(4 + 4 * units_);

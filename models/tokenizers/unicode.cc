@@ -51,7 +51,8 @@ void decompose(char32_t c, std::u32string& out, bool compat) {
   }
   if (compat) {
     if (const tables::CompatDecomposition* k = find_compat_decomposition(c)) {
-      for (uint32_t i = 0; i < k->count; ++i) decompose(tables::kCompatParts[k->first + i], out, true);
+      for (uint32_t i = 0; i < k->count; ++i)
+        decompose(tables::kCompatParts[k->first + i], out, true);
       return;
     }
   }
@@ -176,7 +177,8 @@ std::u32string nfc(std::u32string_view text) { return composed(decomposed(text, 
 std::u32string nfkc(std::u32string_view text) { return composed(decomposed(text, true)); }
 
 GraphemeBreak grapheme_break(char32_t c) {
-  return static_cast<GraphemeBreak>(run_value(tables::kGraphemeRuns, tables::kGraphemeRuns_size, c, 4));
+  return static_cast<GraphemeBreak>(
+      run_value(tables::kGraphemeRuns, tables::kGraphemeRuns_size, c, 4));
 }
 
 // Note [Grapheme clusters]
@@ -185,31 +187,38 @@ GraphemeBreak grapheme_break(char32_t c) {
 // (Python's unicodedata has no such property), and it leaves out the Indic conjunct rule
 // (GB9c, Unicode 15.1), so clusters can differ from Rust's unicode-segmentation on rare
 // scripts; they agree on Latin, CJK, Hangul, combining marks, emoji ZWJ sequences and flags.
+namespace {
+
+// Whether GB3-GB13 keep `next` in the cluster that ends with `previous`; `emoji_zwj`: that
+// cluster ends ExtPict Extend* ZWJ (GB11); `regional`: it ends with this many RIs (GB12/13).
+bool grapheme_joins(GraphemeBreak previous, GraphemeBreak next, bool emoji_zwj, size_t regional) {
+  using B = GraphemeBreak;
+  const auto control = [](B b) { return b == B::cr || b == B::lf || b == B::control; };
+  if (previous == B::cr && next == B::lf) return true;
+  if (control(previous) || control(next)) return false;
+  if (previous == B::l && (next == B::l || next == B::v || next == B::lv || next == B::lvt))
+    return true;
+  if ((previous == B::lv || previous == B::v) && (next == B::v || next == B::t)) return true;
+  if ((previous == B::lvt || previous == B::t) && next == B::t) return true;
+  if (next == B::extend || next == B::zwj || next == B::spacing_mark) return true;
+  if (previous == B::prepend) return true;
+  if (emoji_zwj && next == B::extended_pictographic) return true;
+  return regional % 2 == 1 && next == B::regional_indicator;
+}
+
+}  // namespace
+
 size_t grapheme_end(std::u32string_view text, size_t begin) {
   using B = GraphemeBreak;
   if (begin >= text.size()) return text.size();
   B previous = grapheme_break(text[begin]);
   bool emoji = previous == B::extended_pictographic;  // the cluster so far ends ExtPict Extend*
-  bool emoji_zwj = false;                             // ... ExtPict Extend* ZWJ (GB11)
-  size_t regional = previous == B::regional_indicator ? 1 : 0;  // trailing RIs (GB12, GB13)
+  bool emoji_zwj = false;                             // ... ExtPict Extend* ZWJ
+  size_t regional = previous == B::regional_indicator ? 1 : 0;
   size_t i = begin + 1;
   for (; i < text.size(); ++i) {
     const B next = grapheme_break(text[i]);
-    bool joins = false;
-    if (previous == B::cr && next == B::lf) joins = true;
-    else if (previous == B::cr || previous == B::lf || previous == B::control) joins = false;
-    else if (next == B::cr || next == B::lf || next == B::control) joins = false;
-    else if (previous == B::l)
-      joins = next == B::l || next == B::v || next == B::lv || next == B::lvt;
-    else if ((previous == B::lv || previous == B::v) && (next == B::v || next == B::t)) joins = true;
-    else if ((previous == B::lvt || previous == B::t) && next == B::t) joins = true;
-    if (!joins) {
-      joins = next == B::extend || next == B::zwj || next == B::spacing_mark ||
-              (previous == B::prepend && next != B::cr && next != B::lf && next != B::control) ||
-              (emoji_zwj && next == B::extended_pictographic) ||
-              (regional % 2 == 1 && next == B::regional_indicator);
-    }
-    if (!joins) break;
+    if (!grapheme_joins(previous, next, emoji_zwj, regional)) break;
     emoji_zwj = next == B::zwj && emoji;
     emoji = next == B::extended_pictographic || (emoji && next == B::extend);
     regional = next == B::regional_indicator ? regional + 1 : 0;

@@ -36,11 +36,14 @@ std::u32string nfkd(std::u32string_view text);  // compatibility decomposition t
 std::u32string nfkc(std::u32string_view text);
 
 // Grapheme_Cluster_Break values (UAX #29). Values are stored in the generated tables.
+// extended_pictographic stands for the Extended_Pictographic property (GB11), not a break value.
+// clang-format off
 enum class GraphemeBreak : uint8_t {
   other = 0, cr = 1, lf = 2, control = 3, extend = 4, zwj = 5, regional_indicator = 6,
   prepend = 7, spacing_mark = 8, l = 9, v = 10, t = 11, lv = 12, lvt = 13,
-  extended_pictographic = 14,  // Extended_Pictographic, which is not a break value in UAX #29
+  extended_pictographic = 14,
 };
+// clang-format on
 GraphemeBreak grapheme_break(char32_t c);
 // The end of the extended grapheme cluster starting at `begin` (Note [Grapheme clusters]).
 size_t grapheme_end(std::u32string_view text, size_t begin);

@@ -117,7 +117,8 @@ std::string folder_without_tokenizer(const config::testing::TempDir& scratch,
 TEST_F(ModelCommands, GenerateFromIdsWithoutATokenizer) {
   for (const std::string model : {"gpt2", "t5"}) {
     const std::string bare = folder_without_tokenizer(scratch_, model);
-    const std::string args = " --prompt-ids 3,1,4,1 --prompt-ids 5,9 --max-new-tokens 5 --num-beams 2";
+    const std::string args =
+        " --prompt-ids 3,1,4,1 --prompt-ids 5,9 --max-new-tokens 5 --num-beams 2";
     const json with = run_json("generate --model " + kModels + model + args);
     const json without = run_json("generate --model " + bare + args);
     ASSERT_EQ(with["sequences"].size(), 2u) << model;

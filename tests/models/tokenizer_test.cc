@@ -80,10 +80,12 @@ TEST(Unicode, CompatibilityForms) {
 // Extended grapheme clusters (UAX #29): CR LF, marks, Hangul jamo, flags in pairs, an emoji ZWJ
 // sequence with a skin tone, and a break before a control character.
 TEST(Unicode, GraphemeClusters) {
-  const std::u32string text = U"e\u0301\u0301\r\n\u1100\u1161\u11a8\U0001F1EF\U0001F1F5\U0001F1FA"
-                              U"\U0001F468\U0001F3FD\u200d\U0001F469x\u0007";
+  const std::u32string text =
+      U"e\u0301\u0301\r\n\u1100\u1161\u11a8\U0001F1EF\U0001F1F5\U0001F1FA"
+      U"\U0001F468\U0001F3FD\u200d\U0001F469x\u0007";
   std::vector<size_t> ends;
-  for (size_t at = 0; at < text.size(); at = grapheme_end(text, at)) ends.push_back(grapheme_end(text, at));
+  for (size_t at = 0; at < text.size(); at = grapheme_end(text, at))
+    ends.push_back(grapheme_end(text, at));
   EXPECT_EQ(ends, (std::vector<size_t>{3, 5, 8, 10, 11, 15, 16, 17}));
 }
 
@@ -100,8 +102,8 @@ TEST_P(TokenizerParity, MatchesHuggingFace) {
 
 INSTANTIATE_TEST_SUITE_P(TokenizerFixtures, TokenizerParity,
                          testing::Values("bpe", "bpe_legacy", "wordpiece", "wordpiece_cased",
-                                         "wordpiece_legacy", "unigram", "unigram_nfkc", "unigram_nfkd",
-                                         "unigram_precompiled", "minilm"));
+                                         "wordpiece_legacy", "unigram", "unigram_nfkc",
+                                         "unigram_nfkd", "unigram_precompiled", "minilm"));
 
 TEST(TokenizerLegacy, MiniLmVocabTxtMatchesItsTokenizerJson) {
   if (!fs::exists(fixture("minilm"))) GTEST_SKIP() << "minilm fixture not present";
