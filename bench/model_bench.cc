@@ -191,9 +191,8 @@ void run_encode(const Options& o) {
   models::pipelines::EmbedOptions embedding;
   embedding.batch_size = size_t(o.encode_batch);
   embedding.sort_by_length = !o.encode_in_order;
-  auto seconds = time_reps(o, "encode", int64_t(texts.size()), "sentence", [&] {
-    vectors = models::pipelines::embed(m, texts, embedding);
-  });
+  auto seconds = time_reps(o, "encode", int64_t(texts.size()), "sentence",
+                           [&] { vectors = models::pipelines::embed(m, texts, embedding); });
   char shape[160], extra[64];
   std::snprintf(shape, sizeof shape,
                 "\"sentences\": %zu, \"encode_batch\": %lld, \"sorted_by_length\": %s",
