@@ -82,7 +82,7 @@ Charsmap::Charsmap(std::string blob, const std::string& where) : blob_(std::move
                    ": the precompiled_charsmap is broken: ", problem);
   if (blob_.empty()) return;
   units_ = read_u32(blob_.data()) / 4;
-  strings_ = std::string_view(blob_).substr(4 + 4 * units_);
+  strings_begin_ = 4 + 4 * units_;
 }
 
 uint32_t Charsmap::unit(size_t i) const { return read_u32(blob_.data() + 4 + 4 * i); }
@@ -99,9 +99,10 @@ std::optional<std::string_view> Charsmap::replacement(std::string_view utf8) con
     if ((u & ((1u << 31) | 0xFFu)) != c) return std::nullopt;
     node ^= unit_offset(u);
     if (((u >> 8) & 1) != 0) {
+      const std::string_view strings = std::string_view(blob_).substr(strings_begin_);
       const size_t at = unit(node) & 0x7FFFFFFFu;
-      const size_t end = strings_.find('\0', at);  // the strings end in NUL (checked)
-      return strings_.substr(at, end - at);
+      const size_t end = strings.find('\0', at);  // the strings end in NUL (checked)
+      return strings.substr(at, end - at);
     }
   }
   return std::nullopt;

@@ -29,7 +29,7 @@ class Charsmap {
   uint32_t unit(size_t i) const;
   std::string blob_;
   size_t units_ = 0;
-  std::string_view strings_;
+  size_t strings_begin_ = 0;  // an offset, not a view: a moved blob_ may move its bytes (SSO)
 };
 
 }  // namespace libai::tokenizers
