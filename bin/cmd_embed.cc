@@ -38,17 +38,13 @@ int embed(const EmbedOptions& options) {
   auto m = load_text_model(
       options.model, "embed",
       {Task::encoder, Task::masked_lm, Task::sequence_classification, Task::causal_lm});
-  // Batches of batch_size texts, with a progress line when there is more than one.
-  std::vector<std::vector<float>> vectors;
+  // Batches of batch_size texts, longest first, with a progress line when there is more than one.
   Progress progress("embed", int64_t(options.texts.size()), "text");
-  for (size_t start = 0; start < options.texts.size(); start += options.batch_size) {
-    const size_t end = std::min(options.texts.size(), start + options.batch_size);
-    const std::vector<std::string> chunk(options.texts.begin() + long(start),
-                                         options.texts.begin() + long(end));
-    for (auto& v : pipelines::embed(m, chunk, options.batch_size)) vectors.push_back(std::move(v));
-    if (options.texts.size() > options.batch_size && options.model.leader)
-      progress.advance(int64_t(chunk.size()));
-  }
+  pipelines::EmbedOptions embedding;
+  embedding.batch_size = options.batch_size;
+  if (options.texts.size() > options.batch_size && options.model.leader)
+    embedding.on_batch = [&](size_t texts) { progress.advance(int64_t(texts)); };
+  const auto vectors = pipelines::embed(m, options.texts, embedding);
   std::vector<std::vector<double>> similarity(vectors.size(), std::vector<double>(vectors.size()));
   for (size_t i = 0; i < vectors.size(); ++i)
     for (size_t j = 0; j < vectors.size(); ++j)

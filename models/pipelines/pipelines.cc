@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <numeric>
 
 #include <nlohmann/json.hpp>
 
@@ -17,17 +18,19 @@ TextModel TextModel::load(const fs::path& folder, const LoadOptions& options) {
   TextModel m;
   m.folder_ = folder;
   m.model_ = load_model(folder, options);
-  m.tokenizer_ = tokenizers::load_tokenizer(folder);
+  if (tokenizers::has_tokenizer(folder)) m.tokenizer_ = tokenizers::load_tokenizer(folder);
   return m;
 }
 
-EncodedBatch encode_batch(const tokenizers::Tokenizer& tokenizer, const std::vector<std::string>& texts,
-                          size_t max_length) {
-  tokenizers::EncodeOptions options;
-  options.padding = tokenizers::Padding::longest;
-  options.truncation = max_length > 0;
-  options.max_length = max_length;
-  auto encodings = tokenizer.encode_batch(texts, options);
+const tokenizers::Tokenizer& TextModel::tokenizer() const {
+  if (tokenizer_ == nullptr) tokenizers::throw_no_tokenizer(folder_);
+  return *tokenizer_;
+}
+
+namespace {
+
+// Encodings of equal length as [batch, len] tensors.
+EncodedBatch batch_tensors(const std::vector<tokenizers::Encoding>& encodings) {
   const int64_t batch = int64_t(encodings.size());
   const int64_t len = batch ? int64_t(encodings[0].ids.size()) : 0;
   std::vector<int64_t> ids, mask;
@@ -37,6 +40,22 @@ EncodedBatch encode_batch(const tokenizers::Tokenizer& tokenizer, const std::vec
   }
   return {Tensor::from_vector(ids, {batch, len}), Tensor::from_vector(mask, {batch, len}),
           Tensor::zeros({batch, len}, DType::i64)};
+}
+
+tokenizers::EncodeOptions truncated_to(size_t max_length) {
+  tokenizers::EncodeOptions options;
+  options.truncation = max_length > 0;
+  options.max_length = max_length;
+  return options;
+}
+
+}  // namespace
+
+EncodedBatch encode_batch(const tokenizers::Tokenizer& tokenizer, const std::vector<std::string>& texts,
+                          size_t max_length) {
+  tokenizers::EncodeOptions options = truncated_to(max_length);
+  options.padding = tokenizers::Padding::longest;
+  return batch_tensors(tokenizer.encode_batch(texts, options));
 }
 
 namespace {
@@ -96,7 +115,9 @@ std::vector<GeneratedText> generate_ids(TextModel& m, const std::vector<std::vec
       GeneratedText g;
       if (!lm->is_encoder_decoder()) g.token_ids = prompts[p];
       g.token_ids.insert(g.token_ids.end(), seq.tokens.begin(), seq.tokens.end());
-      g.text = m.tokenizer().decode(std::vector<int32_t>(seq.tokens.begin(), seq.tokens.end()), true);
+      if (m.has_tokenizer())
+        g.text = m.tokenizer().decode(std::vector<int32_t>(seq.tokens.begin(), seq.tokens.end()),
+                                      /*skip_special_tokens=*/true);
       g.score = seq.score;
       out.push_back(std::move(g));
     }
@@ -149,7 +170,7 @@ std::vector<std::vector<float>> mean_pool_normalize(const Tensor& last_hidden_st
 }
 
 std::vector<std::vector<float>> embed(TextModel& m, const std::vector<std::string>& texts,
-                                      size_t batch_size) {
+                                      const EmbedOptions& options) {
   autograd::NoGradGuard no_grad;
   const size_t max_length = embedding_max_length(m.folder(), m.model().config());
   const auto pooling = read_json_if_exists(m.folder() / "1_Pooling" / "config.json");
@@ -157,18 +178,40 @@ std::vector<std::vector<float>> embed(TextModel& m, const std::vector<std::strin
                    !pooling.contains("pooling_mode_mean_tokens") ||
                        pooling["pooling_mode_mean_tokens"] == true,
                    m.folder().string(), ": only mean pooling is supported (1_Pooling/config.json)");
-  std::vector<std::vector<float>> out;
-  for (size_t start = 0; start < texts.size(); start += batch_size) {
-    std::vector<std::string> chunk(texts.begin() + start,
-                                   texts.begin() + std::min(texts.size(), start + batch_size));
-    auto enc = encode_batch(m.tokenizer(), chunk, max_length);
+  LIBAI_CHECK(options.batch_size > 0, "embed: batch_size must be positive");
+  const auto& tok = m.tokenizer();
+  // Tokenized once, unpadded; each batch is then padded to its own longest row.
+  const auto encodings = tok.encode_batch(texts, truncated_to(max_length));
+  std::vector<size_t> order(texts.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  if (options.sort_by_length)
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return encodings[a].ids.size() > encodings[b].ids.size();
+    });
+  tokenizers::EncodeOptions padding;
+  padding.padding = tokenizers::Padding::longest;
+  std::vector<std::vector<float>> out(texts.size());
+  for (size_t start = 0; start < order.size(); start += options.batch_size) {
+    const size_t end = std::min(order.size(), start + options.batch_size);
+    std::vector<tokenizers::Encoding> chunk;
+    for (size_t i = start; i < end; ++i) chunk.push_back(encodings[order[i]]);
+    tok.pad(chunk, padding);
+    const auto enc = batch_tensors(chunk);
     auto result = m.model().forward({{"input_ids", enc.input_ids},
                                      {"attention_mask", enc.attention_mask},
                                      {"token_type_ids", enc.token_type_ids}});
-    for (auto& e : mean_pool_normalize(result.at("last_hidden_state"), enc.attention_mask))
-      out.push_back(std::move(e));
+    auto vectors = mean_pool_normalize(result.at("last_hidden_state"), enc.attention_mask);
+    for (size_t i = start; i < end; ++i) out[order[i]] = std::move(vectors[i - start]);
+    if (options.on_batch) options.on_batch(end - start);
   }
   return out;
+}
+
+std::vector<std::vector<float>> embed(TextModel& m, const std::vector<std::string>& texts,
+                                      size_t batch_size) {
+  EmbedOptions options;
+  options.batch_size = batch_size;
+  return embed(m, texts, options);
 }
 
 double cosine(const std::vector<float>& a, const std::vector<float>& b) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,7 +26,10 @@ class TextModel {
  public:
   static TextModel load(const std::filesystem::path& folder, const LoadOptions& options = {});
   Model& model() { return *model_; }
-  const tokenizers::Tokenizer& tokenizer() const { return *tokenizer_; }
+  // A folder without tokenizer files loads (generate_ids needs none); tokenizer() then throws
+  // NotFound naming the folder, so a text input is refused with that one message.
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
+  const tokenizers::Tokenizer& tokenizer() const;
   const std::filesystem::path& folder() const { return folder_; }
   const nlohmann::json& config_json() const { return model_->config().json(); }
 
@@ -45,7 +49,7 @@ EncodedBatch encode_batch(const tokenizers::Tokenizer& tokenizer, const std::vec
 struct GeneratedText {
   std::string prompt;
   std::vector<int64_t> token_ids;  // decoder-only: prompt + new tokens; seq2seq: new tokens
-  std::string text;                // the decoded new tokens
+  std::string text;                // the decoded new tokens; empty without a tokenizer
   double score = 0;
 };
 // eos / pad / decoder start default to the model folder's generation_config.json or
@@ -62,6 +66,16 @@ void complete_generation_config(const std::filesystem::path& folder, const nlohm
 // Sentence embeddings as sentence-transformers computes them for mean-pooling models: the
 // encoder's last hidden state averaged over real tokens, then scaled to unit length. Texts
 // are truncated to sentence_bert_config.json's max_seq_length (else the model's limit).
+//
+// Texts are batched longest first (by token count, stable), as sentence-transformers batches
+// them, so that a batch pads little; the vectors come back in the order of `texts`.
+struct EmbedOptions {
+  size_t batch_size = 32;
+  bool sort_by_length = true;  // false: batches in input order (the same vectors, more padding)
+  std::function<void(size_t texts)> on_batch;  // called after each batch with its size
+};
+std::vector<std::vector<float>> embed(TextModel& m, const std::vector<std::string>& texts,
+                                      const EmbedOptions& options);
 std::vector<std::vector<float>> embed(TextModel& m, const std::vector<std::string>& texts,
                                       size_t batch_size = 32);
 // The pooling of embed(): last_hidden_state [batch, seq, hidden] averaged over the rows'

@@ -246,6 +246,18 @@ std::unique_ptr<Tokenizer> load_gpt2_files(const fs::path& vocab_path,
 
 }  // namespace
 
+bool has_tokenizer(const fs::path& folder) {
+  for (const char* name : {"tokenizer.json", "vocab.txt", "spiece.model", "tokenizer.model"})
+    if (fs::exists(folder / name)) return true;
+  return fs::exists(folder / "vocab.json") && fs::exists(folder / "merges.txt");
+}
+
+void throw_no_tokenizer(const fs::path& folder) {
+  LIBAI_THROW(NotFound, "no tokenizer in ", folder.string(),
+              ": expected tokenizer.json, vocab.json + merges.txt, vocab.txt, spiece.model or "
+              "tokenizer.model");
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& path) {
   if (fs::is_directory(path)) {
     if (fs::exists(path / "tokenizer.json")) return load_tokenizer_json(path / "tokenizer.json");
@@ -254,9 +266,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& path) {
     if (fs::exists(path / "vocab.txt")) return load_bert_vocab(path / "vocab.txt");
     for (const char* name : {"spiece.model", "tokenizer.model"})
       if (fs::exists(path / name)) return load_sentencepiece(path / name);
-    LIBAI_THROW(NotFound, "no tokenizer in ", path.string(),
-                ": expected tokenizer.json, vocab.json + merges.txt, vocab.txt, spiece.model or "
-                "tokenizer.model");
+    throw_no_tokenizer(path);
   }
   LIBAI_CHECK_KIND(NotFound, fs::exists(path), "tokenizer file ", path.string(), " does not exist");
   const std::string name = path.filename().string();

@@ -1,5 +1,7 @@
-// Normalizers of tokenizer.json: BertNormalizer, Lowercase, NFD, NFC, StripAccents, Strip,
-// Replace (string patterns), Prepend and Sequence.
+// Normalizers of tokenizer.json: BertNormalizer, Lowercase, NFD, NFC, NFKD, NFKC, Precompiled
+// (SentencePiece's charsmap), StripAccents, Strip, Replace (string patterns), Prepend and
+// Sequence.
+#include "models/tokenizers/charsmap.h"
 #include "models/tokenizers/pipeline.h"
 #include "models/tokenizers/unicode.h"
 #include "runtime/error.h"
@@ -120,6 +122,79 @@ class Prepend : public Normalizer {
   std::u32string prefix_;
 };
 
+// Note [Precompiled by grapheme]
+// As the Hugging Face Precompiled normalizer (spm_precompiled) does, to give its ids: a grapheme
+// cluster of fewer than 6 UTF-8 bytes is looked up whole, and the first (shortest) key that
+// prefixes it replaces the whole cluster, marks after the key included ("e\u0301\u0301" under a
+// rule for "e\u0301" gives one "é"); a longer cluster, or one with no key, is looked up code
+// point by code point. SentencePiece's own normalizer takes the longest match instead.
+class Precompiled : public Normalizer {
+ public:
+  explicit Precompiled(Charsmap map) : map_(std::move(map)) {}
+  void normalize(std::u32string& text) const override {
+    std::string out;
+    std::string piece;
+    for (size_t begin = 0, end; begin < text.size(); begin = end) {
+      end = grapheme_end(text, begin);
+      piece = utf8_encode(std::u32string_view(text).substr(begin, end - begin));
+      if (piece.size() < 6) {
+        if (auto whole = map_.replacement(piece)) {
+          out += *whole;
+          continue;
+        }
+      }
+      for (size_t i = begin; i < end; ++i) {
+        piece.clear();
+        utf8_append(piece, text[i]);
+        auto one = map_.replacement(piece);
+        out += one ? *one : std::string_view(piece);
+      }
+    }
+    text = utf8_decode(out);
+  }
+
+ private:
+  Charsmap map_;
+};
+
+// Standard base64 with padding (how tokenizer.json stores precompiled_charsmap).
+std::string base64_decode(const std::string& text, const JsonPlace& place) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  size_t length = text.size();
+  while (length > 0 && text[length - 1] == '=' && text.size() - length < 2) --length;
+  if (text.size() % 4 != 0 || length % 4 == 1)
+    json_error(place, "not base64 (length " + std::to_string(text.size()) + ")");
+  std::string out;
+  out.reserve(length / 4 * 3 + 2);
+  uint32_t bits = 0;
+  int count = 0;
+  for (size_t i = 0; i < length; ++i) {
+    const int v = value(text[i]);
+    if (v < 0) json_error(place, "not base64 (character " + std::to_string(i) + ")");
+    bits = (bits << 6) | uint32_t(v);
+    if (++count == 4) {
+      out.push_back(char(bits >> 16));
+      out.push_back(char(bits >> 8));
+      out.push_back(char(bits));
+      bits = 0;
+      count = 0;
+    }
+  }
+  if (count == 2) out.push_back(char(bits >> 4));
+  if (count == 3) {
+    out.push_back(char(bits >> 10));
+    out.push_back(char(bits >> 2));
+  }
+  return out;
+}
+
 class Sequence : public Normalizer {
  public:
   explicit Sequence(std::vector<std::unique_ptr<Normalizer>> items) : items_(std::move(items)) {}
@@ -156,6 +231,17 @@ std::unique_ptr<Normalizer> make_normalizer(const json& section, const JsonPlace
     return std::make_unique<FunctionNormalizer>([](std::u32string& t) { t = nfd(t); });
   if (type == "NFC")
     return std::make_unique<FunctionNormalizer>([](std::u32string& t) { t = nfc(t); });
+  if (type == "NFKD")
+    return std::make_unique<FunctionNormalizer>([](std::u32string& t) { t = nfkd(t); });
+  if (type == "NFKC")
+    return std::make_unique<FunctionNormalizer>([](std::u32string& t) { t = nfkc(t); });
+  if (type == "Precompiled") {
+    const JsonPlace at = place.at("precompiled_charsmap");
+    const json& blob = json_field(section, "precompiled_charsmap", place);
+    if (!blob.is_string()) json_error(at, "expected a base64 string");
+    return std::make_unique<Precompiled>(Charsmap(base64_decode(blob.get<std::string>(), at),
+                                                  at.file + ": field '" + at.field + "'"));
+  }
   if (type == "Strip")
     return std::make_unique<Strip>(json_bool(section, "strip_left", true, place),
                                    json_bool(section, "strip_right", true, place));
@@ -179,7 +265,7 @@ std::unique_ptr<Normalizer> make_normalizer(const json& section, const JsonPlace
     return std::make_unique<Sequence>(std::move(items));
   }
   LIBAI_THROW(Unsupported, place.file, ": field '", place.field, ".type': normalizer type '", type,
-              "' is not supported (NFKC, NFKD and Precompiled are not implemented)");
+              "' is not supported");
 }
 
 }  // namespace libai::tokenizers

@@ -176,15 +176,22 @@ std::vector<Encoding> Tokenizer::encode_batch(const std::vector<std::string>& te
     e.attention_mask.assign(e.ids.size(), 1);
     out.push_back(std::move(e));
   }
-  if (options.padding == Padding::none) return out;
+  pad(out, options);
+  return out;
+}
+
+void Tokenizer::pad(std::vector<Encoding>& encodings, const EncodeOptions& options) const {
+  if (options.padding == Padding::none) return;
+  LIBAI_CHECK(options.padding != Padding::max_length || options.max_length > 0,
+              "Tokenizer::pad: Padding::max_length needs EncodeOptions::max_length > 0");
   size_t target = options.max_length;
   if (options.padding == Padding::longest) {
     target = 0;
-    for (const Encoding& e : out) target = std::max(target, e.ids.size());
+    for (const Encoding& e : encodings) target = std::max(target, e.ids.size());
   }
   const std::string pad_token = special_tokens_.pad.empty() ? "[PAD]" : special_tokens_.pad;
   const int32_t pad_id = options.pad_id ? *options.pad_id : special_id(pad_token).value_or(0);
-  for (Encoding& e : out) {
+  for (Encoding& e : encodings) {
     if (e.ids.size() >= target) continue;
     const size_t n = target - e.ids.size();
     const bool left = options.padding_side == Side::left;
@@ -192,7 +199,6 @@ std::vector<Encoding> Tokenizer::encode_batch(const std::vector<std::string>& te
     e.tokens.insert(left ? e.tokens.begin() : e.tokens.end(), n, pad_token);
     e.attention_mask.insert(left ? e.attention_mask.begin() : e.attention_mask.end(), n, 0);
   }
-  return out;
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {

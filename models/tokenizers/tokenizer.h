@@ -80,6 +80,9 @@ class Tokenizer {
   std::vector<Encoding> encode_batch(const std::vector<std::string>& texts,
                                      const EncodeOptions& options = {}) const;
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
+  // The padding of encode_batch (options.padding, max_length, padding_side, pad_id) applied to
+  // encodings made without it: a caller that regroups encodings pads each group alone.
+  void pad(std::vector<Encoding>& encodings, const EncodeOptions& options) const;
 
   std::optional<int32_t> token_to_id(std::string_view token) const;
   std::optional<std::string> id_to_token(int32_t id) const;
@@ -111,5 +114,10 @@ class Tokenizer {
 // file and the field) or a corrupt .model file, Unsupported for a component type it does not
 // implement.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& path);
+// Whether `folder` holds one of the files load_tokenizer(folder) reads. A model folder may have
+// none: generation from token ids needs no tokenizer (transformers works the same way).
+bool has_tokenizer(const std::filesystem::path& folder);
+// The NotFound load_tokenizer(folder) throws for a folder without tokenizer files.
+[[noreturn]] void throw_no_tokenizer(const std::filesystem::path& folder);
 
 }  // namespace libai::tokenizers

@@ -30,7 +30,18 @@ const tables::Decomposition* find_decomposition(char32_t c) {
   return it != end && it->code_point == c ? it : nullptr;
 }
 
-void decompose(char32_t c, std::u32string& out) {
+const tables::CompatDecomposition* find_compat_decomposition(char32_t c) {
+  const auto* begin = tables::kCompatDecompositions;
+  const auto* end = begin + tables::kCompatDecompositions_size;
+  const auto* it = std::lower_bound(
+      begin, end, c,
+      [](const tables::CompatDecomposition& d, char32_t v) { return d.code_point < v; });
+  return it != end && it->code_point == c ? it : nullptr;
+}
+
+// The full decomposition of c: canonical, or with `compat` compatibility too (NFKD), each part
+// decomposed again (a compatibility part may decompose canonically and the other way round).
+void decompose(char32_t c, std::u32string& out, bool compat) {
   if (c >= kHangulBase && c < kHangulBase + kHangulCount) {
     const uint32_t s = c - kHangulBase;
     out.push_back(kHangulL + s / kNCount);
@@ -38,13 +49,20 @@ void decompose(char32_t c, std::u32string& out) {
     if (s % kTCount != 0) out.push_back(kHangulT + s % kTCount);
     return;
   }
+  if (compat) {
+    if (const tables::CompatDecomposition* k = find_compat_decomposition(c)) {
+      for (uint32_t i = 0; i < k->count; ++i)
+        decompose(tables::kCompatParts[k->first + i], out, true);
+      return;
+    }
+  }
   const tables::Decomposition* d = find_decomposition(c);
   if (d == nullptr) {
     out.push_back(c);
     return;
   }
-  decompose(d->first, out);
-  if (d->second != 0) decompose(d->second, out);
+  decompose(d->first, out, compat);
+  if (d->second != 0) decompose(d->second, out, compat);
 }
 
 char32_t compose_pair(char32_t a, char32_t b) {
@@ -104,10 +122,13 @@ void append_lower(std::u32string& out, char32_t c) {
   out.push_back(simple_lower(c));
 }
 
-std::u32string nfd(std::u32string_view text) {
+namespace {
+
+// Full decomposition, then canonical ordering (the D of NFD and NFKD).
+std::u32string decomposed(std::u32string_view text, bool compat) {
   std::u32string out;
   out.reserve(text.size());
-  for (char32_t c : text) decompose(c, out);
+  for (char32_t c : text) decompose(c, out, compat);
   // Canonical ordering: a stable sort by combining class inside each run of non-starters.
   for (size_t i = 0; i < out.size();) {
     if (combining_class(out[i]) == 0) {
@@ -124,8 +145,8 @@ std::u32string nfd(std::u32string_view text) {
   return out;
 }
 
-std::u32string nfc(std::u32string_view text) {
-  const std::u32string decomposed = nfd(text);
+// Canonical composition of a decomposed, canonically ordered text (the C of NFC and NFKC).
+std::u32string composed(const std::u32string& decomposed) {
   std::u32string out;
   out.reserve(decomposed.size());
   size_t starter = std::u32string::npos;
@@ -146,6 +167,64 @@ std::u32string nfc(std::u32string_view text) {
     out.push_back(c);
   }
   return out;
+}
+
+}  // namespace
+
+std::u32string nfd(std::u32string_view text) { return decomposed(text, false); }
+std::u32string nfkd(std::u32string_view text) { return decomposed(text, true); }
+std::u32string nfc(std::u32string_view text) { return composed(decomposed(text, false)); }
+std::u32string nfkc(std::u32string_view text) { return composed(decomposed(text, true)); }
+
+GraphemeBreak grapheme_break(char32_t c) {
+  return static_cast<GraphemeBreak>(
+      run_value(tables::kGraphemeRuns, tables::kGraphemeRuns_size, c, 4));
+}
+
+// Note [Grapheme clusters]
+// UAX #29's extended grapheme cluster rules GB3-GB13 over the Grapheme_Cluster_Break table of
+// make_unicode_tables.py. That table is derived from general categories plus short lists
+// (Python's unicodedata has no such property), and it leaves out the Indic conjunct rule
+// (GB9c, Unicode 15.1), so clusters can differ from Rust's unicode-segmentation on rare
+// scripts; they agree on Latin, CJK, Hangul, combining marks, emoji ZWJ sequences and flags.
+namespace {
+
+// Whether GB3-GB13 keep `next` in the cluster that ends with `previous`; `emoji_zwj`: that
+// cluster ends ExtPict Extend* ZWJ (GB11); `regional`: it ends with this many RIs (GB12/13).
+bool grapheme_joins(GraphemeBreak previous, GraphemeBreak next, bool emoji_zwj, size_t regional) {
+  using B = GraphemeBreak;
+  const auto control = [](B b) { return b == B::cr || b == B::lf || b == B::control; };
+  if (previous == B::cr && next == B::lf) return true;
+  if (control(previous) || control(next)) return false;
+  if (previous == B::l && (next == B::l || next == B::v || next == B::lv || next == B::lvt))
+    return true;
+  if ((previous == B::lv || previous == B::v) && (next == B::v || next == B::t)) return true;
+  if ((previous == B::lvt || previous == B::t) && next == B::t) return true;
+  if (next == B::extend || next == B::zwj || next == B::spacing_mark) return true;
+  if (previous == B::prepend) return true;
+  if (emoji_zwj && next == B::extended_pictographic) return true;
+  return regional % 2 == 1 && next == B::regional_indicator;
+}
+
+}  // namespace
+
+size_t grapheme_end(std::u32string_view text, size_t begin) {
+  using B = GraphemeBreak;
+  if (begin >= text.size()) return text.size();
+  B previous = grapheme_break(text[begin]);
+  bool emoji = previous == B::extended_pictographic;  // the cluster so far ends ExtPict Extend*
+  bool emoji_zwj = false;                             // ... ExtPict Extend* ZWJ
+  size_t regional = previous == B::regional_indicator ? 1 : 0;
+  size_t i = begin + 1;
+  for (; i < text.size(); ++i) {
+    const B next = grapheme_break(text[i]);
+    if (!grapheme_joins(previous, next, emoji_zwj, regional)) break;
+    emoji_zwj = next == B::zwj && emoji;
+    emoji = next == B::extended_pictographic || (emoji && next == B::extend);
+    regional = next == B::regional_indicator ? regional + 1 : 0;
+    previous = next;
+  }
+  return i;
 }
 
 std::u32string utf8_decode(std::string_view text) {

@@ -32,6 +32,21 @@ char32_t simple_lower(char32_t c);
 void append_lower(std::u32string& out, char32_t c);  // full lowercase (U+0130 gives two)
 std::u32string nfd(std::u32string_view text);
 std::u32string nfc(std::u32string_view text);
+std::u32string nfkd(std::u32string_view text);  // compatibility decomposition too
+std::u32string nfkc(std::u32string_view text);
+
+// Grapheme_Cluster_Break values (UAX #29). Values are stored in the generated tables.
+// extended_pictographic stands for the Extended_Pictographic property (GB11), not a break value.
+// clang-format off
+enum class GraphemeBreak : uint8_t {
+  other = 0, cr = 1, lf = 2, control = 3, extend = 4, zwj = 5, regional_indicator = 6,
+  prepend = 7, spacing_mark = 8, l = 9, v = 10, t = 11, lv = 12, lvt = 13,
+  extended_pictographic = 14,
+};
+// clang-format on
+GraphemeBreak grapheme_break(char32_t c);
+// The end of the extended grapheme cluster starting at `begin` (Note [Grapheme clusters]).
+size_t grapheme_end(std::u32string_view text, size_t begin);
 
 // Invalid sequences decode to U+FFFD, one per maximal invalid subpart (as Rust's
 // String::from_utf8_lossy and Python's errors="replace").
@@ -56,6 +71,15 @@ extern const Decomposition kDecompositions[];
 extern const size_t kDecompositions_size;
 extern const uint32_t kCombiningRuns[];
 extern const size_t kCombiningRuns_size;
+struct CompatDecomposition {
+  uint32_t code_point, first, count;  // its parts: kCompatParts[first, first + count)
+};
+extern const CompatDecomposition kCompatDecompositions[];
+extern const size_t kCompatDecompositions_size;
+extern const uint32_t kCompatParts[];
+extern const size_t kCompatParts_size;
+extern const uint32_t kGraphemeRuns[];
+extern const size_t kGraphemeRuns_size;
 }  // namespace tables
 
 }  // namespace libai::tokenizers

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -94,6 +95,46 @@ TEST_F(ModelCommands, GenerateHumanOutputAndTextPrompts) {
             run_json("generate --model " + kModels +
                      "gpt2 --prompt ok --do-sample --seed 7 --top-k 5 --max-new-tokens 4"));
   EXPECT_EQ(sampled["sequences"][0]["prompt"], "ok");
+}
+
+// A copy of a fixture model folder without its tokenizer files, under `scratch`.
+std::string folder_without_tokenizer(const config::testing::TempDir& scratch,
+                                     const std::string& model) {
+  namespace fs = std::filesystem;
+  const fs::path target = scratch.file(model + "_no_tokenizer");
+  fs::create_directories(target);
+  for (const auto& entry : fs::directory_iterator(kModels + model)) {
+    const std::string name = entry.path().filename().string();
+    const bool tokenizer_file = name.rfind("tokenizer", 0) == 0 || name.rfind("vocab", 0) == 0 ||
+                                name == "merges.txt" || name == "spiece.model" ||
+                                name == "special_tokens_map.json";
+    if (!tokenizer_file && entry.is_regular_file()) fs::copy_file(entry.path(), target / name);
+  }
+  return target.string();
+}
+
+// transformers generates from ids alone; so do we, leaving the text out.
+TEST_F(ModelCommands, GenerateFromIdsWithoutATokenizer) {
+  for (const std::string model : {"gpt2", "t5"}) {
+    const std::string bare = folder_without_tokenizer(scratch_, model);
+    const std::string args =
+        " --prompt-ids 3,1,4,1 --prompt-ids 5,9 --max-new-tokens 5 --num-beams 2";
+    const json with = run_json("generate --model " + kModels + model + args);
+    const json without = run_json("generate --model " + bare + args);
+    ASSERT_EQ(with["sequences"].size(), 2u) << model;
+    ASSERT_EQ(without["sequences"].size(), 2u) << model;
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(without["sequences"][i]["token_ids"], with["sequences"][i]["token_ids"]) << model;
+      EXPECT_EQ(without["sequences"][i]["prompt"], with["sequences"][i]["prompt"]) << model;
+      EXPECT_TRUE(with["sequences"][i].contains("text")) << model;
+      EXPECT_FALSE(without["sequences"][i].contains("text")) << model;
+    }
+    const Result human = run("generate --model " + bare + args);
+    ASSERT_EQ(human.exit_code, 0) << human.err;
+    EXPECT_NE(human.out.find("-> new token ids ["), std::string::npos) << human.out;
+    expect_error("generate --model " + bare + " --prompt hello",
+                 {"--prompt needs a tokenizer", bare, "--prompt-ids"});
+  }
 }
 
 TEST_F(ModelCommands, ForwardSavesReferenceLogits) {

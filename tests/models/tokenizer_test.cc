@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "models/tokenizers/unicode.h"
 #include "runtime/error.h"
 
 namespace libai::tokenizers {
@@ -63,6 +64,31 @@ void check_batches(const Tokenizer& tok, const json& expected, const std::string
   }
 }
 
+// NFKD / NFKC against Python's unicodedata.normalize (values below printed by it): ligature,
+// superscript, circled digit, squared unit, half-width kana with its voiced mark, a long s with
+// two marks to reorder, Hangul jamo, the angstrom sign and a titlecase digraph.
+TEST(Unicode, CompatibilityForms) {
+  const std::u32string text = U"\ufb01\u00b2\u2460\u3392\uff76\uff9e\u1e9b\u0323";
+  EXPECT_EQ(nfkd(text), U"fi21MHz\u30ab\u3099s\u0323\u0307");
+  EXPECT_EQ(nfkc(text), U"fi21MHz\u30ac\u1e69");
+  EXPECT_EQ(nfkc(U"\u1100\u1161\u11a8"), U"\uac01");
+  EXPECT_EQ(nfkd(U"\u00c5\u212b\u01c5"), U"A\u030aA\u030aDz\u030c");
+  EXPECT_EQ(nfkc(U"\u00c5\u212b\u01c5"), U"\u00c5\u00c5D\u017e");
+  EXPECT_EQ(nfd(U"\ufb01"), U"\ufb01");  // canonical forms keep compatibility characters
+}
+
+// Extended grapheme clusters (UAX #29): CR LF, marks, Hangul jamo, flags in pairs, an emoji ZWJ
+// sequence with a skin tone, and a break before a control character.
+TEST(Unicode, GraphemeClusters) {
+  const std::u32string text =
+      U"e\u0301\u0301\r\n\u1100\u1161\u11a8\U0001F1EF\U0001F1F5\U0001F1FA"
+      U"\U0001F468\U0001F3FD\u200d\U0001F469x\u0007";
+  std::vector<size_t> ends;
+  for (size_t at = 0; at < text.size(); at = grapheme_end(text, at))
+    ends.push_back(grapheme_end(text, at));
+  EXPECT_EQ(ends, (std::vector<size_t>{3, 5, 8, 10, 11, 15, 16, 17}));
+}
+
 class TokenizerParity : public testing::TestWithParam<std::string> {};
 
 TEST_P(TokenizerParity, MatchesHuggingFace) {
@@ -76,7 +102,8 @@ TEST_P(TokenizerParity, MatchesHuggingFace) {
 
 INSTANTIATE_TEST_SUITE_P(TokenizerFixtures, TokenizerParity,
                          testing::Values("bpe", "bpe_legacy", "wordpiece", "wordpiece_cased",
-                                         "wordpiece_legacy", "unigram", "minilm"));
+                                         "wordpiece_legacy", "unigram", "unigram_nfkc",
+                                         "unigram_nfkd", "unigram_precompiled", "minilm"));
 
 TEST(TokenizerLegacy, MiniLmVocabTxtMatchesItsTokenizerJson) {
   if (!fs::exists(fixture("minilm"))) GTEST_SKIP() << "minilm fixture not present";
@@ -171,7 +198,7 @@ TEST(TokenizerErrors, MissingVocabNamesTheField) {
 TEST(TokenizerErrors, UnknownComponentAndMissingFiles) {
   const auto folder =
       write_tokenizer_json("badnorm", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
-                     "normalizer": {"type": "Precompiled"}})");
+                     "normalizer": {"type": "Magic"}})");
   EXPECT_NE(error_of<Unsupported>(folder).find("normalizer.type"), std::string::npos);
   const auto empty = fs::path(testing::TempDir()) / "libai_tok_empty";
   fs::create_directories(empty);
@@ -179,6 +206,27 @@ TEST(TokenizerErrors, UnknownComponentAndMissingFiles) {
   const auto bad_merge = write_tokenizer_json(
       "badmerge", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})");
   EXPECT_NE(error_of<CorruptInput>(bad_merge).find("model.merges[0]"), std::string::npos);
+}
+
+// A Precompiled normalizer's charsmap: absent, not base64, or a blob that the .model path's
+// checks refuse (Note [Precompiled charsmaps]): one error naming the field.
+TEST(TokenizerErrors, BrokenPrecompiledCharsmapNamesTheField) {
+  const auto with_normalizer = [](const std::string& name, const std::string& normalizer) {
+    return write_tokenizer_json(
+        name, R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "normalizer": )" +
+                  normalizer + "}");
+  };
+  const std::string missing =
+      error_of<CorruptInput>(with_normalizer("pc_missing", R"({"type": "Precompiled"})"));
+  EXPECT_NE(missing.find("normalizer.precompiled_charsmap"), std::string::npos) << missing;
+  const std::string not_base64 = error_of<CorruptInput>(
+      with_normalizer("pc_base64", R"({"type": "Precompiled", "precompiled_charsmap": "AB!D"})"));
+  EXPECT_NE(not_base64.find("not base64"), std::string::npos) << not_base64;
+  // "AAQAAABh": a header announcing a 1024-byte trie, then one byte.
+  const std::string broken = error_of<CorruptInput>(with_normalizer(
+      "pc_broken", R"({"type": "Precompiled", "precompiled_charsmap": "AAQAAABh"})"));
+  EXPECT_NE(broken.find("precompiled_charsmap is broken"), std::string::npos) << broken;
+  EXPECT_NE(broken.find("normalizer.precompiled_charsmap"), std::string::npos) << broken;
 }
 
 }  // namespace
