@@ -60,18 +60,8 @@ TEST_P(LlamaGeneration, TokenIdsMatchTransformers) {
   const auto ref = testing::reference_json(folder);
   const auto& cases = ref.at("generation").at("cases");
   ASSERT_GE(cases.size(), 5u);
-  for (const auto& c : cases) {
-    auto prompts = c.at("prompts").get<std::vector<std::vector<int64_t>>>();
-    auto expected = c.at("output").get<std::vector<std::vector<std::vector<int64_t>>>>();
-    auto results = generation::generate(*lm, prompts, testing::config_from(c.at("kwargs")));
-    ASSERT_EQ(results.size(), expected.size()) << c["name"];
-    for (size_t p = 0; p < expected.size(); ++p) {
-      ASSERT_EQ(results[p].size(), expected[p].size()) << c["name"] << " prompt " << p;
-      for (size_t r = 0; r < expected[p].size(); ++r)
-        EXPECT_EQ(results[p][r].tokens, expected[p][r])
-            << folder << " case " << c["name"] << " prompt " << p << " sequence " << r;
-    }
-  }
+  const auto ran = testing::expect_generation_matches_reference(*lm, cases, folder);
+  EXPECT_TRUE(ran.greedy && ran.beam) << folder << ": reference.json should hold greedy and beam cases";
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, LlamaGeneration,

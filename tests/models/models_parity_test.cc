@@ -70,7 +70,8 @@ INSTANTIATE_TEST_SUITE_P(
 using testing::config_from;
 using testing::reference_json;
 
-// Every generation case of a fixture's reference.json gives Hugging Face's token ids.
+// Every generation case of a fixture's reference.json gives Hugging Face's token ids (and its
+// sequences_scores for beam search).
 void expect_generation_matches(const std::string& folder) {
   auto model = load_model(model_fixture(folder));
   auto* lm = model->generative();
@@ -78,18 +79,8 @@ void expect_generation_matches(const std::string& folder) {
   const auto ref = reference_json(folder);
   const auto& cases = ref.at("generation").at("cases");
   ASSERT_FALSE(cases.empty());
-  for (const auto& c : cases) {
-    auto prompts = c.at("prompts").get<std::vector<std::vector<int64_t>>>();
-    auto expected = c.at("output").get<std::vector<std::vector<std::vector<int64_t>>>>();
-    auto results = generation::generate(*lm, prompts, config_from(c.at("kwargs")));
-    ASSERT_EQ(results.size(), expected.size()) << c["name"];
-    for (size_t p = 0; p < expected.size(); ++p) {
-      ASSERT_EQ(results[p].size(), expected[p].size()) << c["name"] << " prompt " << p;
-      for (size_t r = 0; r < expected[p].size(); ++r)
-        EXPECT_EQ(results[p][r].tokens, expected[p][r])
-            << folder << " case " << c["name"] << " prompt " << p << " sequence " << r;
-    }
-  }
+  const auto ran = testing::expect_generation_matches_reference(*lm, cases, folder);
+  EXPECT_TRUE(ran.greedy && ran.beam) << folder << ": reference.json should hold greedy and beam cases";
 }
 
 TEST(GenerationParity, Gpt2MatchesTransformers) { expect_generation_matches("gpt2"); }

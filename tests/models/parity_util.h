@@ -95,4 +95,47 @@ inline models::generation::GenerationConfig config_from(const nlohmann::json& kw
   return g;
 }
 
+// Every generation case of a fixture's reference.json that is not sampled (sampled ids depend
+// on the RNG): each return sequence's token ids, and for beam cases transformers'
+// sequences_scores (flat over prompts x return sequences, printed to 6 decimals; checked to
+// 2e-5). Returns whether greedy and beam cases ran.
+struct GenerationCasesRun {
+  bool greedy = false, beam = false;
+};
+inline GenerationCasesRun expect_generation_matches_reference(
+    models::generation::GenerativeModel& lm, const nlohmann::json& cases,
+    const std::string& folder) {
+  GenerationCasesRun ran;
+  for (const auto& c : cases) {
+    const auto& kwargs = c.at("kwargs");
+    if (kwargs.value("do_sample", false)) continue;
+    const bool beam = kwargs.value("num_beams", int64_t(1)) > 1;
+    (beam ? ran.beam : ran.greedy) = true;
+    const auto prompts = c.at("prompts").get<std::vector<std::vector<int64_t>>>();
+    const auto expected = c.at("output").get<std::vector<std::vector<std::vector<int64_t>>>>();
+    const auto results = models::generation::generate(lm, prompts, config_from(kwargs));
+    EXPECT_EQ(results.size(), expected.size()) << folder << " case " << c["name"];
+    if (results.size() != expected.size()) continue;
+    const std::vector<double> scores =
+        c.contains("sequences_scores") ? c["sequences_scores"].get<std::vector<double>>()
+                                       : std::vector<double>{};
+    EXPECT_EQ(scores.empty(), !beam) << folder << " case " << c["name"]
+                                     << ": beam cases record sequences_scores";
+    size_t k = 0;
+    for (size_t p = 0; p < expected.size(); ++p) {
+      EXPECT_EQ(results[p].size(), expected[p].size()) << folder << " case " << c["name"];
+      for (size_t r = 0; r < std::min(results[p].size(), expected[p].size()); ++r, ++k) {
+        EXPECT_EQ(results[p][r].tokens, expected[p][r])
+            << folder << " case " << c["name"] << " prompt " << p << " sequence " << r;
+        if (k < scores.size())
+          EXPECT_NEAR(results[p][r].score, scores[k], 2e-5)
+              << folder << " case " << c["name"] << " prompt " << p << " sequence " << r
+              << ": sequences_scores";
+      }
+    }
+    if (!scores.empty()) EXPECT_EQ(k, scores.size()) << folder << " case " << c["name"];
+  }
+  return ran;
+}
+
 }  // namespace libai::testing

@@ -139,23 +139,8 @@ TEST_P(T5GenerationParity, TokenIdsMatchTransformers) {
   const auto ref = reference_json(folder);
   const auto& cases = ref.at("generation").at("cases");
   ASSERT_FALSE(cases.empty());
-  bool greedy = false, beam = false;
-  for (const auto& c : cases) {
-    const auto& kwargs = c.at("kwargs");
-    if (kwargs.value("do_sample", false)) continue;  // sampled ids depend on the RNG
-    greedy = greedy || kwargs.value("num_beams", int64_t(1)) == 1;
-    beam = beam || kwargs.value("num_beams", int64_t(1)) > 1;
-    auto prompts = c.at("prompts").get<std::vector<std::vector<int64_t>>>();
-    auto expected = c.at("output").get<std::vector<std::vector<std::vector<int64_t>>>>();
-    auto results = generation::generate(*lm, prompts, config_from(kwargs));
-    ASSERT_EQ(results.size(), expected.size()) << c["name"];
-    for (size_t p = 0; p < expected.size(); ++p) {
-      ASSERT_EQ(results[p].size(), expected[p].size()) << c["name"] << " prompt " << p;
-      for (size_t r = 0; r < expected[p].size(); ++r)
-        EXPECT_EQ(results[p][r].tokens, expected[p][r])
-            << folder << " case " << c["name"] << " prompt " << p << " sequence " << r;
-    }
-  }
+  const auto ran = testing::expect_generation_matches_reference(*lm, cases, folder);
+  const bool greedy = ran.greedy, beam = ran.beam;
   EXPECT_TRUE(greedy && beam) << folder << ": reference.json should hold greedy and beam cases";
 }
 
