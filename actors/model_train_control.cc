@@ -44,11 +44,8 @@ StepSummary ModelTrainCompute::save(const wire::TrainControl& command) {
   const train::StageLayout& layout = options_.layout;
   train::ZeroShards* zero = step.zero();
   const int zero_stage = zero ? zero->stage() : 0;
-  if (zero_stage == 3) zero->fetch_all();
-  // Stage 3's units are freed again however the save ends (a collective of the dp group,
-  // which every slot reaches: a failed save fails on every rank).
-  std::unique_ptr<train::ZeroShards, void (*)(train::ZeroShards*)> release(
-      zero_stage == 3 ? zero : nullptr, [](train::ZeroShards* z) { z->release_all(); });
+  // Stage 3's units whole until the slices are written, freed again however the save ends.
+  const train::WholeParameters whole(zero);
   const std::vector<train::OwnedSlice> slices = step.owned_slices();
   const train::TrainingProgress progress{.iteration = command.iteration,
                                          .consumed_samples = command.consumed_samples,
@@ -88,10 +85,10 @@ StepSummary ModelTrainCompute::evaluate() {
   const train::StageLayout& layout = options_.layout;
   const std::vector<models::TensorMap> batches = options_.validation(layout.dp_rank);
   train::StageStep& step = stage_step();
-  if (step.zero()) step.zero()->fetch_all();  // ZeRO-3: the layers' fetches need its mode
+  // ZeRO-3: evaluation's forwards run without the step's fetching mode.
+  const train::WholeParameters whole(step.zero());
   const train::PipelineEvalSums sums =
       train::evaluate_pipeline(raw_parts(), layout, groups_.pp, batches);
-  if (step.zero()) step.zero()->release_all();
   StepSummary summary;
   if (layout.stage != layout.pp - 1) return summary;
   // Every last-stage slot averages over the replicas (a collective of its dp group); one per

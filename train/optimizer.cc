@@ -211,6 +211,12 @@ void Optimizer::zero_grad() {
     for (Tensor* param : group.params) param->zero_grad();
 }
 
+std::vector<std::string> parameter_state_keys(const OptimizerOptions& options) {
+  if (options.kind == OptimizerKind::adamw) return {"exp_avg", "exp_avg_sq", "step"};
+  if (options.momentum != 0) return {"momentum_buffer"};
+  return {};
+}
+
 std::unique_ptr<Optimizer> make_optimizer(std::vector<ParamGroup> groups,
                                           const OptimizerOptions& options) {
   std::set<const TensorImpl*> seen;

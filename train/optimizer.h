@@ -94,6 +94,10 @@ class Optimizer {
   int64_t steps_taken_ = 0;
 };
 
+// The per-parameter keys of state_tensors() ("<name>.<key>") for an optimizer made with
+// `options`: "exp_avg", "exp_avg_sq", "step" (AdamW); "momentum_buffer" (SGD with momentum).
+std::vector<std::string> parameter_state_keys(const OptimizerOptions& options);
+
 // Checks the groups (names match params, no parameter twice, f32 parameters) and options
 // (betas in [0, 1), eps >= 0, nesterov only with momentum and no dampening).
 std::unique_ptr<Optimizer> make_optimizer(std::vector<ParamGroup> groups,

@@ -75,9 +75,8 @@ class PipelineRunner final : public StepRunner {
   std::map<std::string, double> evaluate(
       const std::vector<std::vector<models::TensorMap>>& batches) override {
     LIBAI_ASSERT(batches.size() == 1, "a pipeline rank reads one replica's micro-batches");
-    if (step_->zero()) step_->zero()->fetch_all();  // ZeRO-3: shards between uses
+    const WholeParameters whole(step_->zero());  // ZeRO-3: shards between uses
     const PipelineEvalSums sums = evaluate_pipeline(parts_, layout_, setup_.groups.pp, batches[0]);
-    if (step_->zero()) step_->zero()->release_all();
     // The last stage's replicas average (eval_metrics); its (dp 0, tp 0) rank tells everyone.
     std::vector<double> values(3, 0.0);  // loss, accuracy (or -1), perplexity (or -1)
     if (layout_.stage == layout_.pp - 1) {
@@ -100,7 +99,7 @@ class PipelineRunner final : public StepRunner {
   void save(const fs::path& output_dir, const std::string& name, const TrainingProgress& progress,
             int max_to_keep) override {
     if (ZeroShards* zero = step_->zero()) {
-      if (zero->stage() == 3) zero->fetch_all();
+      const WholeParameters whole(zero);
       const std::vector<OwnedSlice> slices = step_->owned_slices();
       const ShardedLayout saved{.dp = layout_.dp,
                                 .tp = setup_.groups.tp ? setup_.groups.tp->size() : 1,
@@ -111,7 +110,6 @@ class PipelineRunner final : public StepRunner {
                               *optimizer_, step_->optimizer_steps(), step_->scaler(), progress,
                               max_to_keep, {.schedule = &schedule_},
                               /*whole_weights=*/!is_numbered_checkpoint(name));
-      if (zero->stage() == 3) zero->release_all();
       return;
     }
     CheckpointTensors mine = gather_checkpoint_tensors(parts_, *optimizer_, setup_.groups.tp.get());

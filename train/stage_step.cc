@@ -116,6 +116,11 @@ struct StageStep::Impl {
   // one of them; the tensors are the copies on this rank.
   std::vector<std::pair<std::string, Tensor*>> tied;
   int first_root = 0, last_root = 0;  // world ranks: (dp 0, tp 0) of the first / last stage
+  // This rank holds the tied weights' second copy (the last virtual stage's): Note [Each
+  // element counted once] counts them on the first stage, and the first stage saves them.
+  bool tied_on_last = false;
+  std::set<std::string> tied_names;
+  std::set<const TensorImpl*> trainable;  // the optimizer's parameters (the rest is frozen)
   std::map<std::pair<int, int>, Stash> stash;
   int64_t step = 0;
   int64_t micro = -1;
@@ -281,7 +286,10 @@ StageStep::StageStep(std::vector<models::Model*> parts, Optimizer& optimizer,
     for (const auto& info : s.infos.back()) s.all_params.push_back(info);
   }
   size_t optimized = 0;
-  for (const auto& group : s.optimizer.groups()) optimized += group.params.size();
+  for (const auto& group : s.optimizer.groups()) {
+    optimized += group.params.size();
+    for (const Tensor* p : group.params) s.trainable.insert(p->impl_ptr().get());
+  }
   LIBAI_CHECK(optimized > 0,
               "stage step: the optimizer holds no parameter: call set_requires_grad(true) on the "
               "parts before building its groups (train::stage_param_groups)");
@@ -296,14 +304,14 @@ StageStep::StageStep(std::vector<models::Model*> parts, Optimizer& optimizer,
   s.check_shared_weights();
   s.find_tied_weights();
   // Note [Each element counted once]: a tied weight counts on the first stage only.
-  std::set<std::string> tied_names;
-  for (auto& [name, tensor] : s.tied) tied_names.insert(name);
+  for (auto& [name, tensor] : s.tied) s.tied_names.insert(name);
+  s.tied_on_last = !s.tied.empty() && s.is_last(s.layout.num_chunks - 1) && !s.is_first(0);
   if (s.options.zero_stage > 0)
     s.zero = std::make_unique<ZeroShards>(s.options.zero_stage, s.parts, s.optimizer.groups(),
-                                          s.optimizer.options(), s.groups.dp, tied_names);
+                                          s.optimizer.options(), s.groups.dp, s.tied_names);
   for (int c = 0; c < s.layout.num_chunks; ++c)
     for (const auto& info : s.infos[size_t(c)])
-      if (!(s.is_last(c) && !s.is_first(c) && tied_names.contains(info.name)))
+      if (!(s.is_last(c) && !s.is_first(c) && s.tied_names.contains(info.name)))
         s.norm_params.push_back(info);
   // Who shares the step's results: world ranks of (dp 0, tp 0) on the first and last stage.
   if (s.groups.world && s.groups.world->size() > 1) {
@@ -330,23 +338,18 @@ int64_t StageStep::optimizer_steps() const {
 
 std::vector<OwnedSlice> StageStep::owned_slices() {
   Impl& s = *impl_;
-  std::set<const TensorImpl*> trainable;
-  for (const auto& group : s.optimizer.groups())
-    for (const Tensor* p : group.params) trainable.insert(p->impl_ptr().get());
-  std::set<std::string> tied_names;
-  for (auto& [name, tensor] : s.tied) tied_names.insert(name);
-  const bool tied_on_last = !s.tied.empty() && s.is_last(s.layout.num_chunks - 1) && !s.is_first(0);
   std::vector<OwnedSlice> out;
   if (s.zero)
     for (OwnedSlice& slice : s.zero->owned())
-      if (!(tied_on_last && tied_names.contains(slice.info.name))) out.push_back(std::move(slice));
+      if (!(s.tied_on_last && s.tied_names.contains(slice.info.name)))
+        out.push_back(std::move(slice));
   if (s.layout.dp_rank != 0) return out;
   // Whole blocks: every parameter without ZeRO, the frozen ones with it.
   const std::map<std::string, Tensor> state =
       s.zero ? std::map<std::string, Tensor>{} : s.optimizer.state_tensors();
   for (const auto& info : s.all_params) {
-    const bool sharded = s.zero && trainable.contains(info.tensor->impl_ptr().get());
-    if (sharded || (tied_on_last && tied_names.contains(info.name))) continue;
+    const bool sharded = s.zero && s.trainable.contains(info.tensor->impl_ptr().get());
+    if (sharded || (s.tied_on_last && s.tied_names.contains(info.name))) continue;
     OwnedSlice slice;
     slice.info = info;
     slice.local_shape = info.tensor->shape();
@@ -383,18 +386,12 @@ void StageStep::load_state(const ZeroShards::BlockSource& parameter,
                            const ZeroShards::StateSource& state, int64_t optimizer_steps) {
   Impl& s = *impl_;
   autograd::NoGradGuard no_grad;
-  std::set<const TensorImpl*> trainable;
-  for (const auto& group : s.optimizer.groups())
-    for (const Tensor* p : group.params) trainable.insert(p->impl_ptr().get());
   if (s.zero) s.zero->load(parameter, state, optimizer_steps);
-  const bool adamw = s.optimizer.options().kind == OptimizerKind::adamw;
-  const std::vector<std::string> keys =
-      adamw ? std::vector<std::string>{"exp_avg", "exp_avg_sq", "step"}
-            : std::vector<std::string>{"momentum_buffer"};
+  const std::vector<std::string> keys = parameter_state_keys(s.optimizer.options());
   std::map<std::string, Tensor> loaded{
       {"step", Tensor::full({}, double(optimizer_steps), DType::i64)}};
   for (const auto& info : s.all_params) {
-    const bool is_trainable = trainable.contains(info.tensor->impl_ptr().get());
+    const bool is_trainable = s.trainable.contains(info.tensor->impl_ptr().get());
     if (s.zero && is_trainable) continue;
     Tensor block = parameter(info.name);
     LIBAI_CHECK(block.defined(), "stage step ", s.layout.stage, ": the checkpoint has no parameter ",
@@ -598,9 +595,8 @@ StepResult StageStep::end_step() {
   //    summed over the data-parallel group), and clipping.
   NormGroups norm_groups{.tp = s.groups.tp, .sharded = {s.groups.pp}};
   if (s.zero) norm_groups.sharded.push_back(s.groups.dp);
-  const bool tied_on_last = !s.tied.empty() && s.is_last(s.layout.num_chunks - 1) && !s.is_first(0);
   const double norm =
-      global_grad_norm(s.zero ? s.zero->grad_infos(tied_on_last) : s.norm_params,
+      global_grad_norm(s.zero ? s.zero->grad_infos(s.tied_on_last) : s.norm_params,
                        s.options.clip_grad_norm_type, norm_groups);
   if (s.options.clip_grad_max_norm && std::isfinite(norm)) {
     // As clip_grad_norm does (torch's f32 coefficient), over every copy.

@@ -378,13 +378,9 @@ void ZeroShards::load(const BlockSource& parameter, const StateSource& state,
                       int64_t optimizer_steps) {
   Impl& s = *impl_;
   autograd::NoGradGuard no_grad;
-  const bool adamw = s.optimizer->options().kind == OptimizerKind::adamw;
-  const std::vector<std::string> keys =
-      adamw ? std::vector<std::string>{"exp_avg", "exp_avg_sq", "step"}
-            : std::vector<std::string>{"momentum_buffer"};
+  const std::vector<std::string> keys = parameter_state_keys(s.optimizer->options());
   std::map<std::string, Tensor> loaded{
       {"step", Tensor::full({}, double(optimizer_steps), DType::i64)}};
-  std::map<std::pair<size_t, size_t>, Tensor> blocks;
   auto block_of = [&](const Impl::Unit& u, size_t i) -> Tensor {
     const models::ParameterInfo& info = u.infos[i];
     Tensor block = parameter(info.name);

@@ -127,7 +127,7 @@ class ZeroShards {
   void zero_grad();
 
   // Stage 3: every unit gathered (evaluation, checkpoints, export) / freed again; a collective
-  // of the dp group. Stage 1, 2: nothing.
+  // of the dp group. Stage 1, 2: nothing. WholeParameters does both around a scope.
   void fetch_all();
   void release_all();
 
@@ -150,6 +150,23 @@ class ZeroShards {
 
  private:
   std::unique_ptr<Impl> impl_;
+};
+
+// Every parameter whole for a scope (ZeRO-3: fetch_all, then release_all however the scope
+// ends); nothing for null or below stage 3. Every dp rank enters the scope together.
+class WholeParameters {
+ public:
+  explicit WholeParameters(ZeroShards* zero) : zero_(zero) {
+    if (zero_) zero_->fetch_all();
+  }
+  ~WholeParameters() {
+    if (zero_) zero_->release_all();
+  }
+  WholeParameters(const WholeParameters&) = delete;
+  WholeParameters& operator=(const WholeParameters&) = delete;
+
+ private:
+  ZeroShards* zero_;
 };
 
 }  // namespace libai::train
