@@ -38,6 +38,11 @@ find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
 find_path(SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h REQUIRED)
 find_library(SENTENCEPIECE_LIBRARY sentencepiece REQUIRED)
 
+# PCRE2 (Debian's libpcre2-dev, 8-bit code units) runs the regex patterns of tokenizer.json's
+# Split pre-tokenizer (Llama 3, Qwen2): models/tokenizers/regex.cc.
+find_path(PCRE2_INCLUDE_DIR pcre2.h REQUIRED)
+find_library(PCRE2_LIBRARY pcre2-8 REQUIRED)
+
 # stb_image (Debian's libstb-dev) decodes PNG, JPEG, PNM and BMP for models/vision/image.cc,
 # which compiles the header-only implementation itself: no library to link.
 find_path(STB_INCLUDE_DIR stb_image.h PATH_SUFFIXES stb REQUIRED)

@@ -57,11 +57,12 @@ endif()
 
 libai_layer_library(libai_models models)
 # libsentencepiece for models/tokenizers/sentencepiece.cc (SentencePiece .model tokenizers).
-target_link_libraries(libai_models PUBLIC libai_ops PRIVATE ${SENTENCEPIECE_LIBRARY})
+target_link_libraries(libai_models PUBLIC libai_ops PRIVATE ${SENTENCEPIECE_LIBRARY} ${PCRE2_LIBRARY})
 # stb_image.h for models/vision/image.cc and sentencepiece_processor.h (SYSTEM: their own
 # warnings are not ours).
 target_include_directories(libai_models SYSTEM PRIVATE ${STB_INCLUDE_DIR}
-                                                       ${SENTENCEPIECE_INCLUDE_DIR})
+                                                       ${SENTENCEPIECE_INCLUDE_DIR}
+                                                       ${PCRE2_INCLUDE_DIR})
 
 libai_layer_library(libai_train train)
 # The eager pipeline (train/pipeline_eager.h) runs schedule/ programs (pure: no cycle).

@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 from tokenizers import processors, trainers
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "tokenizers")
@@ -274,6 +274,190 @@ def normalizer_variants():
         record(tok, name, ["</s>", "<pad>"], "<pad>", note, NORMALIZER_TEXTS)
 
 
+# Texts for the Llama / Qwen2 fixtures on top of TEXTS: contractions in capitals (the patterns'
+# (?i:...)), digit runs (\p{N}{1,3} against \p{N}), runs of newlines and spaces (the
+# \s*[\r\n]+ and \s+(?!\S) alternatives), emoji, CJK and text the byte fallback must spell.
+LLAMA_TEXTS = [
+    "I'LL DON'T WE'VE She'S they'Re YOU'D i'M",
+    "1234567890 12 3 4567 ١٢٣٤ ²³",
+    "a \n\n  b\t\n c   \n\n\n   d\r\n\r\n e  ",
+    "\n\nleading newlines and trailing ones\n\n",
+    "emoji 🤗🦙 and 👩🏽‍💻, CJK 大语言模型 と 한국어, symbols ∑∫√ ✓",
+    "Ünïcödé and e\u0301 (a combining accent) ǅ İ",
+    "    def f(x):\n        return x**2  # squares\n",
+    "rare chars ꙮ 𝔘𝔫𝔦 ᚠᛇᚻ 🝖",
+]
+
+
+def chat_texts(specials):
+    return [s.format(*specials) for s in (
+        "{0}{1}user{2}\n\nHi there!{3}{1}assistant{2}\n\n",
+        "text {3} more text {3}{3} end",
+        "{0}",
+        " {1} spaced {2} ",
+        "almost <|begin_of_text| <|not_special|> <|{3}",
+    )] if len(specials) == 4 else []
+
+
+def train_bpe(texts, vocab_size, specials, pre_tokenizer, model, alphabet=None, limit=None):
+    tok = Tokenizer(model)
+    tok.pre_tokenizer = pre_tokenizer
+    kwargs = {} if limit is None else {"limit_alphabet": limit}
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                  initial_alphabet=alphabet or [], show_progress=False, **kwargs)
+    tok.train_from_iterator(texts, trainer)
+    return json.loads(tok.to_str())
+
+
+def llama2():
+    """Llama 2's tokenizer.json as transformers converts LlamaTokenizer: <unk> <s> </s>, then the
+    256 byte tokens <0x00>..<0xFF> (ids 3..258, in the vocabulary but not added tokens), then
+    merges; ▁ for spaces; BPE with byte_fallback and fuse_unk. llama2: the legacy normalizer
+    (Prepend ▁, Replace ' ' -> ▁) and no pre-tokenizer; llama2_metaspace: no normalizer and a
+    Metaspace pre-tokenizer with prepend_scheme "first" (transformers' legacy=False)."""
+    specials = ["<unk>", "<s>", "</s>"]
+    byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
+    # A small alphabet so that CJK, emoji and rare letters go through the byte fallback.
+    data = train_bpe(CORPUS, 700, specials + byte_tokens,
+                     pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always"),
+                     models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True), limit=60)
+    data["added_tokens"] = [t for t in data["added_tokens"] if t["content"] in specials]
+    data["model"]["byte_fallback"] = True
+    data["model"]["fuse_unk"] = True
+    base = Tokenizer.from_str(json.dumps(data))
+    decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                 decoders.Fuse(), decoders.Strip(content=" ", left=1, right=0)])
+    post = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                         special_tokens=[("<s>", 1)])
+    config = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+              "add_bos_token": True, "add_eos_token": False, "tokenizer_class": "LlamaTokenizer"}
+    for name, normalizer, pre, note in (
+            ("llama2", normalizers.Sequence([normalizers.Prepend("▁"),
+                                             normalizers.Replace(" ", "▁")]), None,
+             "Llama-2-style: Prepend/Replace normalizer, byte-fallback BPE, <s> prepended"),
+            ("llama2_metaspace", None,
+             pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False),
+             "Llama-2-style with Metaspace(prepend_scheme first) instead of the normalizer")):
+        tok = Tokenizer.from_str(base.to_str())
+        tok.normalizer = normalizer
+        tok.pre_tokenizer = pre
+        tok.decoder = decoder
+        tok.post_processor = post
+        folder = os.path.join(ROOT, name)
+        os.makedirs(folder, exist_ok=True)
+        tok.save(os.path.join(folder, "tokenizer.json"))
+        write_json(os.path.join(folder, "tokenizer_config.json"), config)
+        record(tok, name, ["<s>", "</s>"], "<unk>", note, LLAMA_TEXTS + ["<0x41> <unk>x"])
+
+
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                  r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def byte_level_split(pattern):
+    return pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+
+
+def llama3():
+    """Llama 3's tokenizer.json shape: Split(Llama 3's pattern) + ByteLevel without its regex,
+    byte-level BPE with ignore_merges (two whole words are put in the vocabulary without merges
+    to reach them, so ignore_merges decides their ids), special tokens past the vocabulary as
+    added tokens, <|begin_of_text|> prepended."""
+    data = train_bpe(CORPUS, 700, [], byte_level_split(LLAMA3_PATTERN), models.BPE(),
+                     pre_tokenizers.ByteLevel.alphabet())
+    vocab = data["model"]["vocab"]
+    for word in ("Ġworld", "Hello", "Ġlazy"):
+        vocab.setdefault(word, len(vocab))
+    data["model"]["ignore_merges"] = True
+    tok = Tokenizer.from_str(json.dumps(data))
+    specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
+                "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>",
+                "<|reserved_special_token_2|>", "<|start_header_id|>", "<|end_header_id|>",
+                "<|eom_id|>", "<|eot_id|>", "<|python_tag|>"]
+    specials += [f"<|reserved_special_token_{i}|>" for i in range(3, 24)]
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
+    bos = tok.token_to_id("<|begin_of_text|>")
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.Sequence([
+        processors.ByteLevel(trim_offsets=False),
+        processors.TemplateProcessing(
+            single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A:0 <|begin_of_text|>:1 $B:1",
+            special_tokens=[("<|begin_of_text|>", bos)])])
+    folder = os.path.join(ROOT, "llama3")
+    os.makedirs(folder, exist_ok=True)
+    tok.save(os.path.join(folder, "tokenizer.json"))
+    write_json(os.path.join(folder, "tokenizer_config.json"),
+               {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>",
+                "tokenizer_class": "PreTrainedTokenizerFast"})
+    chat = ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+    record(tok, "llama3", ["<|begin_of_text|>", "<|eot_id|>"], "<|finetune_right_pad_id|>",
+           "Llama-3-style: Split(pattern) + ByteLevel, BPE with ignore_merges",
+           LLAMA_TEXTS + chat_texts(chat))
+
+
+def qwen2():
+    """Qwen2's tokenizer.json shape: NFC, Split(Qwen2's pattern: single digits) + ByteLevel,
+    byte-level BPE, <|endoftext|> <|im_start|> <|im_end|> as special tokens and nothing added
+    around the text. Two more added tokens exercise the flags: "hello" (not special, normalized,
+    single_word) and "<tool>" (special, lstrip and rstrip)."""
+    data = train_bpe(CORPUS, 600, [], byte_level_split(QWEN2_PATTERN), models.BPE(),
+                     pre_tokenizers.ByteLevel.alphabet())
+    tok = Tokenizer.from_str(json.dumps(data))
+    tok.normalizer = normalizers.NFC()
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
+    tok.add_tokens([AddedToken("hello", single_word=True, normalized=True, special=False)])
+    tok.add_special_tokens([AddedToken("<tool>", lstrip=True, rstrip=True, special=True,
+                                       normalized=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    folder = os.path.join(ROOT, "qwen2")
+    os.makedirs(folder, exist_ok=True)
+    tok.save(os.path.join(folder, "tokenizer.json"))
+    write_json(os.path.join(folder, "tokenizer_config.json"),
+               {"bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
+                "tokenizer_class": "Qwen2Tokenizer"})
+    chat = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|im_end|>"]
+    extra = ["hello world, sayhello hello_x hellohello  hello", "call <tool>  now\n<tool>x",
+             "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"]
+    record(tok, "qwen2", ["<|im_start|>", "<|im_end|>"], "<|endoftext|>",
+           "Qwen2-style: NFC, Split(pattern) + ByteLevel, no bos", LLAMA_TEXTS + extra)
+
+
+# Split on its own: every behavior, inverted or not, for regex and string patterns, with empty
+# matches, anchors and Unicode classes; HF's pre_tokenize_str pieces are the reference.
+SPLIT_PATTERNS = [Regex(r"-+|x"), Regex(r"x*"), Regex(r""), "-", "ab", "",
+                  Regex(r"\s+"), Regex(r"\w+"), Regex(r"$"), Regex(r"^."), Regex(r"(?m:a.b)"),
+                  Regex(r"\h+"), Regex(r"[\s,]+"), Regex(LLAMA3_PATTERN), Regex(QWEN2_PATTERN)]
+SPLIT_TEXTS = ["a-b--x-cx-", "-xx-ab", "abxc", "baab ab a", "", "x", "line one\na\nb end\n",
+               "tab\tnbsp\u00a0nel\u0085mvs\u180ezwsp\u200bideo\u3000.",
+               "café_naïve e\u0301 x²y ٣ deadBEEF 0x1f, ok", "I'LL 12345 ‿joined"]
+
+
+def split_cases():
+    groups = []
+    for pattern in SPLIT_PATTERNS:
+        for behavior in ("removed", "isolated", "merged_with_previous", "merged_with_next",
+                         "contiguous"):
+            for invert in (False, True):
+                pre = pre_tokenizers.Split(pattern, behavior=behavior, invert=invert)
+                tok = Tokenizer(models.BPE())
+                tok.pre_tokenizer = pre
+                groups.append({"pre_tokenizer": json.loads(tok.to_str())["pre_tokenizer"],
+                               "pieces": [[p for p, _ in pre.pre_tokenize_str(text)]
+                                          for text in SPLIT_TEXTS]})
+    folder = os.path.join(ROOT, "split")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "expected.json"), "w", encoding="utf-8") as f:
+        json.dump({"note": "Split pre-tokenizer pieces from HF pre_tokenize_str: for each "
+                   "pre_tokenizer, the pieces of each of texts", "texts": SPLIT_TEXTS,
+                   "groups": groups}, f, ensure_ascii=False, separators=(",", ":"))
+
+
 def minilm(src):
     folder = os.path.join(ROOT, "minilm")
     os.makedirs(folder, exist_ok=True)
@@ -289,11 +473,23 @@ if __name__ == "__main__":
     parser.add_argument("--minilm", help="folder with all-MiniLM-L6-v2's tokenizer files")
     parser.add_argument("--normalizers-only", action="store_true",
                         help="rebuild only the NFKC / NFKD / Precompiled normalizer fixtures")
+    parser.add_argument("--llama-only", action="store_true",
+                        help="rebuild only the Llama 2 / Llama 3 / Qwen2 and Split fixtures")
     args = parser.parse_args()
+    if args.llama_only:
+        llama2()
+        llama3()
+        qwen2()
+        split_cases()
+        raise SystemExit(0)
     if not args.normalizers_only:
         byte_level_bpe()
         wordpiece()
         unigram()
+        llama2()
+        llama3()
+        qwen2()
+        split_cases()
         if args.minilm:
             minilm(args.minilm)
     normalizer_variants()

@@ -1,6 +1,7 @@
 // The BPE model: merges applied lowest rank first (leftmost on ties), one pair at a time, as
-// the Hugging Face implementation does.
+// the Hugging Face implementation does (Note [BPE merge order]).
 #include <cstdio>
+#include <queue>
 #include <unordered_map>
 
 #include "models/tokenizers/pipeline.h"
@@ -54,10 +55,6 @@ class Bpe : public VocabModel {
         return;
       }
     }
-    struct Symbol {
-      int32_t id;
-      std::string text;
-    };
     std::vector<Symbol> symbols;
     const std::u32string chars = utf8_decode(piece);
     bool last_was_unk = false;
@@ -78,25 +75,64 @@ class Bpe : public VocabModel {
       symbols.push_back({unk, *options_.unk_token});
       last_was_unk = true;
     }
-    while (symbols.size() > 1) {
-      size_t best = 0;
-      uint32_t best_rank = UINT32_MAX;
-      int32_t best_id = 0;
-      for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-        auto it = merges_.find(pair_key(symbols[i].id, symbols[i + 1].id));
-        if (it != merges_.end() && it->second.first < best_rank) {
-          best = i, best_rank = it->second.first, best_id = it->second.second;
-        }
-      }
-      if (best_rank == UINT32_MAX) break;
-      symbols[best].id = best_id;
-      symbols[best].text = id_to_token_.at(best_id);
-      symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
-    }
+    merge_all(symbols);
     for (auto& s : symbols) out.push_back({s.id, std::move(s.text)});
   }
 
  private:
+  struct Symbol {
+    int32_t id;
+    std::string text;
+  };
+
+  // Note [BPE merge order]
+  // The pair of lowest merge rank is merged first, the leftmost of equal ranks, until no pair
+  // has a merge. A heap of candidate pairs over a linked list of symbols does it in
+  // O(n log n): a text with no pre-tokenizer (Llama 2's tokenizer.json) is one word of the
+  // whole text's length, where rescanning every pair after each merge was quadratic. A popped
+  // candidate whose symbols have changed since it was pushed is stale and skipped.
+  void merge_all(std::vector<Symbol>& symbols) const {
+    const size_t n = symbols.size();
+    if (n < 2) return;
+    std::vector<size_t> next(n), prev(n);
+    std::vector<bool> alive(n, true);
+    for (size_t i = 0; i < n; ++i) next[i] = i + 1, prev[i] = i == 0 ? n : i - 1;
+    struct Candidate {
+      uint32_t rank;
+      size_t pos;
+      int32_t merged;
+      bool operator>(const Candidate& o) const {
+        return rank != o.rank ? rank > o.rank : pos > o.pos;
+      }
+    };
+    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+    auto consider = [&](size_t left) {
+      if (left >= n || next[left] >= n) return;
+      auto it = merges_.find(pair_key(symbols[left].id, symbols[next[left]].id));
+      if (it != merges_.end()) heap.push({it->second.first, left, it->second.second});
+    };
+    for (size_t i = 0; i + 1 < n; ++i) consider(i);
+    while (!heap.empty()) {
+      const Candidate top = heap.top();
+      heap.pop();
+      const size_t left = top.pos;
+      if (!alive[left] || next[left] >= n) continue;
+      const size_t right = next[left];
+      auto it = merges_.find(pair_key(symbols[left].id, symbols[right].id));
+      if (it == merges_.end() || it->second.first != top.rank) continue;  // stale
+      symbols[left].id = top.merged;
+      symbols[left].text = id_to_token_.at(top.merged);
+      alive[right] = false;
+      next[left] = next[right];
+      if (next[left] < n) prev[next[left]] = left;
+      if (prev[left] < n) consider(prev[left]);
+      consider(left);
+    }
+    std::vector<Symbol> kept;
+    for (size_t i = 0; i < n; i = next[i]) kept.push_back(std::move(symbols[i]));
+    symbols = std::move(kept);
+  }
+
   template <typename Symbols>
   bool push_bytes(const std::string& text, Symbols& symbols) const {
     std::vector<int32_t> ids;

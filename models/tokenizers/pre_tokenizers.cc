@@ -1,8 +1,11 @@
 // Pre-tokenizers of tokenizer.json: ByteLevel (the GPT-2 split pattern, scanned by hand),
-// BertPreTokenizer, Metaspace, WhitespaceSplit and Sequence.
+// BertPreTokenizer, Metaspace, WhitespaceSplit, Split (regex or string patterns, PCRE2) and
+// Sequence.
+#include <algorithm>
 #include <array>
 
 #include "models/tokenizers/pipeline.h"
+#include "models/tokenizers/regex.h"
 #include "models/tokenizers/unicode.h"
 #include "runtime/error.h"
 
@@ -150,6 +153,93 @@ class Metaspace : public PreTokenizer {
   bool split_;
 };
 
+// Note [Split behaviors]
+// Split cuts a piece at the pattern's matches into alternating runs of non-matching and
+// matching text (flags flipped by `invert`), then:
+//   Removed            keeps the non-matching runs only;
+//   Isolated           keeps every run;
+//   MergedWithPrevious appends a matching run to the run before it, unless that run was a match
+//                      too (so "a-b--x" under "-+|x" gives "a-", "b--", "x");
+//   MergedWithNext     the mirror image: prepends a matching run to the run after it, unless that
+//                      one is a match;
+//   Contiguous         joins neighbouring runs of the same kind.
+// Empty matches count as (empty) matching runs: they cut the text and take part in the merging,
+// and empty results are dropped. This is what HF's pre_tokenize_str shows for the cases in
+// tests/data/tokenizers/split/expected.json.
+enum class SplitBehavior { removed, isolated, merged_with_previous, merged_with_next, contiguous };
+
+class Split : public PreTokenizer {
+ public:
+  Split(std::unique_ptr<Regex> regex, SplitBehavior behavior, bool invert)
+      : regex_(std::move(regex)), behavior_(behavior), invert_(invert) {}
+  void split(const std::string& piece, bool, std::vector<std::string>& out) const override {
+    // Text reaching a pre-tokenizer without a normalizer is the caller's bytes: PCRE2 needs
+    // valid UTF-8, and HF's strings always are.
+    const std::string text = utf8_lossy(piece);
+    struct Run {
+      size_t begin, end;
+      bool match;
+    };
+    std::vector<Run> runs;
+    size_t prev = 0;
+    for (const auto& [begin, end] : regex_->find_all(text)) {
+      if (begin > prev) runs.push_back({prev, begin, invert_});
+      runs.push_back({begin, end, !invert_});
+      prev = end;
+    }
+    if (prev < text.size()) runs.push_back({prev, text.size(), invert_});
+    std::vector<std::pair<size_t, size_t>> kept;
+    switch (behavior_) {
+      case SplitBehavior::removed:
+        for (const Run& r : runs)
+          if (!r.match) kept.emplace_back(r.begin, r.end);
+        break;
+      case SplitBehavior::isolated:
+        for (const Run& r : runs) kept.emplace_back(r.begin, r.end);
+        break;
+      case SplitBehavior::merged_with_previous: {
+        bool previous_match = false;
+        for (const Run& r : runs) {
+          if (r.match && !previous_match && !kept.empty())
+            kept.back().second = r.end;
+          else
+            kept.emplace_back(r.begin, r.end);
+          previous_match = r.match;
+        }
+        break;
+      }
+      case SplitBehavior::merged_with_next: {
+        bool next_match = false;
+        for (size_t i = runs.size(); i-- > 0;) {
+          const Run& r = runs[i];
+          if (r.match && !next_match && !kept.empty())
+            kept.back().first = r.begin;
+          else
+            kept.emplace_back(r.begin, r.end);
+          next_match = r.match;
+        }
+        std::reverse(kept.begin(), kept.end());
+        break;
+      }
+      case SplitBehavior::contiguous:
+        for (size_t i = 0; i < runs.size(); ++i) {
+          if (i > 0 && runs[i].match == runs[i - 1].match)
+            kept.back().second = runs[i].end;
+          else
+            kept.emplace_back(runs[i].begin, runs[i].end);
+        }
+        break;
+    }
+    for (const auto& [begin, end] : kept)
+      if (end > begin) out.push_back(text.substr(begin, end - begin));
+  }
+
+ private:
+  std::unique_ptr<Regex> regex_;
+  SplitBehavior behavior_;
+  bool invert_;
+};
+
 class Sequence : public PreTokenizer {
  public:
   explicit Sequence(std::vector<std::unique_ptr<PreTokenizer>> items) : items_(std::move(items)) {}
@@ -229,6 +319,40 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const json& section, const Json
     }
     return std::make_unique<Metaspace>(replacement[0], prepend,
                                        json_bool(section, "split", true, place));
+  }
+  if (type == "Split") {
+    const JsonPlace pattern_place = place.at("pattern");
+    const json& pattern = json_field(section, "pattern", place);
+    std::string regex;
+    if (pattern.is_object() && pattern.size() == 1 && pattern.contains("Regex") &&
+        pattern["Regex"].is_string())
+      regex = pattern["Regex"].get<std::string>();
+    else if (pattern.is_object() && pattern.size() == 1 && pattern.contains("String") &&
+             pattern["String"].is_string())
+      regex = regex_escape(pattern["String"].get<std::string>());
+    else
+      json_error(pattern_place, "expected {\"Regex\": \"...\"} or {\"String\": \"...\"}");
+    const JsonPlace compiled_place =
+        pattern_place.at(pattern.contains("Regex") ? "Regex" : "String");
+    auto compiled = std::make_unique<Regex>(
+        regex, compiled_place.file + ": field '" + compiled_place.field + "'");
+    const std::string behavior = json_string(section, "behavior", place);
+    static const std::pair<const char*, SplitBehavior> kBehaviors[] = {
+        {"Removed", SplitBehavior::removed},
+        {"Isolated", SplitBehavior::isolated},
+        {"MergedWithPrevious", SplitBehavior::merged_with_previous},
+        {"MergedWithNext", SplitBehavior::merged_with_next},
+        {"Contiguous", SplitBehavior::contiguous}};
+    const SplitBehavior* found = nullptr;
+    for (const auto& [name, value] : kBehaviors)
+      if (behavior == name) found = &value;
+    if (found == nullptr)
+      json_error(place.at("behavior"),
+                 "unknown behavior '" + behavior +
+                     "' (expected Removed, Isolated, MergedWithPrevious, MergedWithNext or "
+                     "Contiguous)");
+    return std::make_unique<Split>(std::move(compiled), *found,
+                                   json_bool(section, "invert", false, place));
   }
   if (type == "Sequence") {
     const json& list = json_field(section, "pretokenizers", place);

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "models/tokenizers/pipeline.h"
+#include "models/tokenizers/regex.h"
 #include "models/tokenizers/unicode.h"
 #include "runtime/error.h"
 
@@ -103,7 +105,60 @@ TEST_P(TokenizerParity, MatchesHuggingFace) {
 INSTANTIATE_TEST_SUITE_P(TokenizerFixtures, TokenizerParity,
                          testing::Values("bpe", "bpe_legacy", "wordpiece", "wordpiece_cased",
                                          "wordpiece_legacy", "unigram", "unigram_nfkc",
-                                         "unigram_nfkd", "unigram_precompiled", "minilm"));
+                                         "unigram_nfkd", "unigram_precompiled", "minilm", "llama2",
+                                         "llama2_metaspace", "llama3", "qwen2"));
+
+// Split alone against HF's pre_tokenize_str: every behavior, inverted or not, regex and string
+// patterns (empty ones too), anchors, \s / \w / \h in Oniguruma's meaning, the Llama 3 and Qwen2
+// patterns (Note [Split behaviors], Note [Oniguruma through PCRE2]).
+TEST(TokenizerSplit, MatchesHuggingFacePieces) {
+  const json expected = expected_for("split");
+  const auto texts = expected["texts"].get<std::vector<std::string>>();
+  size_t checked = 0;
+  for (const json& group : expected["groups"]) {
+    const auto pre = make_pre_tokenizer(group["pre_tokenizer"], {"split/expected.json", "groups"});
+    ASSERT_NE(pre, nullptr);
+    for (size_t i = 0; i < texts.size(); ++i) {
+      SCOPED_TRACE(group["pre_tokenizer"].dump() + " on '" + texts[i] + "'");
+      std::vector<std::string> pieces;
+      pre->split(texts[i], true, pieces);
+      EXPECT_EQ(pieces, group["pieces"][i].get<std::vector<std::string>>());
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 15u * 10u * texts.size());
+}
+
+TEST(TokenizerSplit, OnigurumaEscapesRewritten) {
+  EXPECT_EQ(oniguruma_to_pcre2(R"(a\\s)"), R"(a\\s)");  // an escaped backslash, then 's'
+  EXPECT_EQ(oniguruma_to_pcre2(R"(\Q\s\E)"), R"(\Q\s\E)");
+  EXPECT_EQ(oniguruma_to_pcre2(R"((?m:.)(?i-m))"), R"((?s:.)(?i-s))");
+  EXPECT_EQ(oniguruma_to_pcre2(R"([]\h])"), R"([]0-9a-fA-F])");
+  EXPECT_EQ(regex_escape("a.b c*"), R"(a\.b\ c\*)");
+  // U+180E is not White_Space (Oniguruma) though PCRE2's own \s takes it.
+  const Regex space(R"(\s)", "test");
+  EXPECT_TRUE(space.find_all("\u180e").empty());
+  EXPECT_EQ(space.find_all("\u0085").size(), 1u);
+}
+
+// The special tokens Llama and Qwen2 generation looks up: bos/eos named in
+// tokenizer_config.json resolve to the added tokens' ids.
+TEST(TokenizerApi, LlamaAndQwenSpecialTokenIds) {
+  const auto llama2 = load_tokenizer(fixture("llama2"));
+  EXPECT_EQ(llama2->special_tokens().bos, "<s>");
+  EXPECT_EQ(llama2->special_id(llama2->special_tokens().bos), 1);
+  EXPECT_EQ(llama2->special_id(llama2->special_tokens().eos), 2);
+  EXPECT_EQ(llama2->token_to_id("<0x41>"), 3 + 0x41);
+  const auto llama3 = load_tokenizer(fixture("llama3"));
+  const auto bos = llama3->special_id(llama3->special_tokens().bos);
+  ASSERT_TRUE(bos.has_value());
+  EXPECT_EQ(llama3->encode("hi").ids.front(), *bos);
+  EXPECT_EQ(llama3->special_id(llama3->special_tokens().eos), llama3->token_to_id("<|eot_id|>"));
+  const auto qwen2 = load_tokenizer(fixture("qwen2"));
+  EXPECT_EQ(qwen2->special_tokens().bos, "");
+  EXPECT_EQ(qwen2->special_id(qwen2->special_tokens().eos), qwen2->token_to_id("<|im_end|>"));
+  EXPECT_EQ(qwen2->special_id(qwen2->special_tokens().pad), qwen2->token_to_id("<|endoftext|>"));
+}
 
 TEST(TokenizerLegacy, MiniLmVocabTxtMatchesItsTokenizerJson) {
   if (!fs::exists(fixture("minilm"))) GTEST_SKIP() << "minilm fixture not present";
@@ -206,6 +261,31 @@ TEST(TokenizerErrors, UnknownComponentAndMissingFiles) {
   const auto bad_merge = write_tokenizer_json(
       "badmerge", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})");
   EXPECT_NE(error_of<CorruptInput>(bad_merge).find("model.merges[0]"), std::string::npos);
+}
+
+// A Split with an unknown behavior, an invalid regex or a pattern of neither kind: one error
+// naming the file and the key.
+TEST(TokenizerErrors, BrokenSplitNamesTheField) {
+  const auto with_split = [](const std::string& name, const std::string& split) {
+    return write_tokenizer_json(
+        name, R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": )"
+              R"({"type": "Sequence", "pretokenizers": [)" +
+                  split + "]}}");
+  };
+  const std::string behavior = error_of<CorruptInput>(with_split(
+      "split_behavior", R"({"type": "Split", "pattern": {"String": " "}, "behavior": "Merged"})"));
+  EXPECT_NE(behavior.find("tokenizer.json"), std::string::npos) << behavior;
+  EXPECT_NE(behavior.find("pre_tokenizer.pretokenizers[0].behavior"), std::string::npos)
+      << behavior;
+  EXPECT_NE(behavior.find("Merged"), std::string::npos) << behavior;
+  const std::string regex = error_of<CorruptInput>(with_split(
+      "split_regex", R"({"type": "Split", "pattern": {"Regex": "(a|b"}, "behavior": "Isolated"})"));
+  EXPECT_NE(regex.find("tokenizer.json"), std::string::npos) << regex;
+  EXPECT_NE(regex.find("pre_tokenizer.pretokenizers[0].pattern.Regex"), std::string::npos) << regex;
+  EXPECT_NE(regex.find("(a|b"), std::string::npos) << regex;
+  const std::string pattern = error_of<CorruptInput>(with_split(
+      "split_pattern", R"({"type": "Split", "pattern": {"Glob": "*"}, "behavior": "Isolated"})"));
+  EXPECT_NE(pattern.find("pre_tokenizer.pretokenizers[0].pattern"), std::string::npos) << pattern;
 }
 
 // A Precompiled normalizer's charsmap: absent, not base64, or a blob that the .model path's
