@@ -5,6 +5,7 @@
 
 #include "models/family.h"
 #include "models/layers/linear.h"
+#include "ops/view.h"
 #include "runtime/autograd.h"
 #include "runtime/rng.h"
 
@@ -36,6 +37,20 @@ void init_parameters(Model& model, uint64_t seed) {
     if (scaled_residual &&
         (info.name.ends_with("attention.out.weight") || info.name.ends_with("mlp.down.weight")))
       scale = std / std::sqrt(2.0 * layers);
+    if (info.partly_replicated()) {  // each range as the whole's rows: copies agree
+      int64_t at = 0;
+      for (const TpRows& range : info.rows[size_t(info.tp_rank)]) {
+        Tensor rows = ops::narrow(t, 0, at, range.length);
+        Tensor values = Tensor::empty(rows.shape(), t.dtype(), t.device());
+        Shape starts(t.shape().size(), 0);
+        starts[0] = range.start;
+        init_normal(values, RngKey{seed, stream_id(info.name)}, 0.0, scale, info.logical_shape,
+                    starts);
+        rows.copy_from(values);
+        at += range.length;
+      }
+      continue;
+    }
     Shape starts(t.shape().size(), 0);
     if (info.split_dim >= 0 && info.tp_size > 1)
       starts[size_t(info.split_dim)] = info.tp_rank * t.size(info.split_dim);

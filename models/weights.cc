@@ -282,6 +282,16 @@ LoadReport load_parameters(Module& module, const WeightSource& source, const Wei
       continue;
     }
     Tensor dst = *param;
+    if (info.partly_replicated()) {  // this rank's rows (Note [Partly replicated parameters])
+      int64_t at = 0;
+      for (const TpRows& range : info.rows[size_t(info.tp_rank)]) {
+        ops::narrow(*param, 0, at, range.length)
+            .copy_from(ops::narrow(value, 0, range.start, range.length));
+        at += range.length;
+      }
+      ++report.loaded;
+      continue;
+    }
     if (info.split_dim >= 0) {  // this rank's block (a view: only its bytes are read)
       const int d = info.split_dim;
       const int64_t part = param->size(d), start = info.tp_rank * part;
@@ -325,7 +335,7 @@ checkpoint::NamedTensors export_parameters(Module& module, const WeightMap& map)
   const std::string prefix = map.source_prefixes.empty() ? "" : map.source_prefixes[0];
   checkpoint::NamedTensors out;
   for (auto& info : module.parameter_infos()) {
-    LIBAI_CHECK_KIND(Unsupported, info.split_dim < 0 || info.tp_size == 1, "export: parameter ",
+    LIBAI_CHECK_KIND(Unsupported, !info.split(), "export: parameter ",
                      info.name, " is split over ", info.tp_size,
                      " tensor-parallel ranks; export from a model loaded on one device");
     const std::string& name = info.name;

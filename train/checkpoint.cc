@@ -170,6 +170,8 @@ Tensor gather_whole(const Tensor& shard, const models::ParameterInfo& info,
   gathered_shape[0] *= info.tp_size;
   Tensor gathered = Tensor::empty(gathered_shape, moved.dtype(), moved.device());
   tp->all_gather(moved, gathered);
+  if (info.partly_replicated())  // the blocks' rows of the whole, each once
+    return models::whole_of_blocks(ops::chunk(gathered, info.tp_size, 0), info);
   Tensor whole = d == 0 ? gathered : ops::transpose(gathered, 0, d);
   return ops::contiguous(ops::narrow(whole, d, 0, info.logical_shape[size_t(d)]));
 }

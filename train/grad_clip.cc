@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "ops/view.h"
 #include "runtime/error.h"
 
 namespace libai::train {
@@ -67,16 +68,27 @@ double global_grad_norm(const std::vector<models::ParameterInfo>& params, double
     if (!grad.defined()) continue;
     const bool replicated = info.split_dim < 0 || info.tp_size == 1;
     if (replicated && tp_rank != 0) continue;  // Note [Each element counted once]
-    if (inf)
-      for_each_grad_value(grad, info.name.c_str(), [&](double v) {
-        // NaN propagates: max(nan, x) must stay nan.
-        total = (std::isnan(v) || std::isnan(total)) ? NAN : std::max(total, std::abs(v));
-      });
-    else if (norm_type == 2.0)
-      total += sum_of_squares(grad, info.name.c_str());
-    else
-      for_each_grad_value(grad, info.name.c_str(),
-                          [&](double v) { total += std::pow(std::abs(v), norm_type); });
+    // A partly replicated block counts the elements this rank owns (Note [Partly replicated
+    // parameters] in models/module.h).
+    std::vector<Tensor> parts{grad};
+    if (info.partly_replicated()) {
+      parts.clear();
+      const Tensor flat = ops::reshape(grad, {grad.numel()});
+      for (const auto& [begin, end] : info.owned_elements)
+        parts.push_back(ops::narrow(flat, 0, begin, end - begin));
+    }
+    for (const Tensor& part : parts) {
+      if (inf)
+        for_each_grad_value(part, info.name.c_str(), [&](double v) {
+          // NaN propagates: max(nan, x) must stay nan.
+          total = (std::isnan(v) || std::isnan(total)) ? NAN : std::max(total, std::abs(v));
+        });
+      else if (norm_type == 2.0)
+        total += sum_of_squares(part, info.name.c_str());
+      else
+        for_each_grad_value(part, info.name.c_str(),
+                            [&](double v) { total += std::pow(std::abs(v), norm_type); });
+    }
   }
   const comm::ReduceOp op = inf ? comm::ReduceOp::max : comm::ReduceOp::sum;
   total = reduce_over(total, groups.tp, op);

@@ -41,6 +41,38 @@ std::string shard_file(int rank) {
 
 Json shape_json(const Shape& shape) { return Json(std::vector<int64_t>(shape.begin(), shape.end())); }
 
+// A partly replicated parameter's rows of every tp block (Note [Partly replicated parameters]
+// in models/module.h): [[[start, length, owner], ...] per block].
+Json rows_json(const std::vector<std::vector<models::TpRows>>& rows) {
+  Json out = Json::array();
+  for (const auto& block : rows) {
+    Json b = Json::array();
+    for (const models::TpRows& r : block) b.push_back({r.start, r.length, r.owner});
+    out.push_back(b);
+  }
+  return out;
+}
+
+std::vector<std::vector<models::TpRows>> rows_from_json(const Json& j, const std::string& where) {
+  std::vector<std::vector<models::TpRows>> out;
+  if (!j.is_object() || !j.contains("rows")) return out;
+  const Json& rows = j["rows"];
+  LIBAI_CHECK_KIND(CorruptInput, rows.is_array(), where, ": \"rows\" is not a list");
+  for (const Json& b : rows) {
+    LIBAI_CHECK_KIND(CorruptInput, b.is_array(), where, ": \"rows\" holds a block that is not a list");
+    std::vector<models::TpRows> block;
+    for (const Json& r : b) {
+      LIBAI_CHECK_KIND(CorruptInput,
+                       r.is_array() && r.size() == 3 && r[0].is_number_integer() &&
+                           r[1].is_number_integer() && r[2].is_number_integer(),
+                       where, ": a range of \"rows\" is not [start, length, owner]: ", r.dump());
+      block.push_back({r[0].get<int64_t>(), r[1].get<int64_t>(), r[2].get<int>()});
+    }
+    out.push_back(std::move(block));
+  }
+  return out;
+}
+
 // One piece's description, as a shard's header carries it (Note [Sharded checkpoint layout]).
 Json piece_json(const OwnedSlice& slice, const std::string& key,
                 const std::map<std::string, std::string>& state_keys) {
@@ -48,7 +80,7 @@ Json piece_json(const OwnedSlice& slice, const std::string& key,
   const bool split = info.split_dim >= 0 && info.tp_size > 1;
   Json state = Json::object();
   for (const auto& [k, v] : state_keys) state[k] = v;
-  return {{"name", info.name},
+  Json out = {{"name", info.name},
           {"shape", shape_json(info.logical_shape)},
           {"dtype", checkpoint::safetensors_dtype_name(slice.values.dtype())},
           {"split_dim", split ? info.split_dim : -1},
@@ -59,13 +91,35 @@ Json piece_json(const OwnedSlice& slice, const std::string& key,
           {"end", slice.end},
           {"key", key},
           {"state", state}};
+  if (info.partly_replicated()) out["rows"] = rows_json(info.rows);
+  return out;
 }
 
 // The serialized shard of one rank: its pieces' tensors and their descriptions.
 std::string serialize_shard(const std::vector<OwnedSlice>& slices) {
   checkpoint::NamedTensors tensors;
   Json pieces = Json::array();
+  // A partly replicated block's copies of another rank's rows are that rank's to write: each
+  // row is written once (Note [Partly replicated parameters] in models/module.h).
+  std::vector<OwnedSlice> owned;
   for (const OwnedSlice& slice : slices) {
+    if (!slice.info.partly_replicated()) {
+      owned.push_back(slice);
+      continue;
+    }
+    for (const auto& [begin, end] : slice.info.owned_elements) {
+      const int64_t b = std::max(begin, slice.begin), e = std::min(end, slice.end);
+      if (b >= e) continue;
+      OwnedSlice part = slice;
+      part.begin = b;
+      part.end = e;
+      part.values = ops::narrow(slice.values, 0, b - slice.begin, e - b);
+      for (auto& [k, t] : part.state)
+        if (t.defined() && t.dim() == 1) t = ops::narrow(t, 0, b - slice.begin, e - b);
+      owned.push_back(std::move(part));
+    }
+  }
+  for (const OwnedSlice& slice : owned) {
     const std::string& name = slice.info.name;
     LIBAI_CHECK(slice.values.defined() && slice.values.numel() == slice.end - slice.begin &&
                     slice.begin >= 0 && slice.begin < slice.end,
@@ -119,6 +173,7 @@ struct Piece {
   int split_dim = -1, tp_rank = 0, tp_size = 1;
   Shape local_shape;
   int64_t begin = 0, end = 0;
+  std::vector<std::vector<models::TpRows>> rows;  // partly replicated: every block's rows
 };
 
 // A parameter or one of its optimizer-state tensors.
@@ -134,9 +189,11 @@ struct ParamEntry {
 };
 
 Json piece_to_json(const Piece& p) {
-  return {{"file", p.file},           {"key", p.key},         {"split_dim", p.split_dim},
-          {"tp_rank", p.tp_rank},     {"tp_size", p.tp_size}, {"local_shape", shape_json(p.local_shape)},
-          {"begin", p.begin},         {"end", p.end}};
+  Json out = {{"file", p.file},           {"key", p.key},         {"split_dim", p.split_dim},
+              {"tp_rank", p.tp_rank},     {"tp_size", p.tp_size}, {"local_shape", shape_json(p.local_shape)},
+              {"begin", p.begin},         {"end", p.end}};
+  if (!p.rows.empty()) out["rows"] = rows_json(p.rows);
+  return out;
 }
 
 Json entry_to_json(const Entry& e) {
@@ -165,9 +222,57 @@ Entry entry_from_json(const Json& j, const std::string& where) {
     p.local_shape = get_shape(pj, "local_shape", where);
     p.begin = get_int(pj, "begin", where);
     p.end = get_int(pj, "end", where);
+    p.rows = rows_from_json(pj, where);
     e.pieces.push_back(std::move(p));
   }
   return e;
+}
+
+bool same_rows(const std::vector<std::vector<models::TpRows>>& a,
+               const std::vector<std::vector<models::TpRows>>& b) {
+  return rows_json(a) == rows_json(b);
+}
+
+int64_t rows_held(const std::vector<models::TpRows>& block) {
+  int64_t total = 0;
+  for (const models::TpRows& r : block) total += r.length;
+  return total;
+}
+
+// A partly replicated piece's rows: one list per tp block, within the tensor, split along dim
+// 0, every row of it owned by exactly one block that holds it.
+void check_rows(const Piece& p, const Shape& shape, const std::string& where) {
+  LIBAI_CHECK_KIND(CorruptInput, p.split_dim == 0 && int(p.rows.size()) == p.tp_size, where,
+                   ": \"rows\" of ", p.rows.size(), " blocks for a split of dim ", p.split_dim,
+                   " over ", p.tp_size, " ranks (", p.file, ")");
+  std::vector<int> owners(size_t(shape[0]), -1);
+  for (int t = 0; t < p.tp_size; ++t)
+    for (const models::TpRows& r : p.rows[size_t(t)]) {
+      LIBAI_CHECK_KIND(CorruptInput,
+                       r.start >= 0 && r.length > 0 && r.start + r.length <= shape[0] &&
+                           r.owner >= 0 && r.owner < p.tp_size,
+                       where, ": rows [", r.start, ", +", r.length, ") owned by ", r.owner,
+                       " of tp block ", t, " do not fit ", shape_str(shape), " (", p.file, ")");
+      for (int64_t i = r.start; i < r.start + r.length; ++i) {
+        LIBAI_CHECK_KIND(CorruptInput, owners[size_t(i)] == -1 || owners[size_t(i)] == r.owner,
+                         where, ": row ", i, " has two owners (", p.file, ")");
+        owners[size_t(i)] = r.owner;
+      }
+    }
+  for (int t = 0; t < p.tp_size; ++t)
+    for (const models::TpRows& r : p.rows[size_t(t)])
+      if (r.owner != t) {
+        bool held = false;
+        for (const models::TpRows& o : p.rows[size_t(r.owner)])
+          held = held || (o.owner == r.owner && o.start <= r.start &&
+                          r.start + r.length <= o.start + o.length);
+        LIBAI_CHECK_KIND(CorruptInput, held, where, ": rows [", r.start, ", +", r.length,
+                         ") of tp block ", t, " name owner ", r.owner, ", which does not hold them (",
+                         p.file, ")");
+      }
+  for (size_t i = 0; i < owners.size(); ++i)
+    LIBAI_CHECK_KIND(CorruptInput, owners[i] >= 0, where, ": row ", i, " is in no tp block (",
+                     p.file, ")");
 }
 
 // Every check a reader needs before it makes a tensor: the pieces fit their tensor's layout,
@@ -196,7 +301,7 @@ void validate_entry(const Entry& e, const std::string& what,
     }
     LIBAI_CHECK_KIND(CorruptInput,
                      p.tp_size == first.tp_size && p.split_dim == first.split_dim &&
-                         p.local_shape == first.local_shape,
+                         p.local_shape == first.local_shape && same_rows(p.rows, first.rows),
                      where, ": its pieces disagree on the tensor-parallel split (", p.file, ")");
     LIBAI_CHECK_KIND(CorruptInput, p.tp_size >= 1 && p.tp_rank >= 0 && p.tp_rank < p.tp_size,
                      where, ": tp rank ", p.tp_rank, " of ", p.tp_size, " (", p.file, ")");
@@ -208,9 +313,11 @@ void validate_entry(const Entry& e, const std::string& what,
     LIBAI_CHECK_KIND(CorruptInput, p.local_shape.size() == e.shape.size(), where,
                      ": local shape ", shape_str(p.local_shape), " of a tensor of shape ",
                      shape_str(e.shape), " (", p.file, ")");
+    if (!p.rows.empty()) check_rows(p, e.shape, where);
     for (size_t d = 0; d < e.shape.size(); ++d) {
       const int64_t expected = int(d) == p.split_dim
-                                   ? (e.shape[d] + p.tp_size - 1) / p.tp_size
+                                   ? (p.rows.empty() ? (e.shape[d] + p.tp_size - 1) / p.tp_size
+                                                     : rows_held(p.rows[size_t(p.tp_rank)]))
                                    : e.shape[d];
       LIBAI_CHECK_KIND(CorruptInput, p.local_shape[d] == expected, where, ": local shape ",
                        shape_str(p.local_shape), " is not a block of ", shape_str(e.shape),
@@ -225,31 +332,53 @@ void validate_entry(const Entry& e, const std::string& what,
                      ") needs [", p.end - p.begin, "]");
   }
   if (scalar) return;
-  // Coverage: per tp block, the sorted pieces run from 0 to its end without gap or overlap.
+  // Coverage: per tp block, the sorted pieces run from 0 to its end without gap or overlap;
+  // a partly replicated block's pieces hold exactly the rows it owns.
   std::map<int, std::vector<const Piece*>> by_block;
   for (const Piece& p : e.pieces) by_block[p.tp_rank].push_back(&p);
   const int64_t numel = shape_numel(first.local_shape);
   for (int t = 0; t < first.tp_size; ++t) {
+    std::vector<std::pair<int64_t, int64_t>> owned{{0, numel}};
+    if (!first.rows.empty()) {
+      owned.clear();
+      const int64_t row = numel / std::max<int64_t>(first.local_shape[0], 1);
+      int64_t at = 0;
+      for (const models::TpRows& r : first.rows[size_t(t)]) {
+        if (r.owner == t && !owned.empty() && owned.back().second == at * row)
+          owned.back().second = (at + r.length) * row;
+        else if (r.owner == t)
+          owned.emplace_back(at * row, (at + r.length) * row);
+        at += r.length;
+      }
+      if (owned.empty()) continue;
+    }
     LIBAI_CHECK_KIND(CorruptInput, by_block.count(t), where, ": no piece holds tp block ", t,
                      " of ", first.tp_size);
     auto& pieces = by_block[t];
     std::sort(pieces.begin(), pieces.end(),
               [](const Piece* a, const Piece* b) { return a->begin < b->begin; });
-    int64_t at = 0;
+    size_t next = 0;  // the owned range being covered
+    int64_t at = owned[0].first;
     const Piece* previous = nullptr;
     for (const Piece* p : pieces) {
       if (p->begin < at)
         LIBAI_THROW(CorruptInput, where, ": pieces overlap in tp block ", t, ": [",
-                    previous->begin, ", ", previous->end, ") in ", previous->file, " and [",
-                    p->begin, ", ", p->end, ") in ", p->file);
+                    previous ? previous->begin : 0, ", ", previous ? previous->end : 0, ") in ",
+                    previous ? previous->file : "", " and [", p->begin, ", ", p->end, ") in ",
+                    p->file);
+      if (at == owned[next].second && next + 1 < owned.size()) at = owned[++next].first;
       if (p->begin > at)
         LIBAI_THROW(CorruptInput, where, ": elements [", at, ", ", p->begin, ") of tp block ", t,
                     " are in no piece (next piece in ", p->file, ")");
+      LIBAI_CHECK_KIND(CorruptInput, p->end <= owned[next].second, where, ": piece [", p->begin,
+                       ", ", p->end, ") of tp block ", t, " in ", p->file,
+                       " holds rows another block owns");
       at = p->end;
       previous = p;
     }
-    LIBAI_CHECK_KIND(CorruptInput, at == numel, where, ": elements [", at, ", ", numel,
-                     ") of tp block ", t, " are in no piece");
+    LIBAI_CHECK_KIND(CorruptInput, at == owned.back().second && next + 1 == owned.size(), where,
+                     ": elements [", at, ", ", owned.back().second, ") of tp block ", t,
+                     " are in no piece");
   }
 }
 
@@ -344,7 +473,8 @@ Json build_layout(const fs::path& temp, const std::vector<int>& writers,
               .tp_size = int(get_int(pj, "tp_size", where)),
               .local_shape = get_shape(pj, "local_shape", where),
               .begin = get_int(pj, "begin", where),
-              .end = get_int(pj, "end", where)};
+              .end = get_int(pj, "end", where),
+              .rows = rows_from_json(pj, where)};
       if (!seen.emplace(param, "", p.tp_rank, p.begin, p.end).second) continue;
       ParamEntry& entry = parameters[param];
       entry.values.shape = get_shape(pj, "shape", where);
@@ -413,6 +543,14 @@ Tensor assemble(const Entry& e, const std::map<std::string, checkpoint::Safetens
                 piece.data_ptr(), size_t(p.end - p.begin) * element);
   }
   if (first.tp_size == 1) return blocks[0];
+  if (!first.rows.empty()) {  // each row from the block that owns it
+    models::ParameterInfo info;
+    info.split_dim = 0;
+    info.logical_shape = e.shape;
+    info.tp_size = first.tp_size;
+    info.rows = first.rows;
+    return models::whole_of_blocks(blocks, info);
+  }
   Tensor whole = Tensor::empty(e.shape, e.dtype);
   const int d = first.split_dim;
   const int64_t part = first.local_shape[size_t(d)];
@@ -656,13 +794,7 @@ Tensor CheckpointReader::state(const std::string& name, const std::string& key) 
 }
 
 Tensor tp_block(const Tensor& whole, const models::ParameterInfo& info, const Shape& block_shape) {
-  if (info.split_dim < 0 || info.tp_size == 1) return whole;
-  const int d = info.split_dim;
-  const int64_t part = block_shape[size_t(d)], start = info.tp_rank * part;
-  const int64_t length = std::clamp<int64_t>(info.logical_shape[size_t(d)] - start, 0, part);
-  Tensor out = Tensor::zeros(block_shape, whole.dtype());
-  if (length > 0) ops::narrow(out, d, 0, length).copy_from(ops::narrow(whole, d, start, length));
-  return out;
+  return models::tp_block_of(whole, info, info.tp_rank, block_shape);
 }
 
 TrainingProgress load_checkpoint_from(const CheckpointReader& reader,

@@ -318,6 +318,14 @@ std::vector<models::ParameterInfo> ZeroShards::grad_infos(bool skip_tied) {
     if ((skip_tied && u.tied) || !u.had_grad[seg.index]) continue;
     models::ParameterInfo info = u.infos[seg.index];
     info.tensor = &seg.value;
+    if (info.partly_replicated()) {  // the segment's share of the owned elements
+      std::vector<std::pair<int64_t, int64_t>> owned;
+      for (const auto& [begin, end] : info.owned_elements) {
+        const int64_t b = std::max(begin, seg.begin), e = std::min(end, seg.end);
+        if (b < e) owned.emplace_back(b - seg.begin, e - seg.begin);
+      }
+      info.owned_elements = std::move(owned);
+    }
     out.push_back(std::move(info));
   }
   return out;

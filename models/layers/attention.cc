@@ -93,15 +93,22 @@ void KVCache::select_rows(const Tensor& rows) {
 
 Attention::Attention(const LayerContext& ctx, const AttentionConfig& config)
     : config_(resolved(config)) {
-  LIBAI_CHECK(config_.heads % ctx.tp_size() == 0, "attention: tensor_parallel_size ", ctx.tp_size(),
+  const int tp = ctx.tp_size();
+  LIBAI_CHECK(config_.heads % tp == 0, "attention: tensor_parallel_size ", tp,
               " does not divide the number of heads ", config_.heads);
-  LIBAI_CHECK(config_.kv_heads % ctx.tp_size() == 0, "attention: tensor_parallel_size ",
-              ctx.tp_size(), " does not divide the number of key/value heads ", config_.kv_heads);
-  local_heads_ = config_.heads / ctx.tp_size();
-  local_kv_heads_ = config_.kv_heads / ctx.tp_size();
+  // Note [Fused q/k/v by head]: each rank holds whole key/value groups, or, when there are
+  // more ranks than key/value heads, a share of one group's query heads and a copy of its
+  // key/value head (Note [Partly replicated parameters] in module.h).
+  const bool replicated = config_.kv_heads % tp != 0;
+  LIBAI_CHECK(!replicated || (!config_.cross && tp % config_.kv_heads == 0),
+              "attention: tensor_parallel_size ", tp,
+              " is neither a divisor nor a multiple of the number of key/value heads ",
+              config_.kv_heads);
+  local_heads_ = config_.heads / tp;
+  local_kv_heads_ = replicated ? 1 : config_.kv_heads / tp;
   first_head_ = ctx.tp_rank() * local_heads_;
-  const int64_t inner = config_.heads * config_.head_dim;
-  const int64_t qkv_rows = (config_.heads + 2 * config_.kv_heads) * config_.head_dim;
+  const int64_t d = config_.head_dim, inner = config_.heads * d;
+  const int64_t qkv_rows = (config_.heads + 2 * config_.kv_heads) * d;
   // Heads are split over the tensor-parallel group: the projections in are column-parallel
   // (their [head][part][d] rows split into whole heads), the projection out is row-parallel.
   const auto col = Parallel::column, row = Parallel::row;
@@ -109,6 +116,23 @@ Attention::Attention(const LayerContext& ctx, const AttentionConfig& config)
     q_ = &add_module("q", std::make_unique<Linear>(ctx, config_.hidden, inner, config_.bias, col));
     kv_ = &add_module("kv",
                       std::make_unique<Linear>(ctx, config_.hidden, 2 * inner, config_.bias, col));
+  } else if (replicated) {
+    // Rank t serves key/value head t / copies with query heads of that group's share
+    // t % copies: rows [group start + share * local_heads * d, + local_heads * d) of the whole,
+    // then the group's k and v (owned by the group's first rank).
+    const int copies = tp / int(config_.kv_heads);
+    const int64_t g = config_.heads / config_.kv_heads, group_rows = (g + 2) * d;
+    ReplicatedRows rows;
+    for (int t = 0; t < tp; ++t) {
+      const int64_t start = (t / copies) * group_rows;
+      rows.rows.push_back({{start + (t % copies) * local_heads_ * d, local_heads_ * d, t},
+                           {start + g * d, 2 * d, t - t % copies}});
+    }
+    rows.shared_start = local_heads_ * d;
+    rows.shared_length = 2 * d;
+    rows.group = ctx.tp_subgroup(copies);
+    qkv_ = &add_module("qkv",
+                       std::make_unique<Linear>(ctx, config_.hidden, qkv_rows, config_.bias, rows));
   } else {
     qkv_ = &add_module("qkv",
                        std::make_unique<Linear>(ctx, config_.hidden, qkv_rows, config_.bias, col));
@@ -152,7 +176,7 @@ Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, KVCache* c
               "attention: expected input [batch, seq, ", config_.hidden, "], got ",
               shape_str(x.shape()));
   const int64_t heads = local_heads_, d = config_.head_dim;
-  const int64_t groups = config_.heads / config_.kv_heads;  // query heads per key/value head
+  const int64_t groups = heads / local_kv_heads_;  // this rank's query heads per key/value head
   Tensor q, k, v;  // [batch, heads, len, d] (k, v: [batch, kv_heads, len, d])
   if (!config_.cross) {
     auto parts = split_grouped(qkv_->forward(x), local_kv_heads_, groups, d);

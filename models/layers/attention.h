@@ -17,7 +17,11 @@
 // kv_heads query heads) the rows are ordered by key/value group instead:
 // [kv_head][q_0 .. q_{g-1} | k | v][head_dim] (add_grouped_qkv in weights.h), which is the
 // layout above when g = 1; a tensor-parallel split of the rows then keeps whole groups on a
-// rank, so it needs the tensor-parallel size to divide kv_heads.
+// rank when the tensor-parallel size divides kv_heads. A size that is a multiple of kv_heads
+// (and divides heads) gives each of the tp / kv_heads ranks of a group a share of its query
+// heads and a copy of its k and v: rank t's rows are [its q rows | k | v] of group t / copies
+// (Note [Partly replicated parameters] in module.h), whose copies' gradients are summed over
+// the group's ranks.
 //
 // Note [Rotary embeddings in attention]: RoPE rotates q and k by their positions after the
 // projection and before keys enter the cache, so cached keys are stored rotated and a decode

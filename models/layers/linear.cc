@@ -3,6 +3,7 @@
 #include "models/training_mode.h"
 #include "ops/collective.h"
 #include "ops/ops.h"
+#include "runtime/autograd.h"
 
 namespace libai::models {
 
@@ -36,9 +37,37 @@ Linear::Linear(const LayerContext& ctx, int64_t in_features, int64_t out_feature
     bias_ = &add_parameter("bias", {out_features}, ctx, parallel == Parallel::column ? 0 : -1);
 }
 
+Linear::Linear(const LayerContext& ctx, int64_t in_features, int64_t out_features, bool bias,
+               const ReplicatedRows& rows)
+    : parallel_(Parallel::column),
+      tp_(ctx.tp_size() > 1 ? ctx.tp : nullptr),
+      weight_(add_parameter("weight", {out_features, in_features}, ctx, rows.rows)),
+      shared_(rows) {
+  if (bias) bias_ = &add_parameter("bias", {out_features}, ctx, rows.rows);
+  shared_.rows.clear();  // kept by the parameters' infos
+  if (shared_.group && shared_.group->size() == 1) shared_.group = nullptr;
+}
+
+// Each rank's product with the shared rows gives the gradient of its own queries only; the
+// copies' gradients summed over the ranks sharing them are the whole model's. The sum goes on
+// the weight, not on the product's output: the input's gradient (all-reduced over tp by
+// copy_to_group) must count each rank's share once.
+Tensor Linear::with_shared_grad(const Tensor& t) const {
+  if (!shared_.group || !t.requires_grad() || !autograd::grad_enabled()) return t;
+  const int64_t n = t.size(0), s = shared_.shared_start, len = shared_.shared_length;
+  std::vector<Tensor> parts;
+  if (s > 0) parts.push_back(ops::narrow(t, 0, 0, s));
+  parts.push_back(ops::copy_to_group(ops::narrow(t, 0, s, len), shared_.group));
+  if (s + len < n) parts.push_back(ops::narrow(t, 0, s + len, n - s - len));
+  return parts.size() == 1 ? parts[0] : ops::cat(parts, 0);
+}
+
 Tensor Linear::forward(const Tensor& x) const {
   switch (parallel_) {
     case Parallel::column:
+      if (shared_.group)
+        return autocast_linear(ops::copy_to_group(x, tp_), with_shared_grad(weight_),
+                               bias_ ? with_shared_grad(*bias_) : Tensor());
       return autocast_linear(ops::copy_to_group(x, tp_), weight_, bias_ ? *bias_ : Tensor());
     case Parallel::row: {
       // The partial products round to 16 bits under autocast, then sum in f32.

@@ -27,19 +27,36 @@ enum class Parallel { none, column, row };
 // it is ops::linear. Every Linear and vocab_parallel_logits go through it.
 Tensor autocast_linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
+// A column-parallel layer whose ranks hold given rows of the whole rather than equal blocks,
+// some rows held by several ranks (Note [Partly replicated parameters] in module.h).
+struct ReplicatedRows {
+  std::vector<std::vector<TpRows>> rows;  // every tp rank's output rows of the whole
+  // This rank's block rows [shared_start, shared_start + shared_length) are held by the ranks
+  // of `group` too: their weight (and bias) gradients are summed over it.
+  int64_t shared_start = 0, shared_length = 0;
+  std::shared_ptr<comm::Communicator> group;
+};
+
 class Linear : public Module {
  public:
   Linear(const LayerContext& ctx, int64_t in_features, int64_t out_features, bool bias = true,
          Parallel parallel = Parallel::none);
+  // Column-parallel over `rows` (out_features is the whole's).
+  Linear(const LayerContext& ctx, int64_t in_features, int64_t out_features, bool bias,
+         const ReplicatedRows& rows);
   Tensor forward(const Tensor& x) const;
   Tensor& weight() { return weight_; }
   Tensor* bias() { return bias_; }
 
  private:
+  // t (the weight or the bias) whose shared rows' gradient is summed over shared_.group.
+  Tensor with_shared_grad(const Tensor& t) const;
+
   Parallel parallel_;
   std::shared_ptr<comm::Communicator> tp_;
   Tensor& weight_;  // [out, in] (this rank's block)
   Tensor* bias_ = nullptr;
+  ReplicatedRows shared_;  // group null: no rows shared
 };
 
 // An embedding table, whole on every rank, or split over the tensor-parallel group:

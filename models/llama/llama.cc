@@ -235,10 +235,14 @@ class Llama : public Model, public generation::GenerativeModel {
   Llama(const HfConfig& hf, const LayerContext& ctx, const StageSpec& part)
       : Model(hf), c_(hf), map_(llama_weight_map(c_)) {
     part_ = part;
-    LIBAI_CHECK_KIND(Unsupported, c_.kv_heads % ctx.tp_size() == 0, hf.path(), ": ", c_.model_type,
-                     " with tensor_parallel_size ", ctx.tp_size(),
-                     " which does not divide num_key_value_heads ", c_.kv_heads,
-                     " (replicated key/value heads are not supported yet)");
+    // Note [Fused q/k/v by head]: whole key/value groups per rank, or, with more ranks than
+    // key/value heads, each head copied on tp / kv_heads ranks that split its query heads.
+    const int tp = ctx.tp_size();
+    LIBAI_CHECK_KIND(Unsupported,
+                     c_.heads % tp == 0 && (c_.kv_heads % tp == 0 || tp % c_.kv_heads == 0),
+                     hf.path(), ": ", c_.model_type, " with tensor_parallel_size ", tp,
+                     ": the size must divide num_attention_heads (", c_.heads,
+                     ") and divide or be a multiple of num_key_value_heads (", c_.kv_heads, ")");
     if (part.is_first() || (part.is_last() && c_.tied))
       embed_ = &add_module(
           "embed", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden, EmbeddingParallel::vocab));

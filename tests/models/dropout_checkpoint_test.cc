@@ -39,6 +39,8 @@ Family with_dropout(const std::string& name) {
       f.config["embd_pdrop"] = f.config["attn_pdrop"] = f.config["resid_pdrop"] = kP;
     } else if (type == "t5") {
       f.config["dropout_rate"] = kP;
+    } else if (type == "llama" || type == "qwen2") {  // transformers' only dropout there
+      f.config["attention_dropout"] = kP;
     } else {  // bert, roberta, vit
       f.config["hidden_dropout_prob"] = f.config["attention_probs_dropout_prob"] = kP;
     }
@@ -105,7 +107,8 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return std::memcmp(ca.data<float>(), cb.data<float>(), size_t(ca.numel()) * sizeof(float)) == 0;
 }
 
-const std::vector<std::string> kFamilies = {"gpt2", "bert", "bert_cls", "roberta", "t5", "vit"};
+const std::vector<std::string> kFamilies = {"gpt2", "bert", "bert_cls", "roberta",
+                                            "t5",   "vit",  "llama",    "qwen2"};
 
 class DropoutFamilies : public ::testing::TestWithParam<std::string> {};
 

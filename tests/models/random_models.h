@@ -1,4 +1,5 @@
-// Small random models of every family (4 heads, an odd vocabulary), saved in Hugging Face
+// Small random models of every family (4 heads, an odd vocabulary; the Llama family with 2
+// key/value heads), saved in Hugging Face
 // layout, for the parallelism tests that compare against one device.
 #pragma once
 
@@ -60,6 +61,18 @@ inline std::vector<Family> families() {
                 {"patch_size", 8}, {"num_channels", 3}, {"hidden_size", 32}, {"num_attention_heads", 4},
                 {"num_hidden_layers", 2}, {"intermediate_size", 48},
                 {"id2label", {{"0", "a"}, {"1", "b"}, {"2", "c"}}}}},
+      // Grouped-query attention (4 query heads over 2 key/value heads), untied head.
+      {"llama", J{{"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}, {"vocab_size", 37},
+                  {"hidden_size", 32}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                  {"num_hidden_layers", 2}, {"intermediate_size", 48},
+                  {"max_position_embeddings", 16}, {"tie_word_embeddings", false},
+                  {"eos_token_id", 0}}},
+      // q/k/v biases, tied head.
+      {"qwen2", J{{"model_type", "qwen2"}, {"architectures", {"Qwen2ForCausalLM"}}, {"vocab_size", 37},
+                  {"hidden_size", 32}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                  {"num_hidden_layers", 2}, {"intermediate_size", 48},
+                  {"max_position_embeddings", 16}, {"tie_word_embeddings", true},
+                  {"eos_token_id", 0}}},
   };
 }
 

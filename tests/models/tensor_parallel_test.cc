@@ -96,7 +96,8 @@ std::string tp_case_name(const ::testing::TestParamInfo<std::tuple<int, int>>& i
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TensorParallel,
-                         ::testing::Combine(::testing::Range(0, 7), ::testing::Values(2, 4)),
+                         ::testing::Combine(::testing::Range(0, int(families().size())),
+                                            ::testing::Values(2, 4)),
                          tp_case_name);
 
 TEST(TensorParallelErrors, SizeThatDoesNotDivideHeadsNamesTheDimension) {

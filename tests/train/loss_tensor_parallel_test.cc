@@ -54,14 +54,14 @@ TensorMap batch_for(const Family& f) {
     Tensor labels = ids_tensor({2, 5}, 97, 37);
     labels.data<int64_t>()[1] = labels.data<int64_t>()[8] = labels.data<int64_t>()[9] = -100;
     batch["labels"] = labels;     // decoder_input_ids: labels shifted right
-  } else if (f.name != "gpt2") {  // masked LM: a target at every third position
+  } else if (f.name != "gpt2" && f.name != "llama" && f.name != "qwen2") {  // masked LM: a target at every third position
     Tensor labels = ids_tensor({2, 7}, 96, 37);
     for (int64_t i = 0; i < 14; ++i)
       if (i % 3 != 0) labels.data<int64_t>()[i] = -100;
     batch["labels"] = labels;
     if (f.name == "bert_pretraining")
       batch["next_sentence_label"] = Tensor::from_vector<int64_t>({1, 0});
-  }  // gpt2: labels default to input_ids with padding ignored
+  }  // causal LMs (gpt2, llama, qwen2): labels default to input_ids with padding ignored
   return batch;
 }
 
@@ -121,7 +121,8 @@ TEST_P(LossTensorParallel, LossAndGradientsMatchOneDevice) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, LossTensorParallel,
-                         ::testing::Combine(::testing::Range(0, 9), ::testing::Values(2, 4)),
+                         ::testing::Combine(::testing::Range(0, int(loss_families().size())),
+                                            ::testing::Values(2, 4)),
                          [](const auto& info) {
                            return loss_families()[std::get<0>(info.param)].name + "_tp" +
                                   std::to_string(std::get<1>(info.param));

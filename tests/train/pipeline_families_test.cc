@@ -20,6 +20,7 @@
 #include <set>
 
 #include "../models/random_models.h"
+#include "tests/common/shards.h"
 #include "models/pipeline/stage.h"
 #include "ops/ops.h"
 #include "runtime/comm/spmd.h"
@@ -43,6 +44,9 @@ fs::path random_model(const std::string& name) {
       f.config["num_layers"] = 2;
       f.config["num_decoder_layers"] = 2;
       f.config["dropout_rate"] = 0.1;
+    } else if (base == "llama" || base == "qwen2") {
+      f.config["num_hidden_layers"] = 4;
+      f.config["attention_dropout"] = 0.1;  // the family's only dropout
     } else {
       f.config["num_hidden_layers"] = 4;
       f.config["hidden_dropout_prob"] = 0.1;
@@ -96,6 +100,7 @@ models::TensorMap micro_batch(const std::string& name, int step, int k) {
                           {"token_type_ids", ints({kMicro, kSeq}, 0, 1)},
                           {"labels", sparse_labels(mask, 3)}};
   if (name == "bert_pretraining") batch["next_sentence_label"] = ints({kMicro}, 0, 1);
+  if (name == "llama" || name == "qwen2") batch.erase("token_type_ids");
   return batch;
 }
 
@@ -200,6 +205,8 @@ double relative(double got, double want) { return std::abs(got - want) / std::ab
 std::pair<Tensor, Tensor> comparable(const models::ParameterInfo& info, const Tensor& shard,
                                      const Tensor& whole) {
   if (info.split_dim < 0 || info.tp_size == 1) return {shard, whole};
+  if (info.partly_replicated())  // its listed rows of the whole (models/module.h)
+    return {shard, testing::expected_shard(whole, info)};
   const int d = info.split_dim;
   const int64_t size = shard.size(d), start = info.tp_rank * size;
   const int64_t length = std::min(size, info.logical_shape[size_t(d)] - start);
@@ -296,7 +303,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{.model = "t5", .dp = 2, .cut = 1},       // inside the encoder
                       Case{.model = "t5_tied", .tp = 2, .cut = 3},  // inside the decoder
                       Case{.model = "t5_tied", .dp = 2, .checkpoint = false},
-                      Case{.model = "vit", .tp = 2}, Case{.model = "vit", .dp = 2}),
+                      Case{.model = "vit", .tp = 2}, Case{.model = "vit", .dp = 2},
+                      Case{.model = "llama", .tp = 2}, Case{.model = "llama", .dp = 2},
+                      Case{.model = "llama", .tp = 4},  // key/value heads copied on 2 ranks
+                      Case{.model = "qwen2", .tp = 2}, Case{.model = "qwen2", .dp = 2}),
     [](const ::testing::TestParamInfo<Case>& info) {
       std::string name = describe(info.param);
       for (char& ch : name)
