@@ -111,12 +111,13 @@ OptimizerOptions optimizer_options() { return {.eps = 1e-6}; }
 LrSchedulerOptions schedule_options() {
   return {.kind = LrSchedule::warmup_cosine, .max_iter = kSteps, .warmup_iter = 2};
 }
-TrainStepOptions step_options(int accumulation, bool checkpoint) {
+TrainStepOptions step_options(int accumulation, bool checkpoint, int zero = 0) {
   return {.num_accumulation_steps = accumulation,
           .clip_grad_max_norm = 0.05,  // below every step's norm: clipping always acts
           .activation_checkpoint = checkpoint,
           .dropout = true,
-          .seed = 77};
+          .seed = 77,
+          .zero_stage = zero};
 }
 
 struct Run {
@@ -150,11 +151,13 @@ struct Case {
   int dp = 1, tp = 1;
   int cut = 0;  // layers on the first of the 2 stages; 0: virtual_stage_parts' even cut
   bool checkpoint = true;
+  int zero = 0;  // ZeRO stage over the data-parallel ranks
 };
 
 std::string describe(const Case& c) {
   return c.model + " dp " + std::to_string(c.dp) + " tp " + std::to_string(c.tp) + " pp 2" +
-         (c.cut ? " cut " + std::to_string(c.cut) : "") + (c.checkpoint ? " checkpointing" : "");
+         (c.cut ? " cut " + std::to_string(c.cut) : "") + (c.checkpoint ? " checkpointing" : "") +
+         (c.zero ? " zero " + std::to_string(c.zero) : "");
 }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << describe(c); }
@@ -181,7 +184,7 @@ Run pipeline(const Case& c) {
     const int accumulation = kMicroBatches / c.dp;
     const StageLayout layout{
         .pp = mesh.pp, .stage = stage, .dp = c.dp, .dp_rank = replica, .micro_batch_size = kMicro};
-    StageStep step(parts, *optimizer, &schedule, step_options(accumulation, c.checkpoint), layout,
+    StageStep step(parts, *optimizer, &schedule, step_options(accumulation, c.checkpoint, c.zero), layout,
                    setup.groups);
     EagerPipelineRank rank(step, pipeline_program("1f1b", mesh.pp, accumulation, 1)[size_t(stage)],
                            layout, setup.groups.pp);
@@ -306,7 +309,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{.model = "vit", .tp = 2}, Case{.model = "vit", .dp = 2},
                       Case{.model = "llama", .tp = 2}, Case{.model = "llama", .dp = 2},
                       Case{.model = "llama", .tp = 4},  // key/value heads copied on 2 ranks
-                      Case{.model = "qwen2", .tp = 2}, Case{.model = "qwen2", .dp = 2}),
+                      Case{.model = "qwen2", .tp = 2}, Case{.model = "qwen2", .dp = 2},
+                      // ZeRO's units and shards over the copied key/value rows (each counted
+                      // once in the norm), and the tied head's unit
+                      Case{.model = "llama", .dp = 2, .tp = 4, .zero = 2},
+                      Case{.model = "llama", .dp = 2, .tp = 4, .zero = 3},
+                      Case{.model = "qwen2", .dp = 2, .tp = 2, .zero = 3}),
     [](const ::testing::TestParamInfo<Case>& info) {
       std::string name = describe(info.param);
       for (char& ch : name)
