@@ -242,6 +242,18 @@ TEST(OnnxExport, BertModelMatchesRuntime) {
   expect_export_matches(dir, dir / "model.onnx", fixture_inputs("bert_pretraining", true));
 }
 
+class OnnxExportVit : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OnnxExportVit, MatchesRuntime) {
+  SKIP_WITHOUT_ONNXRUNTIME(pyonnx);
+  const auto ref =
+      checkpoint::SafetensorsFile::open((fixture(GetParam()) / "reference.safetensors").string());
+  expect_export_matches(fixture(GetParam()), scratch() / "model.onnx",
+                        {{"pixel_values", ref.tensor("pixel_values").clone_raw()}});
+}
+
+INSTANTIATE_TEST_SUITE_P(Heads, OnnxExportVit, ::testing::Values("vit", "vit_backbone"));
+
 // The errors need no ONNX Runtime: each names what was wrong and where.
 template <typename E>
 void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
