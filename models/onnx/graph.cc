@@ -15,8 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// protobuf refuses to serialise a message past 2 GB; keep a margin for the graph itself.
-constexpr int64_t kInlineLimitBytes = int64_t(1900) << 20;
 // Initializers this small stay inline even when the weights go to an external file (shape
 // lists, scalars): the graph stays readable without the data file.
 constexpr int64_t kExternalMinBytes = 1024;
@@ -73,7 +71,12 @@ struct Writer {
 const Writer& writer() {
   static const Writer loaded = [] {
     Writer w;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define LIBAI_ONNX_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(LIBAI_ONNX_SANITIZED)
     w.error =
         "the ONNX writer is loaded with RTLD_DEEPBIND, which the sanitizers' runtime "
         "does not support (build without LIBAI_SANITIZE)";
@@ -265,7 +268,7 @@ WriteSummary GraphBuilder::write(const fs::path& file, const WriteOptions& optio
     summary.weight_bytes += int64_t(written.back().nbytes());
   }
   impl_->initializers.clear();
-  const bool external = options.external_data || summary.weight_bytes > kInlineLimitBytes;
+  const bool external = options.external_data || summary.weight_bytes > options.inline_limit_bytes;
 
   if (file.has_parent_path()) {
     std::error_code ec;

@@ -74,6 +74,9 @@ struct WriteOptions {
   // Weights in `<file>.data` beside the model (ONNX external data, location relative to the
   // model). Forced when the initializers exceed what one protobuf message may hold (2 GB).
   bool external_data = false;
+  // The weight bytes past which they go external anyway: protobuf's 2 GB, less a margin for
+  // the graph (tests lower it).
+  int64_t inline_limit_bytes = int64_t(1900) << 20;
 };
 
 struct WriteSummary {

@@ -254,6 +254,25 @@ TEST_P(OnnxExportVit, MatchesRuntime) {
 
 INSTANTIATE_TEST_SUITE_P(Heads, OnnxExportVit, ::testing::Values("vit", "vit_backbone"));
 
+// Past the inline limit (2 GB in use; lowered here) the weights go to `<file>.data` without
+// being asked, and the model still runs.
+TEST(OnnxExport, LargeWeightsGoExternal) {
+  SKIP_WITHOUT_ONNXRUNTIME(pyonnx);
+  const fs::path file = scratch() / "big.onnx";
+  const Tensor table = Tensor::from_vector(std::vector<float>(64 * 1024, 0.5f), {1024, 64});
+  GraphBuilder g("big", kDefaultOpset);
+  const Value ids = g.input("input_ids", DType::i64, {"batch"});
+  g.output(g.op("Gather", {g.initializer("table", table), ids}), "rows", DType::f32, {"batch", 64});
+  const WriteSummary s = g.write(file, {.inline_limit_bytes = 100 * 1024});
+  ASSERT_EQ(s.data, fs::path(file.string() + ".data"));
+  EXPECT_EQ(fs::file_size(s.data), uint64_t(table.nbytes()));
+  EXPECT_LT(fs::file_size(file), 4096u);
+  const TensorMap out =
+      run_onnxruntime(pyonnx, file, {{"input_ids", Tensor::from_vector<int64_t>({3, 1000})}});
+  ASSERT_TRUE(out.count("rows"));
+  EXPECT_EQ(relative_error(out.at("rows"), Tensor::full({2, 64}, 0.5)), 0.0);
+}
+
 // The errors need no ONNX Runtime: each names what was wrong and where.
 template <typename E>
 void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {

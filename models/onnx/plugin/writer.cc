@@ -123,7 +123,12 @@ extern "C" __attribute__((visibility("default"))) void libai_onnx_write(const Wr
     }
   }
   try {
-    pb::checker::check_model(request.model_path);  // the file: external data is checked too
+    // With external data, the written file, so that the data file is checked too; without,
+    // the model in memory (reading back a large file would double the time and memory).
+    if (request.data_location.empty())
+      pb::checker::check_model(model);
+    else
+      pb::checker::check_model(request.model_path);
   } catch (const std::exception& e) {
     result = {2, std::string("onnx::checker rejects it: ") + e.what()};
     return;
