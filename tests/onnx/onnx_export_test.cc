@@ -154,6 +154,14 @@ TEST(OnnxExport, Gpt2MatchesRuntime) {
   expect_export_matches(fixture("gpt2"), scratch() / "gpt2.onnx", fixture_inputs("gpt2", false));
 }
 
+// bf16 weights on disk, written as f32 (as the runtime loads them), and a sharded checkpoint.
+TEST(OnnxExport, Gpt2Bf16AndShardedMatchRuntime) {
+  SKIP_WITHOUT_ONNXRUNTIME(pyonnx);
+  for (const char* folder : {"gpt2_bf16", "gpt2_sharded"})
+    expect_export_matches(fixture(folder), scratch() / (std::string(folder) + ".onnx"),
+                          fixture_inputs("gpt2", false));
+}
+
 TEST(OnnxExport, Gpt2FullyMaskedQueriesMatchRuntime) {
   SKIP_WITHOUT_ONNXRUNTIME(pyonnx);
   expect_export_matches(fixture("gpt2"), scratch() / "gpt2.onnx", fixture_inputs("gpt2", true));
