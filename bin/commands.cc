@@ -13,6 +13,8 @@ const std::vector<Command>& commands() {
       {"generate", "generate text from a model", setup_generate},
       {"plan", "print the pipeline plan of a job config (split, timeline, step time)", setup_plan},
       {"convert", "convert a checkpoint between Hugging Face and libai layouts", setup_convert},
+      {"export", "export a model to another format: `export onnx --model DIR --out FILE`",
+       setup_export},
       {"checkpoint", "training checkpoints: merge one (whole or sharded) into a Hugging Face folder",
        setup_checkpoint},
       {"preprocess", "tokenize text into Megatron indexed datasets (.bin + .idx)",

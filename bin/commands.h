@@ -50,6 +50,7 @@ CommandAction setup_fill_mask(CLI::App& command);
 CommandAction setup_classify(CLI::App& command);
 CommandAction setup_forward(CLI::App& command);
 CommandAction setup_convert(CLI::App& command);
+CommandAction setup_export(CLI::App& command);
 CommandAction setup_checkpoint(CLI::App& command);
 CommandAction setup_preprocess(CLI::App& command);
 CommandAction setup_bench(CLI::App& command);

@@ -30,6 +30,12 @@ else()
   message(STATUS "oneDNN not found: bf16 matmul converts to f32 (install libdnnl-dev)")
 endif()
 
+# ONNX (Debian's libonnx-dev, protobuf underneath) writes and checks the exported models of
+# models/onnx/ (ONNX 1.12: opsets up to 17). Only the writer plugin links them (Note [ONNX
+# writer plugin] in models/onnx/plugin/graph_data.h).
+find_package(Protobuf REQUIRED)
+find_package(ONNX CONFIG REQUIRED)
+
 # CLI11 is header-only; Debian 12 ships headers and a CMake config.
 find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)
 

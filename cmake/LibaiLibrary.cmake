@@ -9,6 +9,7 @@
 function(libai_collect out_var folder)
   file(GLOB_RECURSE found CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${folder}/*.cc)
   list(FILTER found EXCLUDE REGEX "/cuda/")
+  list(FILTER found EXCLUDE REGEX "/plugin/")  # built as plugins of their own
   if(LIBAI_HAVE_CUDA)
     # Every cuda/ folder below `folder` (runtime/cuda, runtime/comm/cuda, ...).
     file(GLOB_RECURSE cuda_found CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${folder}/*.cc
@@ -57,7 +58,14 @@ endif()
 
 libai_layer_library(libai_models models)
 # libsentencepiece for models/tokenizers/sentencepiece.cc (SentencePiece .model tokenizers).
-target_link_libraries(libai_models PUBLIC libai_ops PRIVATE ${SENTENCEPIECE_LIBRARY} ${PCRE2_LIBRARY})
+target_link_libraries(libai_models PUBLIC libai_ops PRIVATE ${SENTENCEPIECE_LIBRARY} ${PCRE2_LIBRARY} ${CMAKE_DL_LIBS})
+# The ONNX writer: a plugin beside libai_models that it loads on first use, the only code
+# that links protobuf (Note [ONNX writer plugin] in models/onnx/plugin/graph_data.h).
+add_library(libai_onnx_writer MODULE ${PROJECT_SOURCE_DIR}/models/onnx/plugin/writer.cc)
+set_target_properties(libai_onnx_writer PROPERTIES PREFIX "" CXX_VISIBILITY_PRESET hidden)
+target_include_directories(libai_onnx_writer PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(libai_onnx_writer PRIVATE onnx onnx_proto protobuf::libprotobuf)
+add_dependencies(libai_models libai_onnx_writer)
 # stb_image.h for models/vision/image.cc and sentencepiece_processor.h (SYSTEM: their own
 # warnings are not ours).
 target_include_directories(libai_models SYSTEM PRIVATE ${STB_INCLUDE_DIR}

@@ -25,6 +25,10 @@ namespace libai::models {
 namespace pipeline {
 class PipelineStage;
 }
+namespace onnx {
+class GraphBuilder;
+struct ExportOptions;
+}  // namespace onnx
 
 // Builds the whole model (part empty) or one part of it (Note [Model parts]); InvalidArgument
 // for a part out of range.
@@ -72,6 +76,13 @@ struct FlopsShape {
 using MakeStage = std::unique_ptr<pipeline::PipelineStage> (*)(const HfConfig&, const StageSpec&,
                                                                const LayerContext&);
 
+// ONNX export (models/onnx/export.h): declares the graph inputs, nodes and outputs of `model`,
+// a whole model of this family loaded on the CPU in f32, in `graph`; Unsupported naming what
+// for an option or a head it does not export. The function lives in the family's folder
+// (models/<family>/<family>_onnx.cc), so this header stays free of protobuf.
+using ExportOnnx = void (*)(Model& model, const onnx::ExportOptions& options,
+                            onnx::GraphBuilder& graph);
+
 struct Family {
   std::string model_type;         // config.json "model_type"
   std::vector<FamilyHead> heads;  // by architecture; one with "" is the default
@@ -82,6 +93,7 @@ struct Family {
   FamilyCosts costs;                                        // null members: no cost model
   FlopsShape (*flops)(const HfConfig&) = nullptr;           // null: no FLOPs count
   MakeStage make_stage = nullptr;                           // null: no inference pipeline stages
+  ExportOnnx export_onnx = nullptr;                         // null: no ONNX export
   // init_parameters scales the residual output projections by 1 / sqrt(2 num_layers) (GPT-2).
   bool scaled_residual_init = false;
 

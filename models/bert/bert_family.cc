@@ -86,6 +86,7 @@ const Family& bert_family() {
                 .head = head_cost<false>},
       .flops = flops,
       .make_stage = make_stage<false>,
+      .export_onnx = export_bert_onnx,
   };
   return family;
 }
@@ -104,6 +105,7 @@ const Family& roberta_family() {
                 .head = head_cost<true>},
       .flops = flops,
       .make_stage = make_stage<true>,
+      .export_onnx = export_bert_onnx,
   };
   return family;
 }

@@ -36,6 +36,9 @@ WeightMap gpt2_weight_map(const Gpt2Config& c);
 std::unique_ptr<Model> make_gpt2_lm(const HfConfig& config, const LayerContext& ctx,
                                     const std::optional<StageSpec>& part = std::nullopt);
 
+// The ONNX graph of a loaded GPT-2 (Family::export_onnx; models/gpt2/gpt2_onnx.cc).
+void export_gpt2_onnx(Model& model, const onnx::ExportOptions& options, onnx::GraphBuilder& graph);
+
 // The family's declaration, listed in models/registry.cc.
 const Family& gpt2_family();
 

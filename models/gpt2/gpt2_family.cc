@@ -71,6 +71,7 @@ const Family& gpt2_family() {
       .costs = {.layers = layer_costs, .embedding = embedding_cost, .head = head_cost},
       .flops = flops,
       .make_stage = pipeline::make_part_stage,
+      .export_onnx = export_gpt2_onnx,
       .scaled_residual_init = true,
   };
   return family;

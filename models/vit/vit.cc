@@ -27,49 +27,38 @@ std::pair<int64_t, int64_t> size_pair(const HfConfig& c, const std::string& key,
   return {n, n};
 }
 
-struct VitConfig {
-  int64_t hidden = 0, layers = 0, heads = 0, intermediate = 0, channels = 0, labels = 0;
-  int64_t image_height = 0, image_width = 0, patch_height = 0, patch_width = 0, pooler_size = 0;
-  Activation activation = Activation::gelu, pooler_activation = Activation::tanh;
-  double eps = 1e-12;
-  // Hugging Face's dropout sites (active only while training): hidden after the embeddings
-  // and on each sub-layer's output, attention on the probabilities.
-  double hidden_dropout = 0.0, attention_dropout = 0.0;
+}  // namespace
 
-  explicit VitConfig(const HfConfig& c) {
-    hidden = c.get_int("hidden_size", 768);
-    layers = c.get_int("num_hidden_layers", 12);
-    heads = c.get_int("num_attention_heads", 12);
-    intermediate = c.get_int("intermediate_size", 3072);
-    channels = c.get_int("num_channels", 3);
-    std::tie(image_height, image_width) = size_pair(c, "image_size", 224);
-    std::tie(patch_height, patch_width) = size_pair(c, "patch_size", 16);
-    pooler_size = c.get_int("pooler_output_size", hidden);
-    activation = parse_activation(c.get_string("hidden_act", "gelu"), c.path() + ": hidden_act");
-    pooler_activation =
-        parse_activation(c.get_string("pooler_act", "tanh"), c.path() + ": pooler_act");
-    eps = c.get_double("layer_norm_eps", 1e-12);
-    hidden_dropout = c.get_double("hidden_dropout_prob", 0.0);
-    attention_dropout = c.get_double("attention_probs_dropout_prob", 0.0);
-    labels = int64_t(c.labels().size());
-    if (labels == 0) labels = c.get_int("num_labels", 2);
-    LIBAI_CHECK_KIND(Unsupported, c.get_bool("qkv_bias", true), c.path(),
-                     ": qkv_bias = false is not supported");
-    LIBAI_CHECK_KIND(CorruptInput, heads > 0 && hidden % heads == 0, c.path(), ": hidden_size ",
-                     hidden, " is not divisible by num_attention_heads ", heads);
-    LIBAI_CHECK_KIND(CorruptInput,
-                     patch_height > 0 && patch_width > 0 && image_height % patch_height == 0 &&
-                         image_width % patch_width == 0,
-                     c.path(), ": image_size ", image_height, "x", image_width,
-                     " is not a multiple of patch_size ", patch_height, "x", patch_width);
-  }
-  int64_t patches() const { return (image_height / patch_height) * (image_width / patch_width); }
-};
+VitConfig::VitConfig(const HfConfig& c) {
+  hidden = c.get_int("hidden_size", 768);
+  layers = c.get_int("num_hidden_layers", 12);
+  heads = c.get_int("num_attention_heads", 12);
+  intermediate = c.get_int("intermediate_size", 3072);
+  channels = c.get_int("num_channels", 3);
+  std::tie(image_height, image_width) = size_pair(c, "image_size", 224);
+  std::tie(patch_height, patch_width) = size_pair(c, "patch_size", 16);
+  pooler_size = c.get_int("pooler_output_size", hidden);
+  activation = parse_activation(c.get_string("hidden_act", "gelu"), c.path() + ": hidden_act");
+  pooler_activation =
+      parse_activation(c.get_string("pooler_act", "tanh"), c.path() + ": pooler_act");
+  eps = c.get_double("layer_norm_eps", 1e-12);
+  hidden_dropout = c.get_double("hidden_dropout_prob", 0.0);
+  attention_dropout = c.get_double("attention_probs_dropout_prob", 0.0);
+  labels = int64_t(c.labels().size());
+  if (labels == 0) labels = c.get_int("num_labels", 2);
+  LIBAI_CHECK_KIND(Unsupported, c.get_bool("qkv_bias", true), c.path(),
+                   ": qkv_bias = false is not supported");
+  LIBAI_CHECK_KIND(CorruptInput, heads > 0 && hidden % heads == 0, c.path(), ": hidden_size ",
+                   hidden, " is not divisible by num_attention_heads ", heads);
+  LIBAI_CHECK_KIND(CorruptInput,
+                   patch_height > 0 && patch_width > 0 && image_height % patch_height == 0 &&
+                       image_width % patch_width == 0,
+                   c.path(), ": image_size ", image_height, "x", image_width,
+                   " is not a multiple of patch_size ", patch_height, "x", patch_width);
+}
 
-// Hugging Face's ViTModel always builds a pooler, and initialises it at random when the
-// checkpoint has none (DINO and MAE encoders ship without one); a random pooler_output is
-// noise, so the encoder has a pooler only when the checkpoint next to config.json holds its
-// weights, or when there is no checkpoint to look at (a fresh model, as Hugging Face builds it).
+namespace {
+
 bool checkpoint_has_pooler(const HfConfig& c) {
   const std::filesystem::path file = c.path();  // "<config>" for a config made in memory
   if (!std::filesystem::is_regular_file(file)) return true;
@@ -307,6 +296,7 @@ const Family& vit_family() {
       .num_layers = num_layers,
       .costs = {.layers = layer_costs, .embedding = embedding_cost, .head = head_cost},
       .flops = flops,
+      .export_onnx = export_vit_onnx,
   };
   return family;
 }

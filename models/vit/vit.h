@@ -16,9 +16,22 @@
 #pragma once
 
 #include "models/family.h"
+#include "models/layers/linear.h"
 #include "models/model.h"
 
 namespace libai::models {
+
+// config.json of a ViT model.
+struct VitConfig {
+  int64_t hidden = 0, layers = 0, heads = 0, intermediate = 0, channels = 0, labels = 0;
+  int64_t image_height = 0, image_width = 0, patch_height = 0, patch_width = 0, pooler_size = 0;
+  Activation activation = Activation::gelu, pooler_activation = Activation::tanh;
+  double eps = 1e-12;
+  double hidden_dropout = 0.0, attention_dropout = 0.0;
+
+  explicit VitConfig(const HfConfig& c);
+  int64_t patches() const { return (image_height / patch_height) * (image_width / patch_width); }
+};
 
 // ViTModel (classifier false) or ViTForImageClassification, whole or one part (Note [Model
 // parts]): the first part holds the patch embedding, the cls token and the positions, the last
@@ -26,6 +39,9 @@ namespace libai::models {
 std::unique_ptr<Model> make_vit_model(const HfConfig& config, const LayerContext& ctx,
                                       bool classifier,
                                       const std::optional<StageSpec>& part = std::nullopt);
+
+// The ONNX graph of a loaded ViT (Family::export_onnx; models/vit/vit_onnx.cc).
+void export_vit_onnx(Model& model, const onnx::ExportOptions& options, onnx::GraphBuilder& graph);
 
 // The family's declaration, listed in models/registry.cc (no generation; no inference
 // stages yet: a ViT part does not decode).

@@ -1,6 +1,6 @@
-// The model subcommands of libai-actor (generate, forward, convert, fill-mask, classify, embed),
-// run as a user runs them and compared with the Hugging Face references of the fixture models
-// (tests/data/models/*/reference.{json,safetensors}, tokenizer_reference.json).
+// The model subcommands of libai-actor (generate, forward, convert, export, fill-mask, classify,
+// embed), run as a user runs them and compared with the Hugging Face references of the fixture
+// models (tests/data/models/*/reference.{json,safetensors}, tokenizer_reference.json).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "models/onnx/graph.h"
 #include "tests/bin/cli_fixture.h"
 #include "tests/models/random_models.h"
 #include "train/checkpoint.h"
@@ -184,6 +185,32 @@ TEST_F(ModelCommands, ConvertRoundTripKeepsLogits) {
         << folder;
   }
   EXPECT_EQ(run("convert --from " + kModels + "gpt2 --to " + hf + " --format onnx").exit_code, 2);
+}
+
+// `export onnx` writes a checked model and names its interface; the caller's mistakes are one
+// line each (tests/onnx/ compares the exported models with ONNX Runtime).
+TEST_F(ModelCommands, ExportOnnx) {
+  std::string why;
+  if (!models::onnx::writer_available(&why)) GTEST_SKIP() << why;
+  const std::string out = scratch_.file("gpt2.onnx");
+  const Result r = run("export onnx --model " + kModels + "gpt2 --out " + out + " --with-past");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("opset 17"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("inputs:  input_ids, attention_mask, past_key_values.0.key"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("outputs: logits, present.0.key"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(out));
+  expect_error(
+      "export onnx --model " + kModels + "bert --out " + scratch_.file("b.onnx") + " --with-past",
+      {"--with-past", "bert"});
+  expect_error("export onnx --model /no/such/model --out " + scratch_.file("x.onnx"),
+               {"/no/such/model"});
+  expect_error(
+      "export onnx --model " + kModels + "gpt2 --out " + scratch_.file("x.onnx") + " --opset 11",
+      {"opset 11"});
+  EXPECT_EQ(run("export onnx --model " + kModels + "gpt2").exit_code, 2);  // no --out
+  EXPECT_EQ(run("export tflite --model " + kModels + "gpt2").exit_code, 2);
 }
 
 // A training run's output folder: convert reads the checkpoint last_checkpoint names.

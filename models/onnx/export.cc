@@ -1,0 +1,42 @@
+#include "models/onnx/export.h"
+
+#include "models/family.h"
+#include "models/model.h"
+
+namespace libai::models::onnx {
+
+namespace fs = std::filesystem;
+
+ExportSummary export_model(const fs::path& model_dir, const fs::path& out,
+                           const ExportOptions& options) {
+  const std::string where = "onnx export: model folder " + model_dir.string();
+  LIBAI_CHECK_KIND(NotFound, fs::is_directory(model_dir), where, ": no such folder");
+  LIBAI_CHECK_KIND(NotFound, fs::exists(model_dir / "config.json"), where,
+                   ": no config.json (not a Hugging Face or libai model folder)");
+  LIBAI_CHECK(!out.empty(), "onnx export: no output file given");
+  const HfConfig config = HfConfig::load(model_dir);
+  const Family& family = family_of(config);
+  LIBAI_CHECK_KIND(Unsupported, family.export_onnx != nullptr, where, ": model_type \"",
+                   family.model_type, "\" has no ONNX export (exported: ",
+                   family_names([](const Family& f) { return f.export_onnx != nullptr; }), ")");
+  LIBAI_CHECK_KIND(Unsupported, !options.with_past || family.generates != GenerationKind::none,
+                   where, ": --with-past exports a decoder's key/value cache, and model_type \"",
+                   family.model_type, "\" (", config.architecture(), ") has no decoder");
+  LIBAI_CHECK_KIND(Unsupported, options.opset >= kMinOpset && options.opset <= kMaxOpset,
+                   "onnx export: opset ", options.opset, " is not supported: the exported ",
+                   "graphs need opset ", kMinOpset, " or later (Split, Squeeze and Unsqueeze ",
+                   "with axes as inputs), and this build writes up to ", kMaxOpset);
+
+  const auto model = load_model(model_dir);  // f32 on the CPU, as the runtime computes
+  GraphBuilder graph(family.model_type, options.opset);
+  family.export_onnx(*model, options, graph);
+
+  ExportSummary summary;
+  summary.model_type = family.model_type;
+  summary.architecture = config.architecture();
+  summary.opset = options.opset;
+  summary.written = graph.write(out, {.external_data = options.external_data});
+  return summary;
+}
+
+}  // namespace libai::models::onnx
