@@ -196,6 +196,7 @@ Run pipeline(const Case& c) {
       StepResult r = rank.run(mine);
       run.figures[me].push_back({r.loss, r.grad_norm});
     }
+    if (step.zero()) step.zero()->fetch_all();  // ZeRO-3 keeps only shards between uses
     for (auto& info : part->parameter_infos())
       run.params[me].push_back({info, info.tensor->detach()});
   });
