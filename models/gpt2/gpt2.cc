@@ -1,6 +1,6 @@
 #include "models/gpt2/gpt2.h"
 
-#include "models/causal_lm.h"
+#include "models/decoder_lm.h"
 #include "models/layers/transformer_layer.h"
 #include "ops/ops.h"
 
@@ -70,21 +70,12 @@ WeightMap gpt2_weight_map(const Gpt2Config& c) {
 
 namespace {
 
-struct CachesState : DecodeState {
-  const Model* owner = nullptr;    // the part whose new_decode_state() made it
-  std::vector<LayerCache> caches;  // one per layer of the part
-};
-
-// The whole model, or one part of it (Note [Model parts]):
-//   first part in:  input_ids, optional attention_mask, position_ids
-//   later parts in: hidden_states [batch, seq, hidden], optional attention_mask
-//   out:            hidden_states and attention_mask (parts before the last), or
-//                   last_hidden_state and logits (the last; hidden_states.{i} when whole)
-class Gpt2 : public Model, public generation::GenerativeModel {
+// The whole model, or one part of it (Note [Model parts], Note [One decoder-only model]):
+// token and learned position embeddings, pre-norm layers, a head tied to the token embeddings.
+class Gpt2 : public DecoderLm {
  public:
   Gpt2(const HfConfig& hf, const LayerContext& ctx, const StageSpec& part)
-      : Model(hf), c_(hf), map_(gpt2_weight_map(c_)) {
-    part_ = part;
+      : DecoderLm(hf, part, shape_of(Gpt2Config(hf))), c_(hf), map_(gpt2_weight_map(c_)) {
     if (part.is_first() || part.is_last())  // the head is tied to the token embedding
       wte_ = &add_module(
           "embed", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden, EmbeddingParallel::vocab));
@@ -95,171 +86,34 @@ class Gpt2 : public Model, public generation::GenerativeModel {
     for (int i = part.first_layer; i < part.last_layer; ++i)
       layers_.push_back(&add_module("layers." + std::to_string(i),
                                     std::make_unique<TransformerLayer>(ctx, c_.layer())));
-    if (part.is_last())
-      ln_f_ = &add_module("final_norm",
-                          std::make_unique<Norm>(ctx, ops::NormKind::layer, c_.hidden, c_.eps));
-  }
-
-  // The embeddings: ids, positions [batch, seq] -> [batch, seq, hidden]. First part only.
-  Tensor embed(const Tensor& ids, const Tensor& positions) {
-    return embed_dropout_->forward(wte_->forward(ids) + wpe_->forward(positions));
-  }
-
-  // This part's layers (and the final norm on the last part) over h; keep [batch, kv_len] or
-  // undefined. `all` collects each layer's input and the final output.
-  Tensor run_layers(Tensor h, const Tensor& keep, std::vector<LayerCache>* caches,
-                    std::vector<Tensor>* all = nullptr, bool final_norm = true) {
-    LayerInputs in;
-    in.self.causal = true;
-    in.self.key_padding_mask = keep;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      if (all) all->push_back(h);
-      h = layers_[i]->forward(h, in, caches ? &(*caches)[i] : nullptr);
+    if (part.is_last()) {
+      final_norm_ = &add_module(
+          "final_norm", std::make_unique<Norm>(ctx, ops::NormKind::layer, c_.hidden, c_.eps));
+      head_ = wte_;
     }
-    if (!ln_f_ || !final_norm) return h;
-    h = ln_f_->forward(h);
-    if (all) all->push_back(h);
-    return h;
   }
 
-  Tensor logits_of(const Tensor& h) { return vocab_parallel_logits(h, *wte_); }
-
-  TensorMap forward(const TensorMap& inputs) override {
-    Tensor h;
-    Tensor mask = optional_input(inputs, "attention_mask");
-    if (part_.is_first()) {
-      const Tensor& ids = require_input(inputs, "input_ids", "gpt2");
-      LIBAI_CHECK(ids.dim() == 2, "gpt2: input_ids should be [batch, seq], got ",
-                  shape_str(ids.shape()));
-      Tensor positions = optional_input(inputs, "position_ids");
-      if (!positions.defined())
-        positions = ops::expand(ops::unsqueeze(Tensor::arange(ids.size(1)), 0), ids.shape());
-      h = embed(ids, positions);
-    } else {
-      h = require_input(inputs, "hidden_states", "gpt2");
-      LIBAI_CHECK(h.dim() == 3 && h.size(2) == c_.hidden, "gpt2 ", to_string(part_),
-                  ": hidden_states should be [batch, seq, ", c_.hidden, "], got ",
-                  shape_str(h.shape()));
-    }
-    Tensor keep = mask.defined() ? ops::ne(mask, Tensor::zeros({}, mask.dtype())) : Tensor();
-    std::vector<Tensor> all;
-    h = run_layers(h, keep, nullptr, part_.is_whole() ? &all : nullptr);
-    if (!part_.is_last()) {
-      TensorMap out{{"hidden_states", h}};
-      if (mask.defined()) out["attention_mask"] = mask;
-      return out;
-    }
-    TensorMap out{{"last_hidden_state", h}};
-    put_lm_logits(out, "logits", h, *wte_);
-    for (size_t i = 0; i < all.size(); ++i) out["hidden_states." + std::to_string(i)] = all[i];
-    return out;
-  }
-
-  // Note [Decoding through parts]: one step of one group (models/pipeline/stage.h's
-  // decoder-only contract): every part first reorders its caches by select_rows and passes
-  // it on; the first embeds input_ids at position_ids (past, past + 1, ... when absent); the
-  // last returns the last position's logits [batch, vocab] in f32.
-  std::unique_ptr<DecodeState> new_decode_state() const override {
-    auto state = std::make_unique<CachesState>();
-    state->owner = this;
-    state->caches.resize(layers_.size());
-    return state;
-  }
-
-  TensorMap decode_step(const TensorMap& in, DecodeState& state) override {
-    auto* s = dynamic_cast<CachesState*>(&state);
-    check(s && s->owner == this, "the state was not made by this stage's new_state()");
-    auto& caches = s->caches;
-    const Tensor rows = optional_input(in, "select_rows");
-    if (rows.defined())
-      for (auto& c : caches) c.select_rows(rows);
-    const int64_t past = caches.empty() ? 0 : caches[0].self.length();
-
-    Tensor h;  // [batch, n, hidden]
-    Tensor positions = optional_input(in, "position_ids");
-    const Tensor mask = optional_input(in, "attention_mask");
-    if (part_.is_first()) {
-      const Tensor ids = optional_input(in, "input_ids");
-      check(ids.defined(), "input \"input_ids\" is required");
-      check(ids.dim() == 2, "input_ids should be [batch, seq], got ", shape_str(ids.shape()));
-      if (!positions.defined()) {  // past, past + 1, ... in every row
-        std::vector<int64_t> values(ids.numel());
-        for (size_t i = 0; i < values.size(); ++i) values[i] = past + int64_t(i) % ids.size(1);
-        positions = Tensor::from_vector(values, ids.shape());
-      }
-      LIBAI_CHECK(past + ids.size(1) <= c_.positions, "gpt2: sequence of ", past + ids.size(1),
-                  " tokens exceeds n_positions ", c_.positions);
-      h = embed(ids, positions);
-    } else {
-      h = optional_input(in, "hidden_states");
-      check(h.defined(), "input \"hidden_states\" is required");
-      check(h.dim() == 3 && h.size(2) == c_.hidden, "hidden_states should be [batch, seq, ",
-            c_.hidden, "], got ", shape_str(h.shape()));
-    }
-    if (!caches.empty() && past > 0)
-      check(caches[0].self.keys().size(0) == h.size(0), "a batch of ", h.size(0),
-            " rows for KV caches of ", caches[0].self.keys().size(0),
-            " rows (select_rows missing?)");
-    if (mask.defined())
-      check(mask.dim() == 2 && mask.size(0) == h.size(0) && mask.size(1) == past + h.size(1),
-            "attention_mask should be [", h.size(0), ", ", past + h.size(1), "] (past ", past,
-            " + new ", h.size(1), " tokens), got ", shape_str(mask.shape()));
-    Tensor keep = mask.defined() && mask.dtype() != DType::boolean
-                      ? ops::ne(mask, Tensor::zeros({}, mask.dtype()))
-                      : mask;
-    // The final norm is per position: only the last one is needed.
-    h = run_layers(h, keep, &caches, nullptr, /*final_norm=*/false);
-
-    if (!part_.is_last()) {
-      TensorMap out{{"hidden_states", h}};
-      if (mask.defined()) out["attention_mask"] = mask;
-      if (positions.defined()) out["position_ids"] = positions;
-      if (rows.defined()) out["select_rows"] = rows;
-      return out;
-    }
-    Tensor logits = logits_of(ln_f_->forward(ops::select(h, 1, -1)));
-    if (logits.dtype() != DType::f32) {
-      Tensor f32 = Tensor::empty(logits.shape());
-      f32.copy_from(logits);
-      logits = f32;
-    }
-    return {{"logits", logits}};  // [batch, vocab]
-  }
-
-  std::unique_ptr<generation::DecodeSession> start(
-      const std::vector<std::vector<int64_t>>& prompts) override {
-    LIBAI_CHECK(part_.is_whole(), "gpt2: generation needs the whole model, not ",
-                to_string(part_), " (pipelines generate through models/pipeline/ stages)");
-    for (const auto& p : prompts)
-      for (int64_t id : p)
-        LIBAI_CHECK(id >= 0 && id < c_.vocab, "gpt2: token id ", id, " outside the vocabulary of ",
-                    c_.vocab);
-    return std::make_unique<CausalLmSession>(
-        prompts, c_.eos < 0 ? 0 : c_.eos, c_.layers, [this](const CausalStep& s) {
-          LIBAI_CHECK(s.keep.size(1) <= c_.positions, "gpt2: sequence of ", s.keep.size(1),
-                      " tokens exceeds n_positions ", c_.positions);
-          Tensor h = run_layers(embed(s.ids, s.positions), s.keep, s.caches);
-          return logits_of(ops::select(h, 1, -1));  // [batch, vocab]
-        });
-  }
-  bool is_encoder_decoder() const override { return false; }
-  int64_t vocab_size() const override { return c_.vocab; }
-  generation::GenerativeModel* generative() override { return part_.is_whole() ? this : nullptr; }
-  Task task() const override { return Task::causal_lm; }
   const WeightMap& weight_map() const override { return map_; }
 
  private:
-  template <typename... Args>
-  void check(bool ok, const Args&... message) const {
-    LIBAI_CHECK(ok, "gpt2 stage ", to_string(part_), ": ", message...);
+  static Shape shape_of(const Gpt2Config& c) {
+    return {.name = "gpt2", .vocab = c.vocab, .hidden = c.hidden, .pad_id = c.eos < 0 ? 0 : c.eos};
+  }
+
+  Tensor embed(const Tensor& ids, const Tensor& positions) override {
+    return embed_dropout_->forward(wte_->forward(ids) + wpe_->forward(positions));
+  }
+
+  // The limit is the position table's, which only the first part has.
+  void check_length(int64_t tokens) const override {
+    LIBAI_CHECK(!part_.is_first() || tokens <= c_.positions, "gpt2: sequence of ", tokens,
+                " tokens exceeds n_positions ", c_.positions);
   }
 
   Gpt2Config c_;
-  Embedding* wte_ = nullptr;        // first and last parts
-  Embedding* wpe_ = nullptr;        // first part
+  Embedding* wte_ = nullptr;          // first and last parts
+  Embedding* wpe_ = nullptr;          // first part
   Dropout* embed_dropout_ = nullptr;  // first part
-  std::vector<TransformerLayer*> layers_;
-  Norm* ln_f_ = nullptr;  // last part
   WeightMap map_;
 };
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "models/causal_lm.h"
+#include "models/decoder_lm.h"
 #include "ops/ops.h"
 
 namespace libai::models {
@@ -212,29 +212,13 @@ WeightMap llama_weight_map(const LlamaConfig& c) {
 
 namespace {
 
-struct CachesState : DecodeState {
-  const Model* owner = nullptr;    // the part whose new_decode_state() made it
-  std::vector<LayerCache> caches;  // one per layer of the part
-};
-
-// Positions past, past + 1, ... in every row of [batch, n].
-Tensor positions_from(int64_t past, int64_t batch, int64_t n) {
-  std::vector<int64_t> values(size_t(batch * n));
-  for (size_t i = 0; i < values.size(); ++i) values[i] = past + int64_t(i) % n;
-  return Tensor::from_vector(values, {batch, n});
-}
-
-// The whole model, or one part of it (Note [Model parts]):
-//   first part in:  input_ids, optional attention_mask, position_ids
-//   later parts in: hidden_states [batch, seq, hidden], optional attention_mask, position_ids
-//   out:            hidden_states, attention_mask and position_ids (as given) on parts before
-//                   the last; last_hidden_state and logits on the last (hidden_states.{i} when
-//                   whole: each layer's input, then the final norm's output)
-class Llama : public Model, public generation::GenerativeModel {
+// The whole model, or one part of it (Note [Model parts], Note [One decoder-only model]):
+// token embeddings, pre-norm layers with rotary embeddings and grouped key/value heads, RMS
+// norms, a tied or separate head.
+class Llama : public DecoderLm {
  public:
   Llama(const HfConfig& hf, const LayerContext& ctx, const StageSpec& part)
-      : Model(hf), c_(hf), map_(llama_weight_map(c_)) {
-    part_ = part;
+      : DecoderLm(hf, part, shape_of(LlamaConfig(hf))), c_(hf), map_(llama_weight_map(c_)) {
     // Note [Fused q/k/v by head]: whole key/value groups per rank, or, with more ranks than
     // key/value heads, each head copied on tp / kv_heads ranks that split its query heads.
     const int tp = ctx.tp_size();
@@ -250,160 +234,40 @@ class Llama : public Model, public generation::GenerativeModel {
       layers_.push_back(&add_module("layers." + std::to_string(i),
                                     std::make_unique<TransformerLayer>(ctx, c_.layer())));
     if (part.is_last()) {
-      norm_ = &add_module("final_norm", std::make_unique<Norm>(ctx, ops::NormKind::rms, c_.hidden,
+      final_norm_ = &add_module("final_norm", std::make_unique<Norm>(ctx, ops::NormKind::rms, c_.hidden,
                                                                c_.eps, /*bias=*/false));
       if (!c_.tied)
         lm_head_ = &add_module("lm_head", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden,
                                                                       EmbeddingParallel::vocab));
+      head_ = c_.tied ? embed_ : lm_head_;
     }
   }
 
-  // This part's layers (and the final norm on the last part) over h at `positions` [batch, n];
-  // keep [batch, kv_len] or undefined. `all` collects each layer's input and the final output.
-  Tensor run_layers(Tensor h, const Tensor& keep, const Tensor& positions,
-                    std::vector<LayerCache>* caches, std::vector<Tensor>* all = nullptr,
-                    bool final_norm = true) {
-    const int64_t past = caches && !caches->empty() ? (*caches)[0].self.length() : 0;
-    LIBAI_CHECK_KIND(Unsupported, c_.sliding_window <= 0 || past + h.size(1) <= c_.sliding_window,
-                     c_.model_type, ": sliding-window attention is not supported: a sequence of ",
-                     past + h.size(1), " tokens exceeds sliding_window ", c_.sliding_window);
-    LayerInputs in;
-    in.self.causal = true;
-    in.self.key_padding_mask = keep;
+  const WeightMap& weight_map() const override { return map_; }
+
+ private:
+  static Shape shape_of(const LlamaConfig& c) {
+    return {.name = c.model_type,
+            .vocab = c.vocab,
+            .hidden = c.hidden,
+            .pad_id = c.pad >= 0 ? c.pad : c.eos >= 0 ? c.eos : 0};
+  }
+
+  Tensor embed(const Tensor& ids, const Tensor&) override { return embed_->forward(ids); }
+
+  // Every part rotates queries and keys by position_ids.
+  void prepare_layers(LayerInputs& in, const Tensor& h, const Tensor& positions) override {
     auto [cos, sin] = c_.rope.cos_sin(positions);
     in.self.rotary_cos = like(cos, h);
     in.self.rotary_sin = like(sin, h);
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      if (all) all->push_back(h);
-      h = layers_[i]->forward(h, in, caches ? &(*caches)[i] : nullptr);
-    }
-    if (!norm_ || !final_norm) return h;
-    h = norm_->forward(h);
-    if (all) all->push_back(h);
-    return h;
   }
 
-  const Embedding& head() const { return c_.tied ? *embed_ : *lm_head_; }
-  Tensor logits_of(const Tensor& h) { return vocab_parallel_logits(h, head()); }
-
-  TensorMap forward(const TensorMap& inputs) override {
-    Tensor h;
-    const Tensor mask = optional_input(inputs, "attention_mask");
-    const Tensor given_positions = optional_input(inputs, "position_ids");
-    if (part_.is_first()) {
-      const Tensor& ids = require_input(inputs, "input_ids", c_.model_type.c_str());
-      LIBAI_CHECK(ids.dim() == 2, c_.model_type, ": input_ids should be [batch, seq], got ",
-                  shape_str(ids.shape()));
-      h = embed_->forward(ids);
-    } else {
-      h = require_input(inputs, "hidden_states", c_.model_type.c_str());
-      LIBAI_CHECK(h.dim() == 3 && h.size(2) == c_.hidden, c_.model_type, " ", to_string(part_),
-                  ": hidden_states should be [batch, seq, ", c_.hidden, "], got ",
-                  shape_str(h.shape()));
-    }
-    // Hugging Face's forward: positions 0 .. seq-1 in every row unless given.
-    const Tensor positions =
-        given_positions.defined() ? given_positions : positions_from(0, h.size(0), h.size(1));
-    Tensor keep = mask.defined() ? ops::ne(mask, Tensor::zeros({}, mask.dtype())) : Tensor();
-    std::vector<Tensor> all;
-    h = run_layers(h, keep, positions, nullptr, part_.is_whole() ? &all : nullptr);
-    if (!part_.is_last()) {
-      TensorMap out{{"hidden_states", h}};
-      if (mask.defined()) out["attention_mask"] = mask;
-      if (given_positions.defined()) out["position_ids"] = given_positions;
-      return out;
-    }
-    TensorMap out{{"last_hidden_state", h}};
-    put_lm_logits(out, "logits", h, head());
-    for (size_t i = 0; i < all.size(); ++i) out["hidden_states." + std::to_string(i)] = all[i];
-    return out;
+  void check_length(int64_t tokens) const override {
+    LIBAI_CHECK_KIND(Unsupported, c_.sliding_window <= 0 || tokens <= c_.sliding_window,
+                     c_.model_type, ": sliding-window attention is not supported: a sequence of ",
+                     tokens, " tokens exceeds sliding_window ", c_.sliding_window);
   }
 
-  // Note [Decoding through parts], as GPT-2's; every part rotates by position_ids, so parts
-  // pass them on.
-  std::unique_ptr<DecodeState> new_decode_state() const override {
-    auto state = std::make_unique<CachesState>();
-    state->owner = this;
-    state->caches.resize(layers_.size());
-    return state;
-  }
-
-  TensorMap decode_step(const TensorMap& in, DecodeState& state) override {
-    auto* s = dynamic_cast<CachesState*>(&state);
-    check(s && s->owner == this, "the state was not made by this stage's new_state()");
-    auto& caches = s->caches;
-    const Tensor rows = optional_input(in, "select_rows");
-    if (rows.defined())
-      for (auto& c : caches) c.select_rows(rows);
-    const int64_t past = caches.empty() ? 0 : caches[0].self.length();
-
-    Tensor h;  // [batch, n, hidden]
-    Tensor positions = optional_input(in, "position_ids");
-    const Tensor mask = optional_input(in, "attention_mask");
-    if (part_.is_first()) {
-      const Tensor ids = optional_input(in, "input_ids");
-      check(ids.defined(), "input \"input_ids\" is required");
-      check(ids.dim() == 2, "input_ids should be [batch, seq], got ", shape_str(ids.shape()));
-      h = embed_->forward(ids);
-    } else {
-      h = optional_input(in, "hidden_states");
-      check(h.defined(), "input \"hidden_states\" is required");
-      check(h.dim() == 3 && h.size(2) == c_.hidden, "hidden_states should be [batch, seq, ",
-            c_.hidden, "], got ", shape_str(h.shape()));
-    }
-    if (!positions.defined()) positions = positions_from(past, h.size(0), h.size(1));
-    if (!caches.empty() && past > 0)
-      check(caches[0].self.keys().size(0) == h.size(0), "a batch of ", h.size(0),
-            " rows for KV caches of ", caches[0].self.keys().size(0),
-            " rows (select_rows missing?)");
-    if (mask.defined())
-      check(mask.dim() == 2 && mask.size(0) == h.size(0) && mask.size(1) == past + h.size(1),
-            "attention_mask should be [", h.size(0), ", ", past + h.size(1), "] (past ", past,
-            " + new ", h.size(1), " tokens), got ", shape_str(mask.shape()));
-    Tensor keep = mask.defined() && mask.dtype() != DType::boolean
-                      ? ops::ne(mask, Tensor::zeros({}, mask.dtype()))
-                      : mask;
-    // The final norm is per position: only the last one is needed.
-    h = run_layers(h, keep, positions, &caches, nullptr, /*final_norm=*/false);
-
-    if (!part_.is_last()) {
-      TensorMap out{{"hidden_states", h}, {"position_ids", positions}};
-      if (mask.defined()) out["attention_mask"] = mask;
-      if (rows.defined()) out["select_rows"] = rows;
-      return out;
-    }
-    Tensor logits = logits_of(norm_->forward(ops::select(h, 1, -1)));
-    if (logits.dtype() != DType::f32) {
-      Tensor f32 = Tensor::empty(logits.shape());
-      f32.copy_from(logits);
-      logits = f32;
-    }
-    return {{"logits", logits}};  // [batch, vocab]
-  }
-
-  std::unique_ptr<generation::DecodeSession> start(
-      const std::vector<std::vector<int64_t>>& prompts) override {
-    LIBAI_CHECK(part_.is_whole(), c_.model_type, ": generation needs the whole model, not ",
-                to_string(part_), " (pipelines generate through models/pipeline/ stages)");
-    for (const auto& p : prompts)
-      for (int64_t id : p)
-        LIBAI_CHECK(id >= 0 && id < c_.vocab, c_.model_type, ": token id ", id,
-                    " outside the vocabulary of ", c_.vocab);
-    return std::make_unique<CausalLmSession>(
-        prompts, pad_id(), c_.layers, [this](const CausalStep& s) {
-          Tensor h = run_layers(embed_->forward(s.ids), s.keep, s.positions, s.caches);
-          return logits_of(ops::select(h, 1, -1));  // [batch, vocab]
-        });
-  }
-  bool is_encoder_decoder() const override { return false; }
-  int64_t vocab_size() const override { return c_.vocab; }
-  generation::GenerativeModel* generative() override { return part_.is_whole() ? this : nullptr; }
-  Task task() const override { return Task::causal_lm; }
-  const WeightMap& weight_map() const override { return map_; }
-
-  int64_t pad_id() const { return c_.pad >= 0 ? c_.pad : c_.eos >= 0 ? c_.eos : 0; }
-
- private:
   // t (f32, CPU) in x's dtype and device.
   static Tensor like(const Tensor& t, const Tensor& x) {
     if (t.dtype() == x.dtype() && t.device() == x.device()) return t;
@@ -412,15 +276,8 @@ class Llama : public Model, public generation::GenerativeModel {
     return out;
   }
 
-  template <typename... Args>
-  void check(bool ok, const Args&... message) const {
-    LIBAI_CHECK(ok, c_.model_type, " stage ", to_string(part_), ": ", message...);
-  }
-
   LlamaConfig c_;
-  Embedding* embed_ = nullptr;  // first part, and the last when tied
-  std::vector<TransformerLayer*> layers_;
-  Norm* norm_ = nullptr;          // last part
+  Embedding* embed_ = nullptr;    // first part, and the last when tied
   Embedding* lm_head_ = nullptr;  // last part, untied
   WeightMap map_;
 };
