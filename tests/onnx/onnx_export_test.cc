@@ -376,6 +376,104 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, OnnxExportLlama,
                          ::testing::Values("llama3", "llama_linear", "llama_dynamic", "mistral",
                                            "qwen2", "qwen2_bf16"));
 
+// T5 and MT5 (relu and gated-gelu feed-forward, tied and scaled head (t5) or untied and
+// unscaled (t5v11, mt5)): the encoder's output, then the decoder fed ONNX Runtime's encoder
+// output, each against our runtime's forward of the fixture's inputs (the decoder causal,
+// without a decoder mask, as the graphs take it).
+struct T5Run {
+  TensorMap inputs;      // input_ids, attention_mask, decoder_input_ids
+  TensorMap ours;        // our forward: encoder_last_hidden_state, logits
+  TensorMap encoded;     // ONNX Runtime's encoder outputs
+};
+
+T5Run run_t5_encoder(const fs::path& pyonnx, const std::string& folder, const fs::path& encoder) {
+  T5Run r;
+  const auto ref =
+      checkpoint::SafetensorsFile::open((fixture(folder) / "reference.safetensors").string());
+  for (const char* name : {"input_ids", "attention_mask", "decoder_input_ids"})
+    r.inputs[name] = ref.tensor(name).clone_raw();
+  r.ours = load_model(fixture(folder))->forward(r.inputs);
+  r.encoded = run_onnxruntime(pyonnx, encoder, {{"input_ids", r.inputs.at("input_ids")},
+                                                {"attention_mask", r.inputs.at("attention_mask")}});
+  EXPECT_TRUE(r.encoded.count("last_hidden_state"));
+  if (r.encoded.count("last_hidden_state"))
+    EXPECT_LE(relative_error(r.encoded.at("last_hidden_state"),
+                             r.ours.at("encoder_last_hidden_state")),
+              kTolerance)
+        << folder << " encoder";
+  return r;
+}
+
+class OnnxExportT5 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OnnxExportT5, EncoderAndDecoderMatchRuntime) {
+  SKIP_WITHOUT_ONNXRUNTIME(pyonnx);
+  const fs::path dir = scratch();
+  const ExportSummary s = export_model(fixture(GetParam()), dir / "t5.onnx");
+  ASSERT_EQ(s.files.size(), 2u);
+  EXPECT_EQ(s.files[0].model, dir / "t5_encoder.onnx");
+  EXPECT_EQ(s.files[1].model, dir / "t5_decoder.onnx");
+  EXPECT_EQ(s.files[1].outputs, std::vector<std::string>{"logits"});
+  EXPECT_FALSE(fs::exists(dir / "t5.onnx"));
+  const T5Run r = run_t5_encoder(pyonnx, GetParam(), dir / "t5_encoder.onnx");
+  ASSERT_TRUE(r.encoded.count("last_hidden_state"));
+  const TensorMap decoded = run_onnxruntime(
+      pyonnx, dir / "t5_decoder.onnx",
+      {{"input_ids", r.inputs.at("decoder_input_ids")},
+       {"encoder_attention_mask", r.inputs.at("attention_mask")},
+       {"encoder_hidden_states", r.encoded.at("last_hidden_state")}});
+  ASSERT_TRUE(decoded.count("logits"));
+  EXPECT_LE(relative_error(decoded.at("logits"), r.ours.at("logits")), kTolerance);
+}
+
+// With past: the decoder over all but the last decoder token returns the caches (self and
+// cross); the decoder with past then takes the last token and both caches. Its logits equal
+// the last position of our forward's, the prefill's the others.
+TEST_P(OnnxExportT5, DecoderWithPastMatchesRuntime) {
+  SKIP_WITHOUT_ONNXRUNTIME(pyonnx);
+  const fs::path dir = scratch();
+  const ExportSummary s = export_model(fixture(GetParam()), dir / "t5.onnx", {.with_past = true});
+  ASSERT_EQ(s.files.size(), 3u);
+  EXPECT_EQ(s.files[2].model, dir / "t5_decoder_with_past.onnx");
+  const T5Run r = run_t5_encoder(pyonnx, GetParam(), dir / "t5_encoder.onnx");
+  ASSERT_TRUE(r.encoded.count("last_hidden_state"));
+  const auto model = load_model(fixture(GetParam()));
+  const HfConfig& config = model->config();
+  const int64_t layers = config.get_int("num_decoder_layers", 0), heads = config.get_int("num_heads", 0),
+                d = config.get_int("d_kv", 0);
+  const Tensor dec = r.inputs.at("decoder_input_ids"), logits = r.ours.at("logits");
+  const int64_t batch = dec.size(0), n = dec.size(1), source = r.inputs.at("input_ids").size(1);
+
+  const TensorMap first = run_onnxruntime(
+      pyonnx, dir / "t5_decoder.onnx",
+      {{"input_ids", ops::contiguous(ops::narrow(dec, 1, 0, n - 1))},
+       {"encoder_attention_mask", r.inputs.at("attention_mask")},
+       {"encoder_hidden_states", r.encoded.at("last_hidden_state")}},
+      "prefill");
+  ASSERT_TRUE(first.count("logits"));
+  EXPECT_LE(relative_error(first.at("logits"), ops::contiguous(ops::narrow(logits, 1, 0, n - 1))),
+            kTolerance);
+  TensorMap step{{"input_ids", ops::contiguous(ops::narrow(dec, 1, n - 1, 1))},
+                 {"encoder_attention_mask", r.inputs.at("attention_mask")}};
+  for (int64_t i = 0; i < layers; ++i)
+    for (const char* part : {".decoder.key", ".decoder.value", ".encoder.key", ".encoder.value"}) {
+      const std::string name = std::to_string(i) + part;
+      ASSERT_TRUE(first.count("present." + name)) << name;
+      const Tensor present = first.at("present." + name);
+      const bool self = std::string(part).find("decoder") != std::string::npos;
+      EXPECT_EQ(shape_str(present.shape()), shape_str({batch, heads, self ? n - 1 : source, d}));
+      step["past_key_values." + name] = present;
+    }
+  const TensorMap second = run_onnxruntime(pyonnx, dir / "t5_decoder_with_past.onnx", step, "step");
+  ASSERT_TRUE(second.count("logits"));
+  EXPECT_LE(relative_error(second.at("logits"), ops::contiguous(ops::narrow(logits, 1, n - 1, 1))),
+            kTolerance);
+  EXPECT_EQ(shape_str(second.at("present.0.decoder.key").shape()), shape_str({batch, heads, n, d}));
+  EXPECT_FALSE(second.count("present.0.encoder.key"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, OnnxExportT5, ::testing::Values("t5", "t5v11", "mt5"));
+
 // The errors need no ONNX Runtime: each names what was wrong and where.
 template <typename E>
 void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
