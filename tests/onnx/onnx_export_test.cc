@@ -510,6 +510,21 @@ TEST(OnnxExportErrors, WithPastForAnEncoder) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+// Rotary types without an exporter (yarn, longrope, ...) are refused when the model loads,
+// naming the type; nothing is written.
+TEST(OnnxExportErrors, UnsupportedRopeType) {
+  const fs::path dir = scratch();
+  fs::copy_file(fixture("llama3") / "model.safetensors", dir / "model.safetensors");
+  std::ifstream in(fixture("llama3") / "config.json");
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string from = "\"rope_type\": \"llama3\"";
+  ASSERT_NE(config.find(from), std::string::npos);
+  config.replace(config.find(from), from.size(), "\"rope_type\": \"yarn\"");
+  std::ofstream(dir / "config.json") << config;
+  expect_error<Unsupported>([&] { export_model(dir, dir / "x.onnx"); }, {"yarn"});
+  EXPECT_FALSE(fs::exists(dir / "x.onnx"));
+}
+
 TEST(OnnxExportErrors, OpsetOutOfRange) {
   const fs::path out = scratch() / "x.onnx";
   expect_error<Unsupported>([&] { export_model(fixture("gpt2"), out, {.opset = 12}); },
