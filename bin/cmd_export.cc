@@ -30,13 +30,15 @@ int export_onnx(const OnnxOptions& options) {
   const auto s = models::onnx::export_model(options.model, options.out, options.export_options);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("exported %s (%s %s) -> %s%s%s: opset %d, %lld nodes, %.2f MB of weights, %.2f s\n",
-              options.model.c_str(), s.model_type.c_str(), s.architecture.c_str(),
-              s.written.model.c_str(), s.written.data.empty() ? "" : " + ", s.written.data.c_str(),
-              s.opset, static_cast<long long>(s.written.nodes),
-              double(s.written.weight_bytes) / 1e6, seconds);
-  std::printf("  inputs:  %s\n  outputs: %s\n", joined(s.written.inputs).c_str(),
-              joined(s.written.outputs).c_str());
+  for (const auto& file : s.files) {
+    std::printf("exported %s (%s %s) -> %s%s%s: opset %d, %lld nodes, %.2f MB of weights\n",
+                options.model.c_str(), s.model_type.c_str(), s.architecture.c_str(),
+                file.model.c_str(), file.data.empty() ? "" : " + ", file.data.c_str(), s.opset,
+                static_cast<long long>(file.nodes), double(file.weight_bytes) / 1e6);
+    std::printf("  inputs:  %s\n  outputs: %s\n", joined(file.inputs).c_str(),
+                joined(file.outputs).c_str());
+  }
+  std::printf("  %.2f s\n", seconds);
   return kExitOk;
 }
 

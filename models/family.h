@@ -26,7 +26,7 @@ namespace pipeline {
 class PipelineStage;
 }
 namespace onnx {
-class GraphBuilder;
+class ExportGraphs;
 struct ExportOptions;
 }  // namespace onnx
 
@@ -76,12 +76,13 @@ struct FlopsShape {
 using MakeStage = std::unique_ptr<pipeline::PipelineStage> (*)(const HfConfig&, const StageSpec&,
                                                                const LayerContext&);
 
-// ONNX export (models/onnx/export.h): declares the graph inputs, nodes and outputs of `model`,
-// a whole model of this family loaded on the CPU in f32, in `graph`; Unsupported naming what
-// for an option or a head it does not export. The function lives in the family's folder
+// ONNX export (models/onnx/export.h): declares the graphs of `model`, a whole model of this
+// family loaded on the CPU in f32, in `graphs` (one for most families, written to the --out
+// file; T5's encoder and decoders beside it); Unsupported naming what for an option or a head
+// it does not export. The function lives in the family's folder
 // (models/<family>/<family>_onnx.cc), so this header stays free of protobuf.
 using ExportOnnx = void (*)(Model& model, const onnx::ExportOptions& options,
-                            onnx::GraphBuilder& graph);
+                            onnx::ExportGraphs& graphs);
 
 struct Family {
   std::string model_type;         // config.json "model_type"

@@ -2,7 +2,7 @@
 """Checks an exported ONNX model (libai-actor export onnx) against transformers' own PyTorch
 model of the same folder: both run on the same random inputs, and every ONNX output that the
 transformers model also returns must agree within --tolerance (relative to the largest
-reference value). With --with-past (GPT-2), a prefill of all but the last token from an empty
+reference value). With --with-past (GPT-2 and the Llama family), a prefill of all but the last token from an empty
 past and one step fed the returned present are compared with the full sequence's logits.
 
 Needs torch, transformers, onnxruntime and numpy in one interpreter (onnxruntime may come from
@@ -40,7 +40,7 @@ def main():
     with open(os.path.join(args.model, "config.json")) as f:
         config = json.load(f)
     architecture = (config.get("architectures") or ["AutoModel"])[0]
-    model = getattr(transformers, architecture).from_pretrained(args.model).eval()
+    model = getattr(transformers, architecture).from_pretrained(args.model).float().eval()  # bf16 checkpoints in f32, as exported
     session = ort.InferenceSession(args.onnx, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
 
@@ -55,7 +55,7 @@ def main():
         low = 3 if config["model_type"] == "roberta" else 0  # no pad or special ids
         inputs["input_ids"] = rng.integers(low, config["vocab_size"], (b, s), dtype=np.int64)
         mask = np.ones((b, s), dtype=np.int64)
-        if config["model_type"] != "gpt2":
+        if config["model_type"] != "gpt2" and not args.with_past:
             mask[-1, s - 3:] = 0  # right padding in the last row
         inputs["attention_mask"] = mask
         if "token_type_ids" in names:
@@ -81,7 +81,11 @@ def main():
             worst = max(worst, err)
             print(f"{o.name:28s} {list(value.shape)} rel. error {err:.3g}")
     else:
-        heads, d = config["n_head"], config["n_embd"] // config["n_head"]
+        if config["model_type"] == "gpt2":
+            heads, d = config["n_head"], config["n_embd"] // config["n_head"]
+        else:  # the Llama family: the cache holds key/value heads
+            heads = config.get("num_key_value_heads", config["num_attention_heads"])
+            d = config.get("head_dim", config["hidden_size"] // config["num_attention_heads"])
         ids = inputs["input_ids"]
         feed = {"input_ids": ids[:, :-1], "attention_mask": np.ones((b, s - 1), np.int64)}
         for n in names:

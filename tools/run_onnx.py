@@ -72,6 +72,10 @@ def main():
                   f"{', '.join(x.name for x in session.get_inputs())})", file=sys.stderr)
             return 1
         feed[i.name] = inputs[i.name]
+    # Inputs with a default (overridable initializers: Llama's position_ids) when given.
+    for i in session.get_overridable_initializers():
+        if i.name in inputs:
+            feed[i.name] = inputs[i.name]
     names = [o.name for o in session.get_outputs()]
     results = session.run(names, feed)
     write_safetensors(outputs_path, dict(zip(names, results)))

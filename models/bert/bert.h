@@ -72,7 +72,7 @@ std::unique_ptr<Model> make_bert_model(const HfConfig& config, const LayerContex
                                        const std::optional<StageSpec>& part = std::nullopt);
 
 // The ONNX graph of a loaded BERT or RoBERTa (Family::export_onnx; models/bert/bert_onnx.cc).
-void export_bert_onnx(Model& model, const onnx::ExportOptions& options, onnx::GraphBuilder& graph);
+void export_bert_onnx(Model& model, const onnx::ExportOptions& options, onnx::ExportGraphs& graphs);
 
 // The families' declarations, listed in models/registry.cc.
 const Family& bert_family();

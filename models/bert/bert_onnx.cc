@@ -37,7 +37,8 @@ Value positions(GraphBuilder& g, const BertConfig& c, const Value& ids) {
 
 }  // namespace
 
-void export_bert_onnx(Model& model, const ExportOptions&, GraphBuilder& g) {
+void export_bert_onnx(Model& model, const ExportOptions&, ExportGraphs& graphs) {
+  GraphBuilder& g = graphs.add(model.config().model_type());
   const bool roberta = model.config().model_type() == "roberta";
   const BertConfig c(model.config(), roberta);
   const int64_t d = c.hidden / c.heads;

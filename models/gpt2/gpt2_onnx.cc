@@ -15,8 +15,9 @@
 
 namespace libai::models {
 
-void export_gpt2_onnx(Model& model, const onnx::ExportOptions& options, onnx::GraphBuilder& g) {
+void export_gpt2_onnx(Model& model, const onnx::ExportOptions& options, onnx::ExportGraphs& graphs) {
   using namespace onnx;
+  GraphBuilder& g = graphs.add("gpt2");
   const Gpt2Config c(model.config());
   const int64_t d = c.hidden / c.heads;
   const bool past = options.with_past;

@@ -52,8 +52,7 @@ RopeConfig RopeConfig::from(const HfConfig& c, int64_t head_dim) {
     LIBAI_CHECK_KIND(CorruptInput, r.high_freq_factor > r.low_freq_factor, where,
                      ": high_freq_factor should exceed low_freq_factor");
   } else {
-    throw Error(ErrorKind::unsupported,
-                str_cat(where, ": rope type \"", type,
+    throw Unsupported(str_cat(where, ": rope type \"", type,
                         "\" is not supported (supported: default, linear, dynamic, llama3)"));
   }
   LIBAI_CHECK_KIND(CorruptInput, r.type == Type::default_ || r.factor >= 1.0, where,

@@ -71,6 +71,10 @@ WeightMap llama_weight_map(const LlamaConfig& c);
 std::unique_ptr<Model> make_llama_lm(const HfConfig& config, const LayerContext& ctx,
                                      const std::optional<StageSpec>& part = std::nullopt);
 
+// The ONNX graph of a loaded llama, mistral or qwen2 model (Family::export_onnx;
+// models/llama/llama_onnx.cc).
+void export_llama_onnx(Model& model, const onnx::ExportOptions& options, onnx::ExportGraphs& graphs);
+
 // The family's declarations (one per model_type), listed in models/registry.cc.
 const Family& llama_family();
 const Family& mistral_family();

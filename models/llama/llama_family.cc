@@ -75,6 +75,7 @@ Family declare(const std::string& type, const std::string& architecture) {
       .costs = {.layers = layer_costs, .embedding = embedding_cost, .head = head_cost},
       .flops = flops,
       .make_stage = pipeline::make_part_stage,
+      .export_onnx = export_llama_onnx,
   };
 }
 

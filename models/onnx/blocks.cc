@@ -128,6 +128,23 @@ Value repeat_kv(GraphBuilder& g, const Value& x, int64_t heads, int64_t kv_heads
   return g.op("Reshape", {wide, g.ints({0, heads, -1, head_dim}, "shape")});
 }
 
+Rotary rotary_cos_sin(GraphBuilder& g, const Value& positions, const Value& inv_freq) {
+  GraphBuilder::Scope scope(g, "rotary");
+  const Value p = g.op("Unsqueeze", {g.op("Cast", {positions}, {{"to", int64_t(1)}}),  // FLOAT
+                                     g.ints({-1}, "axes")});                            // [b, s, 1]
+  const Value half = g.op("Mul", {p, inv_freq});                         // [b, s, dim / 2]
+  const Value angles = g.op("Unsqueeze", {g.op("Concat", {half, half}, {{"axis", -1}}),
+                                          g.ints({1}, "axes")});         // [b, 1, s, dim]
+  return {g.op("Cos", {angles}), g.op("Sin", {angles})};
+}
+
+Value rotate(GraphBuilder& g, const Value& x, const Rotary& rotary, int64_t dim) {
+  GraphBuilder::Scope scope(g, "rotate");
+  const auto halves = g.op_n("Split", {x, g.ints({dim / 2, dim / 2}, "split")}, 2, {{"axis", 3}});
+  const Value rotated = g.op("Concat", {g.op("Neg", {halves[1]}), halves[0]}, {{"axis", 3}});
+  return g.op("Add", {g.op("Mul", {x, rotary.cos}), g.op("Mul", {rotated, rotary.sin})});
+}
+
 Value dim_of(GraphBuilder& g, const Value& x, int64_t axis) {
   return g.op("Gather", {g.op("Shape", {x}), g.ints({axis}, "axis")}, {{"axis", 0}});
 }

@@ -80,6 +80,17 @@ AttentionMask attention_mask(GraphBuilder& g, const Value& keep, const Value& qu
 Value attend(GraphBuilder& g, const Value& q, const Value& k, const Value& v,
              const AttentionMask* mask, double scale, const Value& additive = Value());
 
+// Rotary position embeddings (Note [Rotary embeddings in attention] in models/layers/attention.h),
+// as models/llama/llama.cc computes them: angle = f32(position) * inv_freq (f32, as Hugging
+// Face), cos and sin of the angles repeated over both halves of the rotated features.
+//   positions [b, s] i64, inv_freq [dim / 2] f32 -> cos, sin [b, 1, s, dim]
+struct Rotary {
+  Value cos, sin;
+};
+Rotary rotary_cos_sin(GraphBuilder& g, const Value& positions, const Value& inv_freq);
+// x [b, H, s, dim] -> x cos + rotate_half(x) sin, rotate_half(x) = [-x[dim/2:], x[:dim/2]].
+Value rotate(GraphBuilder& g, const Value& x, const Rotary& rotary, int64_t dim);
+
 // Shape helpers: dim `axis` of x as a 1-element i64 tensor.
 Value dim_of(GraphBuilder& g, const Value& x, int64_t axis);
 

@@ -7,6 +7,27 @@ namespace libai::models::onnx {
 
 namespace fs = std::filesystem;
 
+GraphBuilder& ExportGraphs::add(const std::string& graph_name, const std::string& suffix) {
+  for (const auto& [taken, graph] : graphs_)
+    LIBAI_CHECK_KIND(InternalError, taken != suffix, "onnx export: two graphs named by the suffix \"",
+                     suffix, "\"");
+  graphs_.emplace_back(suffix, std::make_unique<GraphBuilder>(graph_name, opset_));
+  return *graphs_.back().second;
+}
+
+std::vector<WriteSummary> ExportGraphs::write(const fs::path& out, const WriteOptions& options) {
+  LIBAI_CHECK_KIND(InternalError, !graphs_.empty(), "onnx export: the exporter added no graph");
+  std::vector<WriteSummary> written;
+  for (auto& [suffix, graph] : graphs_) {
+    fs::path file = out;
+    if (!suffix.empty())
+      file.replace_filename(out.stem().string() + suffix + out.extension().string());
+    written.push_back(graph->write(file, options));
+    graph.reset();  // its weights' transposed copies go before the next one is written
+  }
+  return written;
+}
+
 ExportSummary export_model(const fs::path& model_dir, const fs::path& out,
                            const ExportOptions& options) {
   const std::string where = "onnx export: model folder " + model_dir.string();
@@ -28,14 +49,15 @@ ExportSummary export_model(const fs::path& model_dir, const fs::path& out,
                    "with axes as inputs), and this build writes up to ", kMaxOpset);
 
   const auto model = load_model(model_dir);  // f32 on the CPU, as the runtime computes
-  GraphBuilder graph(family.model_type, options.opset);
-  family.export_onnx(*model, options, graph);
+  ExportGraphs graphs(options.opset);
+  family.export_onnx(*model, options, graphs);
 
   ExportSummary summary;
   summary.model_type = family.model_type;
   summary.architecture = config.architecture();
   summary.opset = options.opset;
-  summary.written = graph.write(out, {.external_data = options.external_data});
+  summary.files = graphs.write(out, {.external_data = options.external_data});
+  summary.written = summary.files.front();
   return summary;
 }
 

@@ -14,7 +14,9 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "models/onnx/graph.h"
 
@@ -32,10 +34,28 @@ struct ExportOptions {
   bool external_data = false;
 };
 
+// The graphs one export writes, which a family's exporter (Family::export_onnx) adds: most
+// families one graph, written to the --out file; T5 an encoder and decoders, each written
+// beside it as <out stem><suffix><out extension> (t5.onnx -> t5_encoder.onnx, ...).
+class ExportGraphs {
+ public:
+  explicit ExportGraphs(int opset) : opset_(opset) {}
+  // A new graph of that name; `suffix` "" writes it to the --out file (once at most).
+  GraphBuilder& add(const std::string& graph_name, const std::string& suffix = "");
+  // Writes every graph, in the order added, with `options`; the file names from `out`.
+  std::vector<WriteSummary> write(const std::filesystem::path& out,
+                                  const WriteOptions& options);
+
+ private:
+  int opset_;
+  std::vector<std::pair<std::string, std::unique_ptr<GraphBuilder>>> graphs_;  // by suffix
+};
+
 struct ExportSummary {
   std::string model_type, architecture;  // config.json's
   int opset = 0;
-  WriteSummary written;
+  WriteSummary written;              // the first graph's (the encoder for T5)
+  std::vector<WriteSummary> files;   // every graph's, `written` first
 };
 
 ExportSummary export_model(const std::filesystem::path& model_dir, const std::filesystem::path& out,

@@ -170,6 +170,15 @@ void GraphBuilder::output(const Value& value, const std::string& name, DType dty
   impl_->graph.outputs.push_back(value_info(name, dtype, dims));
 }
 
+Value GraphBuilder::optional_input(const std::string& name, DType dtype, const Dims& dims,
+                                   const Tensor& fallback) {
+  LIBAI_CHECK(fallback.defined() && fallback.dtype() == dtype && fallback.dim() == int64_t(dims.size()),
+              "onnx: optional input \"", name, "\" needs a default of its dtype and rank");
+  const Value v = input(name, dtype, dims);
+  impl_->initializers.emplace_back(name, fallback);
+  return v;
+}
+
 Value GraphBuilder::initializer(const std::string& name, const Tensor& tensor) {
   LIBAI_CHECK(tensor.defined(), "onnx: initializer \"", name, "\" has no tensor");
   const std::string unique_name = unique(name);

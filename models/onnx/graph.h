@@ -106,6 +106,11 @@ class GraphBuilder {
   // (InvalidArgument otherwise); an output of another name is renamed through Identity.
   Value input(const std::string& name, DType dtype, const Dims& dims);
   void output(const Value& value, const std::string& name, DType dtype, const Dims& dims);
+  // An input a caller may omit: `fallback` is written as an initializer of the same name, which
+  // ONNX Runtime uses when the input is not fed (ONNX's overridable initializers, IR 4 and
+  // later). Its dims must fit `dims` (a symbol fits any size).
+  Value optional_input(const std::string& name, DType dtype, const Dims& dims,
+                       const Tensor& fallback);
 
   // A weight (f32 as written; see the header note), named `name` as given (not scoped; made
   // unique). The tensor is kept by reference until write(), not copied.

@@ -73,6 +73,10 @@ int t5_num_layers(const HfConfig& config, bool mt5);
 std::unique_ptr<Model> make_t5_model(const HfConfig& config, const LayerContext& ctx, bool mt5,
                                      const std::optional<StageSpec>& part = std::nullopt);
 
+// The ONNX graphs of a loaded T5 or MT5: encoder, decoder and (with past) decoder with past
+// (Family::export_onnx; models/t5/t5_onnx.cc).
+void export_t5_onnx(Model& model, const onnx::ExportOptions& options, onnx::ExportGraphs& graphs);
+
 // The families' declarations, listed in models/registry.cc.
 const Family& t5_family();
 const Family& mt5_family();

@@ -103,6 +103,7 @@ Family declare(const char* model_type, const char* architecture) {
                 .head = head_cost<mt5>},
       .flops = flops<mt5>,
       .make_stage = pipeline::make_part_stage,
+      .export_onnx = export_t5_onnx,
   };
 }
 

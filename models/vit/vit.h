@@ -41,7 +41,7 @@ std::unique_ptr<Model> make_vit_model(const HfConfig& config, const LayerContext
                                       const std::optional<StageSpec>& part = std::nullopt);
 
 // The ONNX graph of a loaded ViT (Family::export_onnx; models/vit/vit_onnx.cc).
-void export_vit_onnx(Model& model, const onnx::ExportOptions& options, onnx::GraphBuilder& graph);
+void export_vit_onnx(Model& model, const onnx::ExportOptions& options, onnx::ExportGraphs& graphs);
 
 // The family's declaration, listed in models/registry.cc (no generation; no inference
 // stages yet: a ViT part does not decode).

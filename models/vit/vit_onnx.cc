@@ -13,7 +13,8 @@
 
 namespace libai::models {
 
-void export_vit_onnx(Model& model, const onnx::ExportOptions&, onnx::GraphBuilder& g) {
+void export_vit_onnx(Model& model, const onnx::ExportOptions&, onnx::ExportGraphs& graphs) {
+  onnx::GraphBuilder& g = graphs.add("vit");
   using namespace onnx;
   const VitConfig c(model.config());
   const int64_t d = c.hidden / c.heads;

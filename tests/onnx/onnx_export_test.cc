@@ -137,6 +137,7 @@ void expect_export_matches(const fs::path& folder, const fs::path& file, TensorM
   for (const auto& name : s.written.inputs) {
     if (!inputs.count(name) && name == "token_type_ids")
       inputs[name] = Tensor::zeros(inputs.at("input_ids").shape(), DType::i64);
+    if (!inputs.count(name) && name == "position_ids") continue;  // optional: 0, 1, ...
     ASSERT_TRUE(inputs.count(name)) << folder << ": the graph takes " << name;
     feed[name] = inputs[name];
   }
@@ -281,6 +282,198 @@ TEST(OnnxExport, LargeWeightsGoExternal) {
   EXPECT_EQ(relative_error(out.at("rows"), Tensor::full({2, 64}, 0.5)), 0.0);
 }
 
+// The Llama family: RMSNorm, rotary embeddings (default, linear, llama3 and dynamic
+// frequencies), SwiGLU, grouped-query attention, q/k/v biases (qwen2), tied and untied heads,
+// bf16 weights.
+class OnnxExportLlama : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OnnxExportLlama, MatchesRuntime) {
+  SKIP_WITHOUT_ONNXRUNTIME(pyonnx);
+  expect_export_matches(fixture(GetParam()), scratch() / "model.onnx",
+                        fixture_inputs(GetParam(), false));
+}
+
+// Left padding with Hugging Face generate's positions (cumsum(mask) - 1, pads at 1) given as
+// position_ids: the optional input overrides the graph's own numbering.
+TEST_P(OnnxExportLlama, LeftPaddingWithPositionIdsMatchesRuntime) {
+  SKIP_WITHOUT_ONNXRUNTIME(pyonnx);
+  TensorMap inputs = fixture_inputs(GetParam(), true);
+  const Tensor& mask = inputs.at("attention_mask");
+  const auto keep = mask.to_vector<int64_t>();
+  std::vector<int64_t> positions(keep.size());
+  const int64_t seq = mask.size(1);
+  for (int64_t b = 0; b < mask.size(0); ++b) {
+    int64_t count = 0;
+    for (int64_t j = 0; j < seq; ++j) {
+      const size_t k = size_t(b * seq + j);
+      count += keep[k] != 0;
+      positions[k] = keep[k] != 0 ? count - 1 : 1;
+    }
+  }
+  inputs["position_ids"] = Tensor::from_vector(positions, mask.shape());
+  expect_export_matches(fixture(GetParam()), scratch() / "model.onnx", inputs);
+}
+
+// Prefill of all but the last token from an empty past, then one step fed the returned
+// present (cached by key/value head): the prefill's logits equal our forward of the prefix, and
+// the step's our runtime's decode step after the same prefill, and (except for dynamic
+// rotary frequencies, whose base grows with the sequence: the prefix's keys were rotated with
+// the shorter sequence's base) the full sequence's last logits.
+TEST_P(OnnxExportLlama, WithPastMatchesRuntime) {
+  SKIP_WITHOUT_ONNXRUNTIME(pyonnx);
+  const fs::path folder = fixture(GetParam()), file = scratch() / "past.onnx";
+  export_model(folder, file, {.with_past = true});
+  auto model = load_model(folder);
+  const HfConfig& config = model->config();
+  const int64_t layers = config.get_int("num_hidden_layers", 0),
+                heads = config.get_int("num_attention_heads", 0),
+                kv_heads = config.get_int("num_key_value_heads", heads),
+                d = config.get_int("head_dim", config.get_int("hidden_size", 0) / heads);
+  const bool dynamic = GetParam() == "llama_dynamic";
+
+  const Tensor ids = fixture_inputs(GetParam(), false).at("input_ids");
+  const int64_t batch = ids.size(0), seq = ids.size(1), prefill = seq - 1;
+  const Tensor prefix = ops::contiguous(ops::narrow(ids, 1, 0, prefill));
+  const Tensor last = ops::contiguous(ops::narrow(ids, 1, prefill, 1));
+  const Tensor full_logits =
+      model->forward({{"input_ids", ids}, {"attention_mask", Tensor::full(ids.shape(), 1, DType::i64)}})
+          .at("logits");
+  const Tensor prefix_logits =
+      model->forward({{"input_ids", prefix},
+                      {"attention_mask", Tensor::full(prefix.shape(), 1, DType::i64)}})
+          .at("logits");
+  auto state = model->new_decode_state();
+  model->decode_step({{"input_ids", prefix}}, *state);
+  const Tensor step_logits = model->decode_step({{"input_ids", last}}, *state).at("logits");
+
+  TensorMap step{{"input_ids", prefix},
+                 {"attention_mask", Tensor::full({batch, prefill}, 1, DType::i64)}};
+  for (int64_t i = 0; i < layers; ++i)
+    for (const char* part : {".key", ".value"})
+      step["past_key_values." + std::to_string(i) + part] = Tensor::zeros({batch, kv_heads, 0, d});
+  const TensorMap first = run_onnxruntime(pyonnx, file, step, "prefill");
+  ASSERT_TRUE(first.count("logits"));
+  EXPECT_LE(relative_error(first.at("logits"), prefix_logits), kTolerance);
+
+  TensorMap next{{"input_ids", last}, {"attention_mask", Tensor::full({batch, seq}, 1, DType::i64)}};
+  for (int64_t i = 0; i < layers; ++i)
+    for (const char* part : {".key", ".value"}) {
+      const Tensor present = first.at("present." + std::to_string(i) + part);
+      EXPECT_EQ(shape_str(present.shape()), shape_str({batch, kv_heads, prefill, d}));
+      next["past_key_values." + std::to_string(i) + part] = present;
+    }
+  const TensorMap second = run_onnxruntime(pyonnx, file, next, "step");
+  ASSERT_TRUE(second.count("logits"));
+  const Tensor onnx_step = ops::contiguous(ops::select(second.at("logits"), 1, 0));  // [b, vocab]
+  EXPECT_LE(relative_error(onnx_step, step_logits), kTolerance);
+  if (!dynamic)
+    EXPECT_LE(relative_error(onnx_step, ops::contiguous(ops::select(full_logits, 1, seq - 1))),
+              kTolerance);
+  EXPECT_EQ(shape_str(second.at("present.0.key").shape()), shape_str({batch, kv_heads, seq, d}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, OnnxExportLlama,
+                         ::testing::Values("llama3", "llama_linear", "llama_dynamic", "mistral",
+                                           "qwen2", "qwen2_bf16"));
+
+// T5 and MT5 (relu and gated-gelu feed-forward, tied and scaled head (t5) or untied and
+// unscaled (t5v11, mt5)): the encoder's output, then the decoder fed ONNX Runtime's encoder
+// output, each against our runtime's forward of the fixture's inputs (the decoder causal,
+// without a decoder mask, as the graphs take it).
+struct T5Run {
+  TensorMap inputs;      // input_ids, attention_mask, decoder_input_ids
+  TensorMap ours;        // our forward: encoder_last_hidden_state, logits
+  TensorMap encoded;     // ONNX Runtime's encoder outputs
+};
+
+T5Run run_t5_encoder(const fs::path& pyonnx, const std::string& folder, const fs::path& encoder) {
+  T5Run r;
+  const auto ref =
+      checkpoint::SafetensorsFile::open((fixture(folder) / "reference.safetensors").string());
+  for (const char* name : {"input_ids", "attention_mask", "decoder_input_ids"})
+    r.inputs[name] = ref.tensor(name).clone_raw();
+  r.ours = load_model(fixture(folder))->forward(r.inputs);
+  r.encoded = run_onnxruntime(pyonnx, encoder, {{"input_ids", r.inputs.at("input_ids")},
+                                                {"attention_mask", r.inputs.at("attention_mask")}});
+  EXPECT_TRUE(r.encoded.count("last_hidden_state"));
+  if (r.encoded.count("last_hidden_state"))
+    EXPECT_LE(relative_error(r.encoded.at("last_hidden_state"),
+                             r.ours.at("encoder_last_hidden_state")),
+              kTolerance)
+        << folder << " encoder";
+  return r;
+}
+
+class OnnxExportT5 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OnnxExportT5, EncoderAndDecoderMatchRuntime) {
+  SKIP_WITHOUT_ONNXRUNTIME(pyonnx);
+  const fs::path dir = scratch();
+  const ExportSummary s = export_model(fixture(GetParam()), dir / "t5.onnx");
+  ASSERT_EQ(s.files.size(), 2u);
+  EXPECT_EQ(s.files[0].model, dir / "t5_encoder.onnx");
+  EXPECT_EQ(s.files[1].model, dir / "t5_decoder.onnx");
+  EXPECT_EQ(s.files[1].outputs, std::vector<std::string>{"logits"});
+  EXPECT_FALSE(fs::exists(dir / "t5.onnx"));
+  const T5Run r = run_t5_encoder(pyonnx, GetParam(), dir / "t5_encoder.onnx");
+  ASSERT_TRUE(r.encoded.count("last_hidden_state"));
+  const TensorMap decoded = run_onnxruntime(
+      pyonnx, dir / "t5_decoder.onnx",
+      {{"input_ids", r.inputs.at("decoder_input_ids")},
+       {"encoder_attention_mask", r.inputs.at("attention_mask")},
+       {"encoder_hidden_states", r.encoded.at("last_hidden_state")}});
+  ASSERT_TRUE(decoded.count("logits"));
+  EXPECT_LE(relative_error(decoded.at("logits"), r.ours.at("logits")), kTolerance);
+}
+
+// With past: the decoder over all but the last decoder token returns the caches (self and
+// cross); the decoder with past then takes the last token and both caches. Its logits equal
+// the last position of our forward's, the prefill's the others.
+TEST_P(OnnxExportT5, DecoderWithPastMatchesRuntime) {
+  SKIP_WITHOUT_ONNXRUNTIME(pyonnx);
+  const fs::path dir = scratch();
+  const ExportSummary s = export_model(fixture(GetParam()), dir / "t5.onnx", {.with_past = true});
+  ASSERT_EQ(s.files.size(), 3u);
+  EXPECT_EQ(s.files[2].model, dir / "t5_decoder_with_past.onnx");
+  const T5Run r = run_t5_encoder(pyonnx, GetParam(), dir / "t5_encoder.onnx");
+  ASSERT_TRUE(r.encoded.count("last_hidden_state"));
+  const auto model = load_model(fixture(GetParam()));
+  const HfConfig& config = model->config();
+  const int64_t layers = config.get_int("num_decoder_layers", 0), heads = config.get_int("num_heads", 0),
+                d = config.get_int("d_kv", 0);
+  const Tensor dec = r.inputs.at("decoder_input_ids"), logits = r.ours.at("logits");
+  const int64_t batch = dec.size(0), n = dec.size(1), source = r.inputs.at("input_ids").size(1);
+
+  const TensorMap first = run_onnxruntime(
+      pyonnx, dir / "t5_decoder.onnx",
+      {{"input_ids", ops::contiguous(ops::narrow(dec, 1, 0, n - 1))},
+       {"encoder_attention_mask", r.inputs.at("attention_mask")},
+       {"encoder_hidden_states", r.encoded.at("last_hidden_state")}},
+      "prefill");
+  ASSERT_TRUE(first.count("logits"));
+  EXPECT_LE(relative_error(first.at("logits"), ops::contiguous(ops::narrow(logits, 1, 0, n - 1))),
+            kTolerance);
+  TensorMap step{{"input_ids", ops::contiguous(ops::narrow(dec, 1, n - 1, 1))},
+                 {"encoder_attention_mask", r.inputs.at("attention_mask")}};
+  for (int64_t i = 0; i < layers; ++i)
+    for (const char* part : {".decoder.key", ".decoder.value", ".encoder.key", ".encoder.value"}) {
+      const std::string name = std::to_string(i) + part;
+      ASSERT_TRUE(first.count("present." + name)) << name;
+      const Tensor present = first.at("present." + name);
+      const bool self = std::string(part).find("decoder") != std::string::npos;
+      EXPECT_EQ(shape_str(present.shape()), shape_str({batch, heads, self ? n - 1 : source, d}));
+      step["past_key_values." + name] = present;
+    }
+  const TensorMap second = run_onnxruntime(pyonnx, dir / "t5_decoder_with_past.onnx", step, "step");
+  ASSERT_TRUE(second.count("logits"));
+  EXPECT_LE(relative_error(second.at("logits"), ops::contiguous(ops::narrow(logits, 1, n - 1, 1))),
+            kTolerance);
+  EXPECT_EQ(shape_str(second.at("present.0.decoder.key").shape()), shape_str({batch, heads, n, d}));
+  EXPECT_FALSE(second.count("present.0.encoder.key"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, OnnxExportT5, ::testing::Values("t5", "t5v11", "mt5"));
+
 // The errors need no ONNX Runtime: each names what was wrong and where.
 template <typename E>
 void expect_error(const std::function<void()>& f, const std::vector<std::string>& parts) {
@@ -315,6 +508,21 @@ TEST(OnnxExportErrors, WithPastForAnEncoder) {
   expect_error<Unsupported>([&] { export_model(fixture("bert"), out, {.with_past = true}); },
                             {"--with-past", "bert", "BertForMaskedLM"});
   EXPECT_FALSE(fs::exists(out));
+}
+
+// Rotary types without an exporter (yarn, longrope, ...) are refused when the model loads,
+// naming the type; nothing is written.
+TEST(OnnxExportErrors, UnsupportedRopeType) {
+  const fs::path dir = scratch();
+  fs::copy_file(fixture("llama3") / "model.safetensors", dir / "model.safetensors");
+  std::ifstream in(fixture("llama3") / "config.json");
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string from = "\"rope_type\": \"llama3\"";
+  ASSERT_NE(config.find(from), std::string::npos);
+  config.replace(config.find(from), from.size(), "\"rope_type\": \"yarn\"");
+  std::ofstream(dir / "config.json") << config;
+  expect_error<Unsupported>([&] { export_model(dir, dir / "x.onnx"); }, {"yarn"});
+  EXPECT_FALSE(fs::exists(dir / "x.onnx"));
 }
 
 TEST(OnnxExportErrors, OpsetOutOfRange) {
