@@ -127,13 +127,16 @@ inline GenerationCasesRun expect_generation_matches_reference(
       for (size_t r = 0; r < std::min(results[p].size(), expected[p].size()); ++r, ++k) {
         EXPECT_EQ(results[p][r].tokens, expected[p][r])
             << folder << " case " << c["name"] << " prompt " << p << " sequence " << r;
-        if (k < scores.size())
+        if (k < scores.size()) {
           EXPECT_NEAR(results[p][r].score, scores[k], 2e-5)
               << folder << " case " << c["name"] << " prompt " << p << " sequence " << r
               << ": sequences_scores";
+        }
       }
     }
-    if (!scores.empty()) EXPECT_EQ(k, scores.size()) << folder << " case " << c["name"];
+    if (!scores.empty()) {
+      EXPECT_EQ(k, scores.size()) << folder << " case " << c["name"];
+    }
   }
   return ran;
 }
