@@ -4,7 +4,7 @@
 # is picked up by its `if(TARGET ...)` without a change here.
 #
 #   P/include/libai-actor/{runtime,ops,models,schedule,train,service}/*.h
-#   P/lib/libai_<layer>.so.0.1.0 (+ .so.0.1, .so), P/lib/libai_onnx_writer.so
+#   P/lib/libai_<layer>.so.0.1.0 (+ .so.0.1, .so), libai_actors.so.0.1.0, libai_onnx_writer.so
 #   P/bin/libai-actor
 #   P/lib/cmake/LiBaiActor/   find_package(LiBaiActor CONFIG): libai::libai, libai::<layer>
 #   P/lib/pkgconfig/libai-actor.pc
@@ -12,7 +12,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 # The layers a consumer compiles against, lowest first. libai_actors (CAF, Cap'n Proto, UCX)
-# is installed for the binary only: none of its headers are part of the API.
+# is not one of them: none of its headers are part of the API (see its install below).
 set(LIBAI_API_LAYERS runtime ops models schedule train)
 if(TARGET libai_service)
   list(APPEND LIBAI_API_LAYERS service)
@@ -35,7 +35,12 @@ set_target_properties(${libai_installed_libraries} PROPERTIES
 install(TARGETS ${LIBAI_API_TARGETS} EXPORT LiBaiActorTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime
                 NAMELINK_COMPONENT development)
-install(TARGETS libai_actors
+# libai::actors is exported but none of its headers are installed and libai::libai does not
+# link it: it is there for the binary and for a layer that uses it inside (an API library
+# linking it, even privately, needs it in the export set); its CAF, Cap'n Proto and UCX stay
+# behind BUILD_INTERFACE (cmake/LibaiLibrary.cmake).
+set_target_properties(libai_actors PROPERTIES EXPORT_NAME actors)
+install(TARGETS libai_actors EXPORT LiBaiActorTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_SKIP)
 install(TARGETS libai_onnx_writer LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime)
 if(TARGET libai-actor)
@@ -65,6 +70,7 @@ install(TARGETS libai_package EXPORT LiBaiActorTargets)
 set(libai_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/LiBaiActor)
 install(EXPORT LiBaiActorTargets NAMESPACE libai:: DESTINATION ${libai_cmake_dir}
         COMPONENT development)
+string(JOIN ", " LIBAI_API_LAYER_LIST ${LIBAI_API_LAYERS})  # for the config's messages
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/LiBaiActorConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/LiBaiActorConfig.cmake
                               INSTALL_DESTINATION ${libai_cmake_dir})

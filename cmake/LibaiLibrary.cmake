@@ -103,8 +103,12 @@ libai_layer_library(libai_schedule schedule)
 target_link_libraries(libai_schedule PUBLIC libai_runtime)
 
 libai_layer_library(libai_actors actors)
-target_link_libraries(libai_actors PUBLIC libai_models libai_train libai_schedule libai_wire libai_caf
-                                          ucx::ucp ucx::ucs)
+# CAF, Cap'n Proto (libai_wire) and UCX reach this tree's users of the actors (the binary,
+# tests, examples) but not an installed libai::actors: an API layer may use the actors in
+# its implementation without a consumer needing their headers (cmake/LibaiInstall.cmake).
+target_link_libraries(libai_actors PUBLIC libai_models libai_train libai_schedule
+                                          $<BUILD_INTERFACE:libai_wire> $<BUILD_INTERFACE:libai_caf>
+                                          $<BUILD_INTERFACE:ucx::ucp> $<BUILD_INTERFACE:ucx::ucs>)
 
 add_library(libai INTERFACE)
 target_link_libraries(libai INTERFACE libai_actors)
