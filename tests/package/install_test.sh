@@ -21,7 +21,7 @@ fail() {
   exit 1
 }
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/libai-install-test.XXXXXX")
+work=$(mktemp -d -t libai-install-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
 # Nothing but the prefix may supply the package: no library path, no package registry.
