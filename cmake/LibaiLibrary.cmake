@@ -5,7 +5,17 @@
 #   libai_train    train/     optimizers, LR schedules, clipping, loss scaling, loss heads, the step
 #   libai_schedule schedule/  (pure: standard library and runtime value types only)
 #   libai_actors   actors/    the only place that knows CAF
-# `libai` is the umbrella target a consumer links.
+# `libai` is the umbrella target the examples link in the tree; an installed package exports
+# libai::libai instead, without the actors (cmake/LibaiInstall.cmake, docs/PACKAGE.md).
+include(GNUInstallDirs)
+# Note [Library versions]: the layers are shared libraries named libai_<layer>.so.X.Y.Z with
+# the SONAME libai_<layer>.so.X.Y while the major version is 0 (before 1.0 a minor release
+# may change the ABI), libai_<layer>.so.X after.
+if(PROJECT_VERSION_MAJOR EQUAL 0)
+  set(LIBAI_SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+else()
+  set(LIBAI_SOVERSION ${PROJECT_VERSION_MAJOR})
+endif()
 function(libai_collect out_var folder)
   file(GLOB_RECURSE found CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${folder}/*.cc)
   list(FILTER found EXCLUDE REGEX "/cuda/")
@@ -26,8 +36,12 @@ function(libai_layer_library name folder)
     set(sources ${PROJECT_SOURCE_DIR}/cmake/empty.cc)
   endif()
   add_library(${name} SHARED ${sources})
-  set_target_properties(${name} PROPERTIES PREFIX "")
-  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  set_target_properties(${name} PROPERTIES PREFIX "" VERSION ${PROJECT_VERSION}
+                                           SOVERSION ${LIBAI_SOVERSION})
+  # Headers are included as "runtime/tensor.h", "models/model.h": from the source tree here,
+  # from <prefix>/include/libai-actor once installed.
+  target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+                                            $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/libai-actor>)
   if(LIBAI_HAVE_CUDA)
     target_link_libraries(${name} PRIVATE CUDA::cudart CUDA::cublas)
     target_compile_options(${name} PRIVATE
@@ -36,11 +50,20 @@ function(libai_layer_library name folder)
 endfunction()
 
 libai_layer_library(libai_runtime runtime)
-target_include_directories(libai_runtime PUBLIC ${OPENBLAS_INCLUDE_DIR} ${CLI11_INCLUDE_DIR})
-target_link_libraries(libai_runtime PUBLIC spdlog::spdlog yaml-cpp nlohmann_json::nlohmann_json
-                                           Threads::Threads ${OPENBLAS_LIBRARY}
+# Note [Installed interface]: the installed headers name only the standard library and
+# nlohmann::json (config values, model configs), so an installed libai::runtime asks a
+# consumer for nlohmann_json and Threads alone. spdlog (runtime/logging.h, not installed),
+# yaml-cpp, OpenBLAS and CLI11 are used by the layers' own sources: they reach the other
+# layers, the tests and the binary in this tree (BUILD_INTERFACE) but never a consumer.
+target_compile_features(libai_runtime PUBLIC cxx_std_20)
+target_include_directories(libai_runtime PUBLIC $<BUILD_INTERFACE:${OPENBLAS_INCLUDE_DIR}>
+                                                $<BUILD_INTERFACE:${CLI11_INCLUDE_DIR}>)
+target_link_libraries(libai_runtime PUBLIC nlohmann_json::nlohmann_json Threads::Threads
+                                           $<BUILD_INTERFACE:spdlog::spdlog>
+                                           $<BUILD_INTERFACE:yaml-cpp>
+                                           $<BUILD_INTERFACE:${OPENBLAS_LIBRARY}>
                                     PRIVATE ucx::ucp ucx::uct ucx::ucs)
-target_compile_definitions(libai_runtime PUBLIC LIBAI_VERSION="${PROJECT_VERSION}")
+target_compile_definitions(libai_runtime PUBLIC $<BUILD_INTERFACE:LIBAI_VERSION="${PROJECT_VERSION}">)
 if(LIBAI_HAVE_CUDA)
   target_compile_definitions(libai_runtime PUBLIC LIBAI_HAVE_CUDA=1)
   target_link_libraries(libai_runtime PRIVATE ${NCCL_LIBRARY})
@@ -80,8 +103,12 @@ libai_layer_library(libai_schedule schedule)
 target_link_libraries(libai_schedule PUBLIC libai_runtime)
 
 libai_layer_library(libai_actors actors)
-target_link_libraries(libai_actors PUBLIC libai_models libai_train libai_schedule libai_wire libai_caf
-                                          ucx::ucp ucx::ucs)
+# CAF, Cap'n Proto (libai_wire) and UCX reach this tree's users of the actors (the binary,
+# tests, examples) but not an installed libai::actors: an API layer may use the actors in
+# its implementation without a consumer needing their headers (cmake/LibaiInstall.cmake).
+target_link_libraries(libai_actors PUBLIC libai_models libai_train libai_schedule
+                                          $<BUILD_INTERFACE:libai_wire> $<BUILD_INTERFACE:libai_caf>
+                                          $<BUILD_INTERFACE:ucx::ucp> $<BUILD_INTERFACE:ucx::ucs>)
 
 add_library(libai INTERFACE)
 target_link_libraries(libai INTERFACE libai_actors)
