@@ -4,6 +4,7 @@
 #   libai_models   models/
 #   libai_train    train/     optimizers, LR schedules, clipping, loss scaling, loss heads, the step
 #   libai_schedule schedule/  (pure: standard library and runtime value types only)
+#   libai_service  service/   the facade for C++ services (request queues, continuous batching)
 #   libai_actors   actors/    the only place that knows CAF
 # `libai` is the umbrella target the examples link in the tree; an installed package exports
 # libai::libai instead, without the actors (cmake/LibaiInstall.cmake, docs/PACKAGE.md).
@@ -99,6 +100,10 @@ libai_layer_library(libai_train train)
 # The eager pipeline (train/pipeline_eager.h) runs schedule/ programs (pure: no cycle).
 target_link_libraries(libai_train PUBLIC libai_models libai_schedule)
 
+# The facade for services (service/service.h): above models/, no actors.
+libai_layer_library(libai_service service)
+target_link_libraries(libai_service PUBLIC libai_models)
+
 libai_layer_library(libai_schedule schedule)
 target_link_libraries(libai_schedule PUBLIC libai_runtime)
 
@@ -111,4 +116,4 @@ target_link_libraries(libai_actors PUBLIC libai_models libai_train libai_schedul
                                           $<BUILD_INTERFACE:ucx::ucp> $<BUILD_INTERFACE:ucx::ucs>)
 
 add_library(libai INTERFACE)
-target_link_libraries(libai INTERFACE libai_actors)
+target_link_libraries(libai INTERFACE libai_actors libai_service)

@@ -164,12 +164,16 @@ std::unique_ptr<generation::DecodeSession> DecoderLm::start(
     for (int64_t id : p)
       LIBAI_CHECK(id >= 0 && id < shape_.vocab, shape_.name, ": token id ", id,
                   " outside the vocabulary of ", shape_.vocab);
-  return std::make_unique<CausalLmSession>(
-      prompts, shape_.pad_id, int64_t(layers_.size()), [this](const CausalStep& s) {
-        check_length(s.keep.size(1));  // before the embeddings look positions up
-        Tensor h = run_layers(embed(s.ids, s.positions), s.keep, s.positions, s.caches);
-        return logits_of(ops::select(h, 1, -1));  // [batch, vocab]
-      });
+  return std::make_unique<CausalLmSession>(prompts, shape_.pad_id, int64_t(layers_.size()),
+                                           [this](const CausalStep& s) { return causal_step(s); });
+}
+
+Tensor DecoderLm::causal_step(const CausalStep& s) {
+  LIBAI_CHECK(part_.is_whole(), shape_.name, ": causal_step needs the whole model, not ",
+              to_string(part_));
+  check_length(s.keep.size(1));  // before the embeddings look positions up
+  Tensor h = run_layers(embed(s.ids, s.positions), s.keep, s.positions, s.caches);
+  return logits_of(ops::select(h, 1, -1));  // [batch, vocab]
 }
 
 }  // namespace libai::models

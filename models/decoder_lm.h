@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "models/causal_lm.h"
 #include "models/generation/session.h"
 #include "models/layers/transformer_layer.h"
 #include "models/model.h"
@@ -49,6 +50,12 @@ class DecoderLm : public Model, public generation::GenerativeModel {
   TensorMap decode_step(const TensorMap& in, DecodeState& state) override;
   std::unique_ptr<generation::DecodeSession> start(
       const std::vector<std::vector<int64_t>>& prompts) override;
+
+  // One forward of generation over caches the caller keeps (CausalLmSession's, or the
+  // service's running batch, Note [Continuous batching] in service/batcher.h): the
+  // next-token logits [batch, vocab] after each row's last token. Whole model only.
+  Tensor causal_step(const CausalStep& step);
+  int64_t num_layers() const { return int64_t(layers_.size()); }
 
   bool is_encoder_decoder() const override { return false; }
   int64_t vocab_size() const override { return shape_.vocab; }

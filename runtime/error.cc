@@ -11,6 +11,7 @@ const char* error_kind_name(ErrorKind kind) {
     case ErrorKind::io: return "I/O error";
     case ErrorKind::communication: return "communication error";
     case ErrorKind::internal: return "internal error";
+    case ErrorKind::unavailable: return "unavailable";
   }
   return "error";
 }
@@ -26,6 +27,7 @@ void throw_error(ErrorKind kind, const std::string& message) {
     case ErrorKind::io: throw IoError(message);
     case ErrorKind::communication: throw CommunicationError(message);
     case ErrorKind::internal: throw InternalError(message);
+    case ErrorKind::unavailable: throw Unavailable(message);
   }
   throw InternalError(message);
 }

@@ -24,7 +24,8 @@ enum class ErrorKind {
   unsupported,
   io,
   communication,
-  internal
+  internal,
+  unavailable  // a service cannot take the request now (its queue is full, it is closing)
 };
 
 const char* error_kind_name(ErrorKind kind);
@@ -52,6 +53,7 @@ LIBAI_DEFINE_ERROR(Unsupported, unsupported)
 LIBAI_DEFINE_ERROR(IoError, io)
 LIBAI_DEFINE_ERROR(CommunicationError, communication)
 LIBAI_DEFINE_ERROR(InternalError, internal)
+LIBAI_DEFINE_ERROR(Unavailable, unavailable)
 #undef LIBAI_DEFINE_ERROR
 
 namespace detail {

@@ -61,8 +61,8 @@ class CancelToken {
 };
 
 struct GenerateRequest {
-  std::string prompt;               // text, through the folder's tokenizer, or
-  std::vector<int64_t> prompt_ids;  // token ids (used when not empty; no tokenizer needed)
+  std::string prompt{};             // text, through the folder's tokenizer, or
+  std::vector<int64_t> prompt_ids{};  // token ids (used when not empty; no tokenizer needed)
   int max_new_tokens = 16;
   int min_new_tokens = 0;
   bool do_sample = false;  // false: greedy
@@ -72,11 +72,11 @@ struct GenerateRequest {
   uint64_t seed = 0;   // sampling: the same seed, the same tokens, whatever else is running
   double repetition_penalty = 1.0;
   // Generation ends when the text contains one of these; the result's text ends before it.
-  std::vector<std::string> stop;
+  std::vector<std::string> stop{};
   // Called on the engine's thread after each new token; return false to cancel. Keep it short:
   // every running request waits for it.
-  std::function<bool(const TokenEvent&)> on_token;
-  CancelToken cancel;
+  std::function<bool(const TokenEvent&)> on_token{};
+  CancelToken cancel{};
 };
 
 enum class FinishReason { length, eos, stop, cancelled };
