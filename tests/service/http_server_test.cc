@@ -170,7 +170,9 @@ TEST_F(HttpServerTest, StreamingReassemblesTheUnstreamedText) {
     EXPECT_EQ(usage_chunk["usage"], whole.body["usage"]);
     const json first = json::parse(s.payloads[0]);
     EXPECT_EQ(first["object"], chat ? "chat.completion.chunk" : "text_completion");
-    if (chat) EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+    if (chat) {
+      EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+    }
   }
 }
 
