@@ -21,6 +21,7 @@ const std::vector<Command>& commands() {
        setup_preprocess},
       {"bench", "list or run the runtime benchmarks (bench/RESULTS.md has their figures)",
        setup_bench},
+      {"serve", "serve a model over HTTP with an OpenAI-style API (docs/SERVER.md)", setup_serve},
       {"embed", "mean-pooled, L2-normalised sentence embeddings", setup_embed},
       {"fill-mask", "predict the [MASK] tokens of a text", setup_fill_mask},
       {"classify", "classify a text or an image", setup_classify},

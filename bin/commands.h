@@ -54,5 +54,6 @@ CommandAction setup_export(CLI::App& command);
 CommandAction setup_checkpoint(CLI::App& command);
 CommandAction setup_preprocess(CLI::App& command);
 CommandAction setup_bench(CLI::App& command);
+CommandAction setup_serve(CLI::App& command);
 
 }  // namespace libai::cli

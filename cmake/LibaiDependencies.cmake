@@ -53,6 +53,12 @@ find_library(PCRE2_LIBRARY pcre2-8 REQUIRED)
 # which compiles the header-only implementation itself: no library to link.
 find_path(STB_INCLUDE_DIR stb_image.h PATH_SUFFIXES stb REQUIRED)
 
+# cpp-httplib (Debian's libcpp-httplib-dev: a compiled library with a pkg-config file, whose
+# header must see the same CPPHTTPLIB_* definitions) serves the HTTP API of
+# service/http_server.cc (docs/SERVER.md says why this library).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+
 if(LIBAI_BUILD_TESTS)
   find_package(GTest REQUIRED)
   include(GoogleTest)

@@ -6,7 +6,7 @@ packages=(build-essential cmake ninja-build pkg-config
   libcaf-dev libucx-dev ucx-utils capnproto libcapnp-dev libspdlog-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev libopenblas-dev libdnnl-dev libyaml-cpp-dev
   nlohmann-json3-dev libcli11-dev libpcre2-dev libsentencepiece-dev libstb-dev
-  libonnx-dev libprotobuf-dev protobuf-compiler
+  libonnx-dev libprotobuf-dev protobuf-compiler libcpp-httplib-dev
   clang libclang-rt-14-dev clang-format)
 missing=()
 for p in "${packages[@]}"; do
