@@ -26,6 +26,9 @@ using http::ApiError;
 using http::json;
 
 const char* kJson = "application/json";
+// Texts in answers may hold bytes that are not UTF-8 (a request's own strings echoed in an
+// error, a model's bytes): dumped as U+FFFD instead of throwing mid-answer.
+constexpr auto kReplaceBadUtf8 = json::error_handler_t::replace;
 
 std::string endpoint_label(const std::string& path) {
   static const char* known[] = {"/v1/completions", "/v1/chat/completions", "/v1/embeddings",
@@ -37,7 +40,7 @@ std::string endpoint_label(const std::string& path) {
 
 void send_error(httplib::Response& res, const ApiError& error) {
   res.status = error.status;
-  res.set_content(http::error_body(error).dump(), kJson);
+  res.set_content(http::error_body(error).dump(-1, ' ', false, kReplaceBadUtf8), kJson);
 }
 
 json parse_json_body(const httplib::Request& req) {
@@ -254,7 +257,7 @@ struct HttpServer::Impl {
     exchange.prompt_tokens = result.prompt_tokens;
     exchange.completion_tokens = result.completion_tokens;
     exchange.finish = to_string(result.finish_reason);
-    res.set_content(http::completion_response(request, api, result, id, created).dump(), kJson);
+    res.set_content(http::completion_response(request, api, result, id, created).dump(-1, ' ', false, kReplaceBadUtf8), kJson);
   }
 
   void stream(const http::CompletionRequest& request, const std::string& id,
@@ -340,7 +343,7 @@ struct HttpServer::Impl {
                                                   "", id, created, s.first);
         s.first = false;
         s.sent = sendable;
-        if (!send_event(sink, chunk.dump())) return lost(s);
+        if (!send_event(sink, chunk.dump(-1, ' ', false, kReplaceBadUtf8))) return lost(s);
         if (!done) return true;
       }
       if (done) return finish_stream(s, request, id, sink);
@@ -364,7 +367,7 @@ struct HttpServer::Impl {
     } catch (const std::exception& e) {
       // Headers are out: the error travels as an event (OpenAI's streams do the same).
       const ApiError error = http::api_error_from(e);
-      if (!send_event(sink, http::error_body(error).dump()) || !send_event(sink, "[DONE]"))
+      if (!send_event(sink, http::error_body(error).dump(-1, ' ', false, kReplaceBadUtf8)) || !send_event(sink, "[DONE]"))
         return lost(s);
       sink.done();
       return true;
@@ -380,18 +383,18 @@ struct HttpServer::Impl {
     }
     const std::string reason = http::finish_reason_name(result.finish_reason);
     if (request.chat && !rest.empty()) {
-      if (!send_event(sink, http::completion_chunk(request, api, rest, "", id, created, s.first).dump()))
+      if (!send_event(sink, http::completion_chunk(request, api, rest, "", id, created, s.first).dump(-1, ' ', false, kReplaceBadUtf8)))
         return lost(s);
       s.first = false;
       rest.clear();
     }
-    if (!send_event(sink, http::completion_chunk(request, api, rest, reason, id, created, s.first).dump()))
+    if (!send_event(sink, http::completion_chunk(request, api, rest, reason, id, created, s.first).dump(-1, ' ', false, kReplaceBadUtf8)))
       return lost(s);
     if (request.include_usage) {
       json usage = http::completion_chunk(request, api, "", "", id, created, false);
       usage["choices"] = json::array();
       usage["usage"] = http::usage_json(result);
-      if (!send_event(sink, usage.dump())) return lost(s);
+      if (!send_event(sink, usage.dump(-1, ' ', false, kReplaceBadUtf8))) return lost(s);
     }
     if (!send_event(sink, "[DONE]")) return lost(s);
     sink.done();
@@ -411,16 +414,16 @@ struct HttpServer::Impl {
     }
     http::current_exchange().prompt_tokens = tokens;
     http::current_exchange().completion_tokens = 0;
-    res.set_content(http::embeddings_response(vectors, api, tokens).dump(), kJson);
+    res.set_content(http::embeddings_response(vectors, api, tokens).dump(-1, ' ', false, kReplaceBadUtf8), kJson);
   }
 
   void models(const httplib::Request&, httplib::Response& res) {
-    res.set_content(http::models_response(api, created).dump(), kJson);
+    res.set_content(http::models_response(api, created).dump(-1, ' ', false, kReplaceBadUtf8), kJson);
   }
 
   void health(const httplib::Request&, httplib::Response& res) {
     if (server.stopping()) throw ApiError(503, "stopping", "", "server_error");
-    res.set_content(json{{"status", "ok"}, {"model", api.model_name}}.dump(), kJson);
+    res.set_content(json{{"status", "ok"}, {"model", api.model_name}}.dump(-1, ' ', false, kReplaceBadUtf8), kJson);
   }
 
   void prometheus(const httplib::Request&, httplib::Response& res) {

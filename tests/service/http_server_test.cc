@@ -3,6 +3,7 @@
 // streams compared with unstreamed answers, and the clients that misbehave.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -83,7 +84,15 @@ TEST_F(HttpServerTest, HealthModelsAndMetricsAnswer) {
   EXPECT_EQ(models.body["object"], "list");
   EXPECT_EQ(models.body["data"][0]["id"], "gpt2");
   EXPECT_EQ(models.body["data"][0]["max_model_len"], 64);
-  const Reply metrics = get(port(), "/metrics");
+  // A request is counted once its answer is written, which the client may see first: read
+  // /metrics until the GET of /v1/models is in it (2 s at most).
+  const std::string models_line =
+      "libai_http_request_duration_seconds_bucket{endpoint=\"/v1/models\",le=\"+Inf\"}";
+  Reply metrics = get(port(), "/metrics");
+  for (int i = 0; i < 200 && metrics.text.find(models_line) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    metrics = get(port(), "/metrics");
+  }
   ASSERT_EQ(metrics.status, 200);
   for (const char* name :
        {"libai_http_requests_total", "libai_http_request_duration_seconds_bucket",
@@ -93,9 +102,7 @@ TEST_F(HttpServerTest, HealthModelsAndMetricsAnswer) {
   // The two GETs before are counted, by endpoint and status.
   EXPECT_GE(metric(metrics.text, "libai_http_requests_total",
                    "endpoint=\"/health\",status=\"200\""), 1);
-  EXPECT_NE(metrics.text.find("libai_http_request_duration_seconds_bucket{endpoint=\"/v1/models\","
-                              "le=\"+Inf\"}"),
-            std::string::npos);
+  EXPECT_NE(metrics.text.find(models_line), std::string::npos);
   const Reply missing = get(port(), "/v2/nothing");
   EXPECT_EQ(missing.status, 404);
   EXPECT_TRUE(missing.body["error"]["message"].is_string()) << missing.text;
@@ -180,8 +187,13 @@ TEST_F(HttpServerTest, StopStringsEndTheTextStreamedOrNot) {
   const std::string prompt = "The weather today";
   const std::string full = greedy_reference(prompt, 30);
   ASSERT_GE(full.size(), 8u);
-  // A stop string from the middle of the greedy text: the answer is the text before it.
-  const std::string stop = full.substr(full.size() / 2, 2);
+  // A stop string from the middle of the greedy text (whole UTF-8 characters: a random model's
+  // text has multi-byte ones): the answer is the text before it.
+  const auto starts_char = [&](size_t i) { return i >= full.size() || (full[i] & 0xC0) != 0x80; };
+  size_t begin = full.size() / 2, end = begin + 2;
+  while (begin > 0 && !starts_char(begin)) --begin;
+  while (!starts_char(end)) ++end;
+  const std::string stop = full.substr(begin, end - begin);
   const std::string expected = full.substr(0, full.find(stop));
   json body = {{"prompt", prompt}, {"max_tokens", 30}, {"temperature", 0},
                {"stop", {stop, "never appears \x01"}}};
