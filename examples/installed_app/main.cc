@@ -1,30 +1,37 @@
-// Generates text from a model folder through the installed headers and libraries only.
+// A service outside the tree: generates text from a model folder through the installed
+// headers and libraries only (libai::Service, docs/SERVICE.md).
 //
 //   installed_app MODEL_DIR PROMPT [MAX_NEW_TOKENS]
 //
-// It prints the token ids (prompt and new tokens, comma-separated) on the first line and the
-// new text on the second.
+// The text streams to stderr as it is made; stdout gets three lines: the new token ids
+// (comma-separated), the new text, and "prompt_tokens N".
 #include <cstdio>
 #include <exception>
 #include <string>
 
-#include "models/pipelines/pipelines.h"
+#include "service/service.h"
 
 int main(int argc, char** argv) {
-  using namespace libai::models;
   if (argc < 3 || argc > 4) {
     std::fprintf(stderr, "usage: %s MODEL_DIR PROMPT [MAX_NEW_TOKENS]\n", argv[0]);
     return 2;
   }
   try {
-    auto model = pipelines::TextModel::load(argv[1]);
-    generation::GenerationConfig config;  // greedy
-    config.max_new_tokens = argc == 4 ? std::stoll(argv[3]) : 20;
-    const auto out = pipelines::generate_text(model, {argv[2]}, config).at(0);
+    auto service = libai::Service::open({.model_dir = argv[1]});
+    libai::GenerateRequest request;  // greedy
+    request.prompt = argv[2];
+    request.max_new_tokens = argc == 4 ? std::stoi(argv[3]) : 20;
+    request.on_token = [](const libai::TokenEvent& event) {
+      std::fputs(event.text.c_str(), stderr);
+      return true;  // false would cancel
+    };
+    const libai::GenerateResult out = service->generate(request);
+    std::fputc('\n', stderr);
     std::string ids;
     for (int64_t id : out.token_ids) ids += (ids.empty() ? "" : ",") + std::to_string(id);
-    std::printf("%s\n%s\n", ids.c_str(), out.text.c_str());
-  } catch (const std::exception& e) {
+    std::printf("%s\n%s\nprompt_tokens %lld\n", ids.c_str(), out.text.c_str(),
+                static_cast<long long>(out.prompt_tokens));
+  } catch (const std::exception& e) {  // libai::Error: one line naming what was wrong
     std::fprintf(stderr, "installed_app: %s\n", e.what());
     return 1;
   }

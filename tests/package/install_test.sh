@@ -84,8 +84,18 @@ expected=$("$build_dir/bin/libai-actor" generate --model "$model" --prompt "$pro
   --max-new-tokens "$new_tokens" --json | ids_of_json)
 [[ -n $expected ]] || fail "no token ids from $build_dir/bin/libai-actor generate"
 
-got=$("$work/app/installed_app" "$model" "$prompt" "$new_tokens" | head -n 1)
-[[ $got == "$expected" ]] || fail "installed_app (CMake package) gave $got, the build tree $expected"
+# installed_app prints the new ids, the text, then "prompt_tokens N": the prompt's N ids
+# followed by the new ones must be the build tree's sequence.
+check_app() {  # check_app WHAT OUTPUT
+  local new prompt_tokens
+  new=$(sed -n 1p <<< "$2")
+  prompt_tokens=$(sed -n 's/^prompt_tokens \([0-9]*\)$/\1/p' <<< "$2")
+  [[ -n $new && -n $prompt_tokens ]] || fail "$1 printed no ids or prompt_tokens: $2"
+  local whole
+  whole=$(tr ',' '\n' <<< "$expected" | head -n "$prompt_tokens" | paste -sd,),$new
+  [[ $whole == "$expected" ]] || fail "$1 gave $whole, the build tree $expected"
+}
+check_app "installed_app (CMake package)" "$("$work/app/installed_app" "$model" "$prompt" "$new_tokens" 2>/dev/null)"
 
 installed=$("$prefix/bin/libai-actor" generate --model "$model" --prompt "$prompt" \
   --max-new-tokens "$new_tokens" --json | ids_of_json)
@@ -96,8 +106,7 @@ installed=$("$prefix/bin/libai-actor" generate --model "$model" --prompt "$promp
 "$cxx" -std=c++20 $cflags "${san[@]}" \
   "$source_dir/examples/installed_app/main.cc" -o "$work/app_pc" $libs -Wl,-rpath,"$prefix/lib" ||
   fail "building installed_app with pkg-config --cflags --libs libai-actor"
-got=$("$work/app_pc" "$model" "$prompt" "$new_tokens" | head -n 1)
-[[ $got == "$expected" ]] || fail "installed_app (pkg-config) gave $got, the build tree $expected"
+check_app "installed_app (pkg-config)" "$("$work/app_pc" "$model" "$prompt" "$new_tokens" 2>/dev/null)"
 
 # The ONNX writer plugin loads from the install (beside libai_models). The sanitizers' runtime
 # cannot load it (RTLD_DEEPBIND), in the tree or installed.
