@@ -245,6 +245,7 @@ int main(int argc, char** argv) {
   // Progress once a second; each wait is bounded, and the clients' own timeouts bound the run.
   std::thread progress([&] {
     std::unique_lock lock(mutex);
+    bool printed = false;
     while (!finished.wait_for(lock, std::chrono::seconds(1), [&] { return all_done; })) {
       const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
       const size_t d = done.load();
@@ -252,8 +253,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "\r[serve_load] %zu/%zu requests, %.1f tokens/s, %.0f s, ETA %s   ", d,
                    total, double(tokens_done.load()) / elapsed, elapsed,
                    d ? (std::to_string(int(eta + 0.5)) + " s").c_str() : "?");
+      printed = true;
     }
-    std::fprintf(stderr, "\n");
+    if (printed) std::fprintf(stderr, "\n");
   });
   for (auto& t : clients) t.join();
   const double wall_s = std::chrono::duration<double>(Clock::now() - start).count();
