@@ -10,7 +10,7 @@
 #   bench/run_serve_bench.sh build     # env: THREADS=2, CLIENTS="1 8 32", REQUESTS (per client;
 #                                      # default 4 at 1 client, 2 above), MAX_TOKENS=32,
 #                                      # PYTHON=.venv/bin/python (torch + transformers), PEER=1,
-#                                      # PEER_CLIENTS="1 8"
+#                                      # PEER_CLIENTS="1 8", ROUNDS=2
 #   SUMMARY_ONLY=build/serve_bench/results.jsonl bench/run_serve_bench.sh build
 #
 # The model: GPT-2 small's body (12 layers, 768 wide, 12 heads) with the 503-token vocabulary of
@@ -24,6 +24,7 @@ threads=${THREADS:-2}
 client_counts=${CLIENTS:-1 8 32}
 max_tokens=${MAX_TOKENS:-32}
 peer=${PEER:-1}
+rounds=${ROUNDS:-2}  # rounds over the servers; the order of ours alternates (1 32, 32 1, ...)
 # The peer decodes one request at a time, so its tokens/s does not grow with clients: 1 and 8
 # show that and keep the run bounded.
 peer_client_counts=${PEER_CLIENTS:-1 8}
@@ -34,19 +35,30 @@ results="$work/results.jsonl"
 
 summary() {
 python3 - "$1" <<'EOF'
-import json, sys
+import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print("| clients | server | max_batch | requests x tokens | tokens/s | ratio to serial | latency p50 / p99 ms | TTFT p50 / p99 ms | errors | load (1 min) |")
-print("|---:|---|---:|---|---:|---:|---:|---:|---:|---:|")
+med = statistics.median
+print("Medians over rounds (min-max); ratio = tokens/s over that of `serve --max-batch 1` at the same")
+print("client count in the same round.")
+print()
+print("| clients | server | max_batch | rounds | requests x tokens | tokens/s | ratio to serial | latency p50 / p99 ms | TTFT p50 / p99 ms | errors, short | load (1 min) |")
+print("|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
 for c in sorted({r["clients"] for r in rows}):
-    serial = [r["tokens_per_s"] for r in rows if r["clients"] == c and r["server"] == "libai" and r["max_batch"] == 1]
-    for r in [r for r in rows if r["clients"] == c]:
-        ratio = f"{r['tokens_per_s'] / serial[0]:.2f}" if serial else "-"
-        lat, ttft = r["latency_ms"], r.get("ttft_ms", {})
-        print(f"| {c} | {r['server']} | {r['max_batch']} | {r['requests']} x {r['max_tokens']} | "
-              f"{r['tokens_per_s']:.1f} | {ratio} | {lat['p50']:.0f} / {lat['p99']:.0f} | "
-              f"{ttft.get('p50', 0):.0f} / {ttft.get('p99', 0):.0f} | {r['errors']} (short {r['short_requests']}) | "
-              f"{r['load']} |")
+    for server, batch in [("libai", 1), ("libai", 32), ("transformers", 1)]:
+        rr = [r for r in rows if r["clients"] == c and r["server"] == server and r["max_batch"] == batch]
+        if not rr:
+            continue
+        serial = {r.get("round", 1): r["tokens_per_s"] for r in rows
+                  if r["clients"] == c and r["server"] == "libai" and r["max_batch"] == 1}
+        ratios = [r["tokens_per_s"] / serial[r.get("round", 1)] for r in rr if r.get("round", 1) in serial]
+        span = lambda v, f: f"{f(med(v))} ({f(min(v))}-{f(max(v))})" if len(v) > 1 else f(v[0])
+        f1, f0, f2 = (lambda x: f"{x:.1f}"), (lambda x: f"{x:.0f}"), (lambda x: f"{x:.2f}")
+        print(f"| {c} | {server} | {batch} | {len(rr)} | {rr[0]['requests']} x {rr[0]['max_tokens']} | "
+              f"{span([r['tokens_per_s'] for r in rr], f1)} | {span(ratios, f2) if ratios else '-'} | "
+              f"{f0(med(r['latency_ms']['p50'] for r in rr))} / {f0(med(r['latency_ms']['p99'] for r in rr))} | "
+              f"{f0(med(r['ttft_ms']['p50'] for r in rr))} / {f0(med(r['ttft_ms']['p99'] for r in rr))} | "
+              f"{sum(r['errors'] for r in rr)}, {sum(r['short_requests'] for r in rr)} | "
+              f"{min(r['load'] for r in rr):.1f}-{max(r['load'] for r in rr):.1f} |")
 EOF
 }
 if [ -n "${SUMMARY_ONLY:-}" ]; then
@@ -105,29 +117,33 @@ start_server() {
 
 # One server, every client count; each row is one JSON line with the server and the load.
 measure() {
-  local name=$1 batch=$2 counts=$3
+  local name=$1 batch=$2 counts=$3 round=$4
   for c in $counts; do
     local requests=${REQUESTS:-$([ "$c" -eq 1 ] && echo 4 || echo 2)}
-    echo "== $name max_batch=$batch clients=$c requests/client=$requests (load $(cut -d' ' -f1 /proc/loadavg))"
+    echo "== round $round: $name max_batch=$batch clients=$c requests/client=$requests (load $(cut -d' ' -f1 /proc/loadavg))"
     local line
     line=$("$load" --port "$port" --clients "$c" --requests "$requests" --max-tokens "$max_tokens" \
              --prompt-tokens 16 --vocab 500 --seed 0 --warmup 1 --stream)
     echo "$line"
-    python3 -c 'import json, sys; r = json.loads(sys.argv[1]); r.update(server=sys.argv[2], max_batch=int(sys.argv[3]), threads=int(sys.argv[4]), load=float(open("/proc/loadavg").read().split()[0])); print(json.dumps(r))' \
-      "$line" "$name" "$batch" "$threads" >> "$results"
+    python3 -c 'import json, sys; r = json.loads(sys.argv[1]); r.update(server=sys.argv[2], max_batch=int(sys.argv[3]), threads=int(sys.argv[4]), round=int(sys.argv[5]), load=float(open("/proc/loadavg").read().split()[0])); print(json.dumps(r))' \
+      "$line" "$name" "$batch" "$threads" "$round" >> "$results"
   done
 }
 
 : > "$results"
 echo "nproc $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), threads $threads, commit $(git rev-parse --short HEAD), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
-for batch in 1 32; do
-  start_server "$ours" serve --model "$model" --port 0 --threads "$threads" --max-batch "$batch"
-  measure libai "$batch" "$client_counts"
-  stop_server
+for round in $(seq 1 "$rounds"); do
+  order="1 32"
+  [ $((round % 2)) -eq 0 ] && order="32 1"
+  for batch in $order; do
+    start_server "$ours" serve --model "$model" --port 0 --threads "$threads" --max-batch "$batch"
+    measure libai "$batch" "$client_counts" "$round"
+    stop_server
+  done
+  if [ "$peer" = 1 ]; then
+    start_server "$py" bench/peer_serve.py --model "$model" --port 0 --threads "$threads"
+    measure transformers 1 "$peer_client_counts" "$round"
+    stop_server
+  fi
 done
-if [ "$peer" = 1 ]; then
-  start_server "$py" bench/peer_serve.py --model "$model" --port 0 --threads "$threads"
-  measure transformers 1 "$peer_client_counts"
-  stop_server
-fi
 summary "$results"
