@@ -163,7 +163,8 @@ Outcome one_request(httplib::Client& client, const Options& o, const std::vector
   auto res = client.send(req);
   out.latency_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   if (!res) {
-    out.error = "no answer: " + httplib::to_string(res.error());
+    out.error = "POST http://" + o.host + ":" + std::to_string(o.port) +
+                "/v1/completions: no answer (" + httplib::to_string(res.error()) + ")";
     return out;
   }
   if (res->status != 200) {
