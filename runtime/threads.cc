@@ -18,7 +18,19 @@
 namespace libai {
 namespace {
 
-// A fixed pool of workers executing one parallel region at a time.
+// Note [Parallel regions]
+// A pool runs one parallel region at a time (region_mutex_). The region's state (its task,
+// its chunk count, the next chunk to claim, how many finished) lives in a Region on the
+// calling thread's stack, published to the workers under mutex_. A worker that wakes late,
+// after its region ended and the next one began, must not mix the two: it takes a pointer to
+// the region current when it locks, counts itself in that region's `active`, and only then
+// claims chunks from it. The caller returns only when every chunk is done and no worker still
+// holds the region, so a worker never touches a Region that is gone, and never runs a chunk
+// of the next region against the previous one's count. (The earlier pool kept one task_,
+// chunks_ and next_ for all regions and read them unlocked: a late worker could read the next
+// region's chunks_ while run() wrote it, and claim chunk c of one region with the counter of
+// another. ThreadSanitizer reported it as soon as two threads ran regions one after the other,
+// as the service's engine and encoder threads do.)
 class ThreadPool {
  public:
   explicit ThreadPool(int workers) {
@@ -35,72 +47,83 @@ class ThreadPool {
   int workers() const { return int(threads_.size()); }
 
   void run(int64_t chunks, const std::function<void(int64_t)>& task) {
-    std::lock_guard<std::mutex> region(region_mutex_);
+    std::lock_guard<std::mutex> one_region(region_mutex_);
+    Region region{&task, chunks};
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      task_ = &task;
-      chunks_ = chunks;
-      next_.store(0);
-      done_ = 0;
+      region_ = &region;
       ++generation_;
     }
     wake_.notify_all();
-    drain();
+    drain(region);
     std::unique_lock<std::mutex> lock(mutex_);
-    finished_.wait(lock, [&] { return done_ == chunks_; });
-    task_ = nullptr;
+    finished_.wait(lock, [&] { return region.done == region.chunks && region.active == 0; });
+    region_ = nullptr;
     // A chunk that threw: the region still completed (every chunk ran or was skipped), and
     // the first error is rethrown on the calling thread, where the caller can handle it.
-    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    if (region.error) std::rethrow_exception(region.error);
   }
 
  private:
-  void drain() {
+  struct Region {
+    const std::function<void(int64_t)>* task;
+    int64_t chunks;                  // fixed before the region is published
+    std::atomic<int64_t> next{0};    // the next chunk to claim
+    int64_t done = 0;                // chunks finished; under mutex_
+    int active = 0;                  // workers holding this region; under mutex_
+    std::exception_ptr error;        // the first chunk's exception; under mutex_
+  };
+
+  // Runs chunks of `region` until none is left to claim.
+  void drain(Region& region) {
     int64_t completed = 0;
-    for (int64_t c; (c = next_.fetch_add(1)) < chunks_;) {
+    for (int64_t c; (c = region.next.fetch_add(1)) < region.chunks;) {
       try {
-        (*task_)(c);
+        (*region.task)(c);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (!error_) error_ = std::current_exception();
+        if (!region.error) region.error = std::current_exception();
       }
       ++completed;
     }
     if (completed > 0) {
       std::lock_guard<std::mutex> lock(mutex_);
-      done_ += completed;
-      if (done_ == chunks_) finished_.notify_all();
+      region.done += completed;
+      if (region.done == region.chunks) finished_.notify_all();
     }
   }
   void work() {
     uint64_t seen = 0;
     for (;;) {
+      Region* region;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stop_ || (generation_ != seen && task_ != nullptr); });
+        wake_.wait(lock, [&] { return stop_ || (generation_ != seen && region_ != nullptr); });
         if (stop_) return;
         seen = generation_;
+        region = region_;
+        ++region->active;
       }
-      drain();
+      drain(*region);
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--region->active == 0 && region->done == region->chunks) finished_.notify_all();
     }
   }
 
   std::vector<std::thread> threads_;
   std::mutex region_mutex_, mutex_;
   std::condition_variable wake_, finished_;
-  const std::function<void(int64_t)>* task_ = nullptr;
-  int64_t chunks_ = 0;
-  std::atomic<int64_t> next_{0};
-  int64_t done_ = 0;
-  uint64_t generation_ = 0;
+  Region* region_ = nullptr;  // the region running now; under mutex_
+  uint64_t generation_ = 0;   // regions started; under mutex_
   bool stop_ = false;
-  std::exception_ptr error_;
 };
 
 struct Budgets {
   std::mutex mutex;
   std::map<int, int> threads;  // cpu index -> budget
-  std::map<int, std::unique_ptr<ThreadPool>> pools;
+  // Shared: a pool replaced by a budget change lives on until the regions running on it end
+  // (another thread may be inside run() when this one replaces it).
+  std::map<int, std::shared_ptr<ThreadPool>> pools;
 };
 
 Budgets& budgets() {
@@ -111,14 +134,14 @@ Budgets& budgets() {
 thread_local Device t_current = Device::cpu(0);
 thread_local bool t_in_parallel = false;
 
-ThreadPool* pool_for(Device device) {
+std::shared_ptr<ThreadPool> pool_for(Device device) {
   Budgets& b = budgets();
   std::lock_guard<std::mutex> lock(b.mutex);
   auto it = b.threads.find(device.index);
   int threads = it == b.threads.end() ? hardware_cores() : it->second;
   auto& pool = b.pools[device.index];
-  if (!pool || pool->workers() != threads - 1) pool = std::make_unique<ThreadPool>(threads - 1);
-  return pool.get();
+  if (!pool || pool->workers() != threads - 1) pool = std::make_shared<ThreadPool>(threads - 1);
+  return pool;
 }
 
 }  // namespace
