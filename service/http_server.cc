@@ -10,7 +10,6 @@
 #include <random>
 #include <thread>
 
-#include "models/tokenizers/tokenizer.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
 #include "service/http_metrics.h"
@@ -124,14 +123,6 @@ struct HttpServer::Impl {
     std::random_device device;
     seeds.seed((uint64_t(device()) << 32) | device());
     id_prefix = std::to_string(seeds() % 1000000);
-    if (info.can_embed && !this->options.model_dir.empty()) {
-      try {
-        tokenizer = tokenizers::load_tokenizer(this->options.model_dir);
-      } catch (const Error& e) {
-        log->warn("no tokenizer in {} ({}): /v1/embeddings reports 0 prompt tokens",
-                  this->options.model_dir.string(), e.what());
-      }
-    }
     routes();
   }
 
@@ -406,12 +397,7 @@ struct HttpServer::Impl {
     require(info.can_embed, "embed text");
     const auto vectors = service.embed(request.texts);
     int64_t tokens = 0;
-    if (tokenizer) {
-      for (const auto& text : request.texts) {
-        const int64_t n = int64_t(tokenizer->encode(text).ids.size());
-        tokens += info.max_positions > 0 ? std::min(n, info.max_positions) : n;
-      }
-    }
+    for (const auto& text : request.texts) tokens += service.count_tokens(text);
     http::current_exchange().prompt_tokens = tokens;
     http::current_exchange().completion_tokens = 0;
     res.set_content(http::embeddings_response(vectors, api, tokens).dump(-1, ' ', false, kReplaceBadUtf8), kJson);
@@ -437,7 +423,6 @@ struct HttpServer::Impl {
   http::BoundedServer server;
   http::HttpMetrics metrics;
   std::shared_ptr<spdlog::logger> log;
-  std::unique_ptr<tokenizers::Tokenizer> tokenizer;
   int64_t created = 0;
   std::string id_prefix;
   std::atomic<uint64_t> requests{0};

@@ -28,7 +28,7 @@ namespace libai {
 
 struct HttpServerOptions {
   // The model folder the service loaded: its name is the served model name (unless
-  // model_name is set) and its tokenizer counts the tokens of /v1/embeddings' usage.
+  // model_name is set). Usage counts come from the service (Service::count_tokens).
   std::filesystem::path model_dir;
   std::string model_name;  // the name /v1/models lists and `model` must match; default: folder name
   std::string host = "127.0.0.1";

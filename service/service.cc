@@ -1,5 +1,6 @@
 #include "service/service.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "models/pipelines/pipelines.h"
@@ -54,6 +55,9 @@ class ModelService final : public Service {
     } else {
       encoder_ = std::make_unique<service::EncoderQueue>(model_, options);
       info_.max_positions = model_.model().config().get_int("max_position_embeddings", 0);
+      input_limit_ = info_.can_embed ? int64_t(pipelines::embedding_max_length(
+                                           model_.folder(), model_.model().config()))
+                                     : info_.max_positions;
     }
   }
 
@@ -80,10 +84,15 @@ class ModelService final : public Service {
                      info_.task, " model does not classify text");
     return encoder_->classify(text);
   }
+  int64_t count_tokens(const std::string& text) const override {
+    const auto n = int64_t(model_.tokenizer().encode(text).ids.size());
+    return input_limit_ > 0 ? std::min(n, input_limit_) : n;
+  }
 
  private:
   pipelines::TextModel model_;
   ServiceInfo info_;
+  int64_t input_limit_ = 0;  // embed / classify truncate their inputs here (0: no limit)
   // Declared after the model: they stop (and let go of it) first.
   std::unique_ptr<service::GenerationEngine> engine_;
   std::unique_ptr<service::EncoderQueue> encoder_;

@@ -129,6 +129,9 @@ class Service {
   virtual std::vector<std::vector<float>> embed(const std::vector<std::string>& texts) = 0;
   // Labels by score, best first (sequence-classification heads).
   virtual std::vector<LabelScore> classify(const std::string& text) = 0;
+  // The tokens the model reads for `text` (special tokens included; for embed and classify,
+  // cut at the length they truncate to), for usage reports. NotFound without a tokenizer.
+  virtual int64_t count_tokens(const std::string& text) const = 0;
 
  protected:
   Service() = default;
