@@ -94,10 +94,13 @@ TensorMap DecoderLm::forward(const TensorMap& inputs) {
 }
 
 // Note [Decoding through parts]: one step of one group (models/pipeline/stage.h's decoder-only
-// contract): every part first reorders its caches by select_rows and passes it on; the first
-// embeds input_ids at position_ids (past, past + 1, ... when absent), which every part passes
-// on (rotary layers need them on every part); the last returns the last position's logits
-// [batch, vocab] in f32.
+// contract): every part first reorders its caches by select_rows (none left: fresh caches),
+// drops trim_front leading positions, and passes both on; the first embeds input_ids at
+// position_ids (past, past + 1, ... when absent), which every part passes on (rotary layers
+// need them on every part); the last returns the last position's logits [batch, vocab] in
+// f32. With join_rows the step's rows are new sequences: they run over caches of their own,
+// which are then appended after the group's rows, aligned on the right (Note [Continuous
+// batching] in service/batcher.h), and the logits are theirs.
 std::unique_ptr<DecodeState> DecoderLm::new_decode_state() const {
   auto state = std::make_unique<CachesState>();
   state->owner = this;
@@ -108,10 +111,27 @@ std::unique_ptr<DecodeState> DecoderLm::new_decode_state() const {
 TensorMap DecoderLm::decode_step(const TensorMap& in, DecodeState& state) {
   auto* s = dynamic_cast<CachesState*>(&state);
   check(s && s->owner == this, "the state was not made by this stage's new_state()");
-  auto& caches = s->caches;
   const Tensor rows = optional_input(in, "select_rows");
-  if (rows.defined())
-    for (auto& c : caches) c.select_rows(rows);
+  const Tensor trim = optional_input(in, "trim_front");
+  const Tensor join = optional_input(in, "join_rows");
+  if (rows.defined()) check(rows.dim() == 1, "select_rows should be 1-d, got ", shape_str(rows.shape()));
+  if (trim.defined()) check(trim.numel() == 1, "trim_front should be one number, got ", shape_str(trim.shape()));
+  auto change_rows = [&] {
+    if (rows.defined())
+      for (auto& c : s->caches) {
+        if (rows.numel() == 0) c = LayerCache{};
+        else c.select_rows(rows);
+      }
+    if (!trim.defined()) return;
+    const int64_t n = ops::contiguous(trim).to_vector<int64_t>()[0];
+    const int64_t length = s->caches.empty() ? 0 : s->caches[0].self.length();
+    check(n >= 0 && n <= length, "trim_front ", n, " outside the cached ", length, " positions");
+    for (auto& c : s->caches) c.self.drop_front(n);
+  };
+  // New rows run first over caches of their own: a failure there leaves the group's as they were.
+  std::vector<LayerCache> joining(join.defined() ? s->caches.size() : 0);
+  if (!join.defined()) change_rows();
+  auto& caches = join.defined() ? joining : s->caches;
   const int64_t past = caches.empty() ? 0 : caches[0].self.length();
 
   Tensor h;  // [batch, n, hidden]
@@ -141,10 +161,17 @@ TensorMap DecoderLm::decode_step(const TensorMap& in, DecodeState& state) {
   // The final norm is per position: only the last one is needed.
   h = run_layers(h, keep_of(mask), positions, &caches, nullptr, /*final_norm=*/false);
 
+  if (join.defined()) {
+    change_rows();
+    for (size_t i = 0; i < caches.size(); ++i) s->caches[i].self.join_rows(caches[i].self);
+  }
+
   if (!part_.is_last()) {
     TensorMap out{{"hidden_states", h}, {"position_ids", positions}};
     if (mask.defined()) out["attention_mask"] = mask;
     if (rows.defined()) out["select_rows"] = rows;
+    if (trim.defined()) out["trim_front"] = trim;
+    if (join.defined()) out["join_rows"] = join;
     return out;
   }
   Tensor logits = logits_of(final_norm_->forward(ops::select(h, 1, -1)));

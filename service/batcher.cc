@@ -10,7 +10,6 @@
 namespace libai::service {
 
 namespace gen = models::generation;
-using models::KVCache;
 
 namespace {
 
@@ -29,35 +28,20 @@ std::vector<std::vector<float>> split_rows(const Tensor& logits) {
   return out;
 }
 
-// A cache holding `keys` and `values` ([batch, kv_heads, length, d]); KVCache keeps room to
-// grow by doubling.
-KVCache cache_of(const Tensor& keys, const Tensor& values) {
-  KVCache out;
-  out.append(keys, values);
-  return out;
-}
-
-// n zero columns in front of the cached ones (masked as padding by the caller).
-KVCache padded_front(const KVCache& cache, int64_t n) {
-  if (n == 0 || cache.empty()) return cache;
-  Shape shape = cache.keys().shape();
-  shape[2] = n;
-  const Tensor zeros = Tensor::zeros(shape, cache.keys().dtype(), cache.keys().device());
-  return cache_of(ops::cat({zeros, cache.keys()}, 2), ops::cat({zeros, cache.values()}, 2));
-}
-
-KVCache without_front(const KVCache& cache, int64_t n) {
-  if (n == 0 || cache.empty()) return cache;
-  const int64_t length = cache.length();
-  return cache_of(ops::slice(cache.keys(), 2, n, length), ops::slice(cache.values(), 2, n, length));
-}
-
 }  // namespace
 
 // ---- RunningBatch ----------------------------------------------------------------------
 
-RunningBatch::RunningBatch(models::DecoderLm& model, int64_t max_rows)
-    : model_(model), max_rows_(max_rows), caches_(size_t(model.num_layers())) {}
+RunningBatch::RunningBatch(StepFunction step, int64_t max_rows, std::function<void()> release)
+    : step_(std::move(step)), max_rows_(max_rows), release_(std::move(release)) {}
+
+RunningBatch::RunningBatch(models::DecoderLm& model, int64_t max_rows) : max_rows_(max_rows) {
+  auto state = std::make_shared<std::unique_ptr<models::DecodeState>>(model.new_decode_state());
+  step_ = [&model, state](const models::TensorMap& in) {
+    return model.decode_step(in, **state).at("logits");
+  };
+  release_ = [&model, state] { *state = model.new_decode_state(); };
+}
 
 Tensor RunningBatch::keep_tensor() const {
   Tensor keep = Tensor::empty({rows(), length_}, DType::boolean);
@@ -65,34 +49,30 @@ Tensor RunningBatch::keep_tensor() const {
   return keep;
 }
 
+void RunningBatch::take_pending(models::TensorMap& inputs) {
+  if (pending_rows_) {
+    const auto n = int64_t(pending_rows_->size());
+    inputs["select_rows"] = Tensor::from_vector(*pending_rows_, {n});
+  }
+  if (pending_trim_ > 0) inputs["trim_front"] = Tensor::from_vector(std::vector<int64_t>{pending_trim_}, {});
+}
+
 std::vector<std::vector<float>> RunningBatch::add(const std::vector<std::vector<int64_t>>& prompts) {
   autograd::NoGradGuard no_grad;
-  // The new rows alone first: a failure leaves the running batch as it was.
+  // The new rows run over caches of their own, joined after the running rows' once computed
+  // (join_rows): a failure leaves the running batch as it was, row changes still pending.
   models::CausalInputs inputs(prompts, /*pad_id=*/0);  // pads are masked: any id will do
-  const auto in = inputs.prefill();
-  std::vector<models::LayerCache> fresh(caches_.size());
-  const Tensor logits = model_.causal_step(
-      {in.at("input_ids"), in.at("position_ids"), in.at("attention_mask"), &fresh});
-  const int64_t added = int64_t(prompts.size()), n = inputs.length();
-  std::vector<uint8_t> keep(size_t(added * n), 0);
-  for (int64_t r = 0; r < added; ++r) {
-    const int64_t size = int64_t(prompts[r].size());
-    std::fill_n(keep.begin() + r * n + (n - size), size, 1);
-  }
+  models::TensorMap in = inputs.prefill();
+  in["join_rows"] = Tensor::from_vector(std::vector<int64_t>{1}, {});
+  take_pending(in);
+  const Tensor logits = step_(in);
+  pending_rows_.reset();
+  pending_trim_ = 0;
 
-  // Align both sides on the right (Note [Continuous batching]), then stack the rows.
+  // Align both sides on the right (Note [Continuous batching]), as join_rows did the caches.
+  const int64_t added = int64_t(prompts.size()), n = inputs.length();
   const int64_t length = std::max(length_, n);
-  const int64_t pad_old = rows() > 0 ? length - length_ : 0, pad_new = length - n;
-  for (size_t l = 0; l < caches_.size(); ++l) {
-    if (rows() == 0) {
-      caches_[l] = std::move(fresh[l]);
-      continue;
-    }
-    const KVCache old = padded_front(caches_[l].self, pad_old);
-    const KVCache joined = padded_front(fresh[l].self, pad_new);
-    caches_[l].self = cache_of(ops::cat({old.keys(), joined.keys()}, 0),
-                               ops::cat({old.values(), joined.values()}, 0));
-  }
+  const int64_t pad_old = length - length_, pad_new = length - n;
   std::vector<uint8_t> merged;
   merged.reserve(size_t((rows() + added) * length));
   for (int64_t r = 0; r < rows(); ++r) {
@@ -100,11 +80,12 @@ std::vector<std::vector<float>> RunningBatch::add(const std::vector<std::vector<
     merged.insert(merged.end(), keep_.begin() + r * length_, keep_.begin() + (r + 1) * length_);
   }
   for (int64_t r = 0; r < added; ++r) {
-    merged.insert(merged.end(), size_t(pad_new), 0);
-    merged.insert(merged.end(), keep.begin() + r * n, keep.begin() + (r + 1) * n);
+    const int64_t size = int64_t(prompts[size_t(r)].size());
+    merged.insert(merged.end(), size_t(pad_new + n - size), 0);
+    merged.insert(merged.end(), size_t(size), 1);
   }
   keep_ = std::move(merged);
-  length_ = rows() > 0 ? length : n;
+  length_ = length;
   for (const auto& p : prompts) last_position_.push_back(int64_t(p.size()) - 1);
   return split_rows(logits);
 }
@@ -120,23 +101,30 @@ std::vector<std::vector<float>> RunningBatch::step(const std::vector<int64_t>& t
   }
   keep_ = std::move(keep);
   ++length_;
-  const Tensor logits =
-      model_.causal_step({Tensor::from_vector(tokens, {rows(), 1}),
-                          Tensor::from_vector(last_position_, {rows(), 1}), keep_tensor(), &caches_});
-  return split_rows(logits);
+  models::TensorMap in{{"input_ids", Tensor::from_vector(tokens, {rows(), 1})},
+                       {"position_ids", Tensor::from_vector(last_position_, {rows(), 1})},
+                       {"attention_mask", keep_tensor()}};
+  take_pending(in);
+  pending_rows_.reset();
+  pending_trim_ = 0;
+  return split_rows(step_(in));
 }
 
 void RunningBatch::keep_rows(const std::vector<int64_t>& kept) {
   if (kept.empty()) {
-    caches_.assign(caches_.size(), models::LayerCache{});
     keep_.clear();
     last_position_.clear();
     length_ = 0;
+    pending_trim_ = 0;
+    if (release_) {
+      release_();
+      pending_rows_.reset();
+    } else {
+      pending_rows_ = std::vector<int64_t>{};
+    }
     return;
   }
   if (int64_t(kept.size()) != rows()) {
-    const Tensor index = Tensor::from_vector(kept);
-    for (auto& c : caches_) c.self.select_rows(index);
     std::vector<uint8_t> keep;
     std::vector<int64_t> last;
     for (int64_t r : kept) {
@@ -145,6 +133,11 @@ void RunningBatch::keep_rows(const std::vector<int64_t>& kept) {
     }
     keep_ = std::move(keep);
     last_position_ = std::move(last);
+    // Rows left before: compose with the selection not sent yet.
+    std::vector<int64_t> select = kept;
+    if (pending_rows_)
+      for (auto& r : select) r = (*pending_rows_)[size_t(r)];
+    pending_rows_ = std::move(select);
   }
   // Columns that are padding in every row: a row's real tokens are its rightmost columns.
   int64_t unused = length_;
@@ -154,12 +147,12 @@ void RunningBatch::keep_rows(const std::vector<int64_t>& kept) {
     unused = std::min(unused, first);
   }
   if (unused == 0) return;
-  for (auto& c : caches_) c.self = without_front(c.self, unused);
   std::vector<uint8_t> keep;
   for (int64_t r = 0; r < rows(); ++r)
     keep.insert(keep.end(), keep_.begin() + r * length_ + unused, keep_.begin() + (r + 1) * length_);
   keep_ = std::move(keep);
   length_ -= unused;
+  pending_trim_ += unused;
 }
 
 // ---- SessionRows -----------------------------------------------------------------------
@@ -209,27 +202,35 @@ void check_request(const GenerateRequest& r) {
 
 }  // namespace
 
-GenerationEngine::GenerationEngine(models::pipelines::TextModel& model, const ServiceOptions& options)
-    : model_(model),
-      lm_([&]() -> gen::GenerativeModel& {
-        auto* lm = model.model().generative();
-        LIBAI_CHECK_KIND(Unsupported, lm != nullptr, model.folder().string(), ": a ",
-                         models::task_name(model.model().task()), " model cannot generate text");
-        return *lm;
-      }()),
-      max_queue_(options.max_queue) {
+EngineModel engine_model(models::pipelines::TextModel& model, const ServiceOptions& options) {
+  auto* lm = model.model().generative();
+  LIBAI_CHECK_KIND(Unsupported, lm != nullptr, model.folder().string(), ": a ",
+                   models::task_name(model.model().task()), " model cannot generate text");
   LIBAI_CHECK(options.max_batch >= 1, "ServiceOptions.max_batch must be >= 1, got ", options.max_batch);
-  LIBAI_CHECK(options.max_queue >= 0, "ServiceOptions.max_queue must be >= 0, got ", options.max_queue);
-  if (auto* decoder = dynamic_cast<models::DecoderLm*>(&model.model()))
-    rows_ = std::make_unique<RunningBatch>(*decoder, options.max_batch);
-  else
-    rows_ = std::make_unique<SessionRows>(lm_);
+  EngineModel out;
+  out.tokenizer = model.has_tokenizer() ? &model.tokenizer() : nullptr;
   gen::GenerationConfig config;
   models::pipelines::complete_generation_config(model, config);
-  settings_.eos_token_ids = config.eos_token_ids;
-  if (lm_.is_encoder_decoder()) settings_.decoder_start_token_id = lm_.decoder_start_token_id();
-  max_positions_ = max_positions_of(model.config_json());
-  thread_ = std::thread([this] { run(); });
+  out.settings.eos_token_ids = config.eos_token_ids;
+  out.encoder_decoder = lm->is_encoder_decoder();
+  if (out.encoder_decoder) out.settings.decoder_start_token_id = lm->decoder_start_token_id();
+  out.vocab_size = lm->vocab_size();
+  out.max_positions = max_positions_of(model.config_json());
+  if (auto* decoder = dynamic_cast<models::DecoderLm*>(&model.model()))
+    out.lanes.push_back(std::make_unique<RunningBatch>(*decoder, options.max_batch));
+  else
+    out.lanes.push_back(std::make_unique<SessionRows>(*lm));
+  return out;
+}
+
+GenerationEngine::GenerationEngine(EngineModel model, const ServiceOptions& options)
+    : model_(std::move(model)), max_queue_(options.max_queue) {
+  LIBAI_CHECK(options.max_batch >= 1, "ServiceOptions.max_batch must be >= 1, got ", options.max_batch);
+  LIBAI_CHECK(options.max_queue >= 0, "ServiceOptions.max_queue must be >= 0, got ", options.max_queue);
+  LIBAI_CHECK(!model_.lanes.empty(), "a generation engine needs at least one lane");
+  running_.assign(model_.lanes.size(), 0);
+  for (size_t lane = 0; lane < model_.lanes.size(); ++lane)
+    threads_.emplace_back([this, lane] { run(lane); });
 }
 
 GenerationEngine::~GenerationEngine() {
@@ -238,7 +239,7 @@ GenerationEngine::~GenerationEngine() {
     closing_ = true;
   }
   wake_.notify_all();
-  thread_.join();
+  for (auto& t : threads_) t.join();
 }
 
 std::future<GenerateResult> GenerationEngine::submit(GenerateRequest request) {
@@ -246,30 +247,32 @@ std::future<GenerateResult> GenerationEngine::submit(GenerateRequest request) {
   std::vector<int64_t> prompt = request.prompt_ids;
   if (prompt.empty()) {
     LIBAI_CHECK(!request.prompt.empty(), "GenerateRequest: the prompt is empty");
-    const auto encoding = model_.tokenizer().encode(request.prompt);
+    LIBAI_CHECK_KIND(NotFound, model_.tokenizer != nullptr,
+                     "GenerateRequest: a text prompt needs the model folder's tokenizer; give "
+                     "prompt_ids");
+    const auto encoding = model_.tokenizer->encode(request.prompt);
     prompt.assign(encoding.ids.begin(), encoding.ids.end());
     LIBAI_CHECK(!prompt.empty(), "GenerateRequest: the prompt \"", request.prompt,
                 "\" encodes to no tokens");
   }
-  const int64_t vocab = lm_.vocab_size();
+  const int64_t vocab = model_.vocab_size;
   for (size_t i = 0; i < prompt.size(); ++i)
     LIBAI_CHECK(prompt[i] >= 0 && prompt[i] < vocab, "GenerateRequest: prompt token ", i, " is ",
                 prompt[i], ", outside the vocabulary [0, ", vocab, ")");
-  if (max_positions_ > 0) {
+  if (model_.max_positions > 0) {
     // A decoder-only model's positions hold the prompt and the new tokens; an encoder's the
     // prompt.
     const int64_t needed =
-        int64_t(prompt.size()) + (lm_.is_encoder_decoder() ? 0 : request.max_new_tokens);
-    LIBAI_CHECK(needed <= max_positions_, "GenerateRequest: the prompt's ", prompt.size(),
-                " tokens", lm_.is_encoder_decoder() ? "" : " + max_new_tokens ",
-                lm_.is_encoder_decoder() ? std::string() : std::to_string(request.max_new_tokens),
-                " exceed the model's ", max_positions_, " positions");
+        int64_t(prompt.size()) + (model_.encoder_decoder ? 0 : request.max_new_tokens);
+    LIBAI_CHECK(needed <= model_.max_positions, "GenerateRequest: the prompt's ", prompt.size(),
+                " tokens", model_.encoder_decoder ? "" : " + max_new_tokens ",
+                model_.encoder_decoder ? std::string() : std::to_string(request.max_new_tokens),
+                " exceed the model's ", model_.max_positions, " positions");
   }
   std::promise<GenerateResult> promise;
   auto future = promise.get_future();
-  const tokenizers::Tokenizer* tokenizer = model_.has_tokenizer() ? &model_.tokenizer() : nullptr;
-  auto sequence = std::make_unique<Sequence>(std::move(request), std::move(prompt), settings_,
-                                             tokenizer, std::move(promise));
+  auto sequence = std::make_unique<Sequence>(std::move(request), std::move(prompt),
+                                             model_.settings, model_.tokenizer, std::move(promise));
   {
     std::lock_guard lock(mutex_);
     LIBAI_CHECK_KIND(Unavailable, !closing_, "the service is closing");
@@ -280,7 +283,7 @@ std::future<GenerateResult> GenerationEngine::submit(GenerateRequest request) {
     queue_.push_back(std::move(sequence));
     metrics_.queue_depth = int64_t(queue_.size());
   }
-  wake_.notify_one();
+  wake_.notify_all();  // an idle lane should take it, not one that is mid-step
   return future;
 }
 
@@ -301,14 +304,27 @@ void GenerationEngine::finish(std::unique_ptr<Sequence> sequence) {
   sequence->deliver();
 }
 
-bool GenerationEngine::admit(std::vector<std::unique_ptr<Sequence>>& running,
+void GenerationEngine::set_running(size_t lane, int64_t rows) {
+  running_[lane] = rows;
+  metrics_.running = 0;
+  for (int64_t r : running_) metrics_.running += r;
+}
+
+bool GenerationEngine::admit(size_t lane, std::vector<std::unique_ptr<Sequence>>& running,
                              std::vector<std::vector<float>>& logits) {
+  DecodeRows& rows = *model_.lanes[lane];
   std::vector<std::unique_ptr<Sequence>> joining, cancelled;
   {
     std::unique_lock lock(mutex_);
     wake_.wait(lock, [&] { return closing_ || !queue_.empty() || !running.empty(); });
     if (closing_) return false;
-    while (!queue_.empty() && int64_t(running.size() + joining.size()) < rows_->max_rows()) {
+    // Note [Lanes]: up to an even share of every request, and one at least for an idle lane.
+    const auto lanes = int64_t(running_.size());
+    const int64_t share = (int64_t(queue_.size()) + metrics_.running + lanes - 1) / lanes;
+    const int64_t room = rows.max_rows() - int64_t(running.size());
+    const int64_t take = std::min(room, std::max<int64_t>(share - int64_t(running.size()),
+                                                          running.empty() ? 1 : 0));
+    while (!queue_.empty() && int64_t(joining.size()) < take) {
       auto sequence = std::move(queue_.front());
       queue_.pop_front();
       (sequence->cancel_requested() ? cancelled : joining).push_back(std::move(sequence));
@@ -323,7 +339,7 @@ bool GenerationEngine::admit(std::vector<std::unique_ptr<Sequence>>& running,
   std::vector<std::vector<int64_t>> prompts;
   for (const auto& s : joining) prompts.push_back(s->prompt());
   try {
-    auto added = rows_->add(prompts);
+    auto added = rows.add(prompts);
     for (auto& row : added) logits.push_back(std::move(row));
   } catch (...) {
     for (auto& s : joining) {
@@ -334,12 +350,13 @@ bool GenerationEngine::admit(std::vector<std::unique_ptr<Sequence>>& running,
   }
   for (auto& s : joining) running.push_back(std::move(s));
   std::lock_guard lock(mutex_);
-  metrics_.running = int64_t(running.size());
+  set_running(lane, int64_t(running.size()));
   return true;
 }
 
-void GenerationEngine::decode(std::vector<std::unique_ptr<Sequence>>& running,
+void GenerationEngine::decode(size_t lane, std::vector<std::unique_ptr<Sequence>>& running,
                               std::vector<std::vector<float>>& logits) {
+  DecodeRows& rows = *model_.lanes[lane];
   std::vector<int64_t> kept, tokens;
   std::vector<std::unique_ptr<Sequence>> still, done;
   for (size_t r = 0; r < running.size(); ++r) {
@@ -364,25 +381,25 @@ void GenerationEngine::decode(std::vector<std::unique_ptr<Sequence>>& running,
     }
   }
   running = std::move(still);
-  if (!done.empty()) rows_->keep_rows(kept);
+  if (!done.empty()) rows.keep_rows(kept);
   {
     std::lock_guard lock(mutex_);
-    metrics_.running = int64_t(running.size());
+    set_running(lane, int64_t(running.size()));
   }
   for (auto& s : done) finish(std::move(s));
   logits.clear();
   if (running.empty()) return;
   try {
-    logits = rows_->step(tokens);
+    logits = rows.step(tokens);
   } catch (...) {  // the model failed mid-batch: every running request fails with it
     for (auto& s : running) {
       s->fail(std::current_exception());
       finish(std::move(s));
     }
     running.clear();
-    rows_->keep_rows({});
+    rows.keep_rows({});
     std::lock_guard lock(mutex_);
-    metrics_.running = 0;
+    set_running(lane, 0);
     return;
   }
   std::lock_guard lock(mutex_);
@@ -390,10 +407,10 @@ void GenerationEngine::decode(std::vector<std::unique_ptr<Sequence>>& running,
   metrics_.batched_rows += int64_t(running.size());
 }
 
-void GenerationEngine::run() {
+void GenerationEngine::run(size_t lane) {
   std::vector<std::unique_ptr<Sequence>> running;
   std::vector<std::vector<float>> logits;  // the next-token logits of each running row
-  while (admit(running, logits)) decode(running, logits);
+  while (admit(lane, running, logits)) decode(lane, running, logits);
   // Closing: the running requests end as cancelled with what they made, the waiting fail.
   for (auto& s : running) {
     s->cancel();
@@ -404,7 +421,7 @@ void GenerationEngine::run() {
     std::lock_guard lock(mutex_);
     waiting.swap(queue_);
     metrics_.queue_depth = 0;
-    metrics_.running = 0;
+    set_running(lane, 0);
   }
   for (auto& s : waiting) {
     s->fail(std::make_exception_ptr(

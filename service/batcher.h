@@ -30,9 +30,11 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -57,9 +59,22 @@ class DecodeRows {
   virtual void keep_rows(const std::vector<int64_t>& kept) = 0;
 };
 
-// The running batch of a decoder-only model (Note [Continuous batching]).
+// One decoding step of a group of rows through a decoder-only model, whole or in pipeline
+// stages: inputs under the stage contract of models/pipeline/stage.h (input_ids,
+// position_ids, attention_mask, select_rows, trim_front, join_rows), the last position's
+// logits [rows, vocab] back.
+using StepFunction = std::function<Tensor(const models::TensorMap&)>;
+
+// The running batch of a decoder-only model (Note [Continuous batching]). The caches live
+// where the step function runs the layers (models::DecoderLm::decode_step's state, on every
+// pipeline stage); this side keeps which columns are real tokens and each row's position, and
+// sends the row changes (rows leaving, columns dropped) with the next step.
 class RunningBatch : public DecodeRows {
  public:
+  // `release`: frees the caches at once when no row is left (else the next step's
+  // select_rows does).
+  RunningBatch(StepFunction step, int64_t max_rows, std::function<void()> release = {});
+  // The model's own decode_step over a state of this batch.
   RunningBatch(models::DecoderLm& model, int64_t max_rows);
   int64_t rows() const override { return int64_t(last_position_.size()); }
   int64_t max_rows() const override { return max_rows_; }
@@ -70,13 +85,17 @@ class RunningBatch : public DecodeRows {
 
  private:
   Tensor keep_tensor() const;  // [rows, length] bool
+  // Adds the row changes not sent yet to `inputs`.
+  void take_pending(models::TensorMap& inputs);
 
-  models::DecoderLm& model_;
+  StepFunction step_;
   int64_t max_rows_;
-  std::vector<models::LayerCache> caches_;  // one per layer, [rows, kv_heads, length, d]
-  std::vector<uint8_t> keep_;               // [rows, length]: 1 = a real token
-  std::vector<int64_t> last_position_;      // per row
+  std::function<void()> release_;
+  std::vector<uint8_t> keep_;           // [rows, length]: 1 = a real token
+  std::vector<int64_t> last_position_;  // per row
   int64_t length_ = 0;
+  std::optional<std::vector<int64_t>> pending_rows_;  // select_rows for the next step
+  int64_t pending_trim_ = 0;                           // trim_front for the next step
 };
 
 // Any GenerativeModel, one request at a time through its DecodeSession.
@@ -94,34 +113,56 @@ class SessionRows : public DecodeRows {
   std::unique_ptr<models::generation::DecodeSession> session_;
 };
 
+// What the engine needs of a model that generates.
+struct EngineModel {
+  const tokenizers::Tokenizer* tokenizer = nullptr;  // null: prompts as ids, results without text
+  SequenceSettings settings;
+  int64_t vocab_size = 0;
+  bool encoder_decoder = false;
+  int64_t max_positions = 0;  // prompt + new tokens (encoder-decoder: the prompt); 0: unbounded
+  // Note [Lanes]: the rows each engine thread decodes.
+  std::vector<std::unique_ptr<DecodeRows>> lanes;
+};
+
+// One lane over `model` in this process: a RunningBatch of options.max_batch rows for a
+// decoder-only model, SessionRows for the others. Unsupported for a model that cannot generate.
+EngineModel engine_model(models::pipelines::TextModel& model, const ServiceOptions& options);
+
+// Note [Lanes]
+// A decoding step through pipeline stages is a round trip: while one group of rows is on
+// stage 1, stage 0 would idle. So the engine runs lanes, each its own thread with its own
+// rows (a pipeline group: its own caches on every stage), sharing one request queue, as
+// generation over a pipeline runs at least as many groups as stages. A lane admits waiting
+// requests up to an even share of all requests (waiting and running, over the lanes), so the
+// lanes' batches stay alike; a lane without rows always takes one. In one process there is
+// one lane: the model is one object, and one batch of all rows uses it best.
 class GenerationEngine {
  public:
-  // `model` must outlive the engine and be used by nothing else while it runs.
-  GenerationEngine(models::pipelines::TextModel& model, const ServiceOptions& options);
+  // The lanes' models (and the tokenizer) must outlive the engine and be used by nothing else
+  // while it runs.
+  GenerationEngine(EngineModel model, const ServiceOptions& options);
   // Fails the waiting requests (Unavailable), ends the running ones as cancelled after the
-  // current step, and joins the thread.
+  // current step, and joins the threads.
   ~GenerationEngine();
 
   // Checks and tokenises the request on the calling thread; InvalidArgument for a bad one,
   // Unavailable when the queue is full or the engine is closing.
   std::future<GenerateResult> submit(GenerateRequest request);
   ServiceMetrics metrics() const;
-  int64_t max_positions() const { return max_positions_; }
+  int64_t max_positions() const { return model_.max_positions; }
+  int lanes() const { return int(model_.lanes.size()); }
 
  private:
-  void run();
+  void run(size_t lane);
   // Step (1) of Note [Continuous batching]; false when closing.
-  bool admit(std::vector<std::unique_ptr<Sequence>>& running,
+  bool admit(size_t lane, std::vector<std::unique_ptr<Sequence>>& running,
              std::vector<std::vector<float>>& logits);
-  void decode(std::vector<std::unique_ptr<Sequence>>& running,
+  void decode(size_t lane, std::vector<std::unique_ptr<Sequence>>& running,
               std::vector<std::vector<float>>& logits);
   void finish(std::unique_ptr<Sequence> sequence);  // counts it, then hands out its result
+  void set_running(size_t lane, int64_t rows);     // under mutex_
 
-  models::pipelines::TextModel& model_;
-  models::generation::GenerativeModel& lm_;
-  std::unique_ptr<DecodeRows> rows_;
-  SequenceSettings settings_;
-  int64_t max_positions_ = 0;  // 0: unbounded
+  EngineModel model_;
   int max_queue_;
 
   mutable std::mutex mutex_;
@@ -129,7 +170,8 @@ class GenerationEngine {
   std::deque<std::unique_ptr<Sequence>> queue_;
   bool closing_ = false;
   ServiceMetrics metrics_;
-  std::thread thread_;  // last: starts once the rest is built
+  std::vector<int64_t> running_;     // per lane
+  std::vector<std::thread> threads_;  // last: start once the rest is built
 };
 
 }  // namespace libai::service

@@ -50,7 +50,8 @@ class ModelService final : public Service {
     info_.can_classify =
         model_.has_tokenizer() && task == models::Task::sequence_classification;
     if (info_.can_generate) {
-      engine_ = std::make_unique<service::GenerationEngine>(model_, options);
+      engine_ = std::make_unique<service::GenerationEngine>(service::engine_model(model_, options),
+                                                           options);
       info_.max_positions = engine_->max_positions();
     } else {
       encoder_ = std::make_unique<service::EncoderQueue>(model_, options);

@@ -91,6 +91,63 @@ void KVCache::select_rows(const Tensor& rows) {
   v_ = ops::index_select(v_, 0, rows);
 }
 
+namespace {
+
+// A [rows, heads, capacity, d] buffer like `like` (capacity as append grows it).
+Tensor cache_buffer(const Tensor& like, int64_t rows, int64_t length) {
+  Shape shape = like.shape();
+  shape[0] = rows;
+  shape[2] = std::max<int64_t>(2 * length, 16);
+  return Tensor::empty(shape, like.dtype(), like.device());
+}
+
+// Columns [length - from.length, length) of rows [row, row + from's rows) of `to` become
+// `from`'s positions, the columns in front of them zero.
+void place_right(Tensor& to, int64_t row, const Tensor& from, int64_t length) {
+  const int64_t n = from.size(2), pad = length - n;
+  Tensor rows = ops::slice(to, 0, row, row + from.size(0));
+  if (pad > 0) {
+    Tensor front = ops::slice(rows, 2, 0, pad);
+    front.copy_from(Tensor::zeros(front.shape(), front.dtype(), front.device()));
+  }
+  ops::slice(rows, 2, pad, length).copy_from(from);
+}
+
+}  // namespace
+
+void KVCache::drop_front(int64_t n) {
+  LIBAI_CHECK(n >= 0 && n <= length_, "KVCache: cannot drop ", n, " of ", length_, " positions");
+  if (n == 0) return;
+  const int64_t length = length_ - n;
+  Tensor k = cache_buffer(k_, k_.size(0), length), v = cache_buffer(v_, v_.size(0), length);
+  ops::slice(k, 2, 0, length).copy_from(ops::slice(k_, 2, n, length_));
+  ops::slice(v, 2, 0, length).copy_from(ops::slice(v_, 2, n, length_));
+  k_ = k;
+  v_ = v;
+  length_ = length;
+}
+
+void KVCache::join_rows(const KVCache& other) {
+  if (other.rows() == 0) return;
+  if (rows() == 0) {
+    *this = other;
+    return;
+  }
+  LIBAI_CHECK(other.k_.size(1) == k_.size(1) && other.k_.size(3) == k_.size(3) &&
+                  other.k_.dtype() == k_.dtype(),
+              "KVCache: cannot join caches of shapes ", shape_str(keys().shape()), " and ",
+              shape_str(other.keys().shape()));
+  const int64_t length = std::max(length_, other.length_), rows = this->rows() + other.rows();
+  Tensor k = cache_buffer(k_, rows, length), v = cache_buffer(v_, rows, length);
+  place_right(k, 0, keys(), length);
+  place_right(v, 0, values(), length);
+  place_right(k, this->rows(), other.keys(), length);
+  place_right(v, this->rows(), other.values(), length);
+  k_ = k;
+  v_ = v;
+  length_ = length;
+}
+
 Attention::Attention(const LayerContext& ctx, const AttentionConfig& config)
     : config_(resolved(config)) {
   const int tp = ctx.tp_size();

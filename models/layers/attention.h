@@ -69,6 +69,13 @@ class KVCache {
   bool empty() const { return length_ == 0; }
   // Row i of the batch becomes old row rows[i] (rows: 1-d i64).
   void select_rows(const Tensor& rows);
+  // Drops the first n positions of every row (n <= length()).
+  void drop_front(int64_t n);
+  // Appends `other`'s rows after this cache's rows, both aligned on the right: the shorter
+  // side gets zero positions in front, which the caller masks (Note [Continuous batching] in
+  // service/batcher.h). An empty cache (no rows) takes `other` as it is.
+  void join_rows(const KVCache& other);
+  int64_t rows() const { return k_.defined() ? k_.size(0) : 0; }
 
  private:
   Tensor k_, v_;  // [batch, heads, capacity, head_dim]

@@ -25,17 +25,23 @@
 //
 //   decoder-only generation (GPT-2), one micro-batch = one step of one group of sequences:
 //     first stage in:  input_ids [b, n] i64, attention_mask [b, past + n] (bool or i64,
-//                      1 = a real token), position_ids [b, n] i64, optional select_rows [b'] i64
-//     other stages in: hidden_states [b, n, hidden], attention_mask, position_ids, optional
-//                      select_rows
-//     out:             hidden_states, attention_mask, position_ids and select_rows when
+//                      1 = a real token), position_ids [b, n] i64, optional select_rows [b'] i64,
+//                      trim_front [] i64, join_rows [] (any value: present = on)
+//     other stages in: hidden_states [b, n, hidden], attention_mask, position_ids, and the
+//                      optional ones
+//     out:             hidden_states, attention_mask, position_ids and the optional ones when
 //                      given (stages before the last); logits [b, vocab] f32 of the LAST
 //                      position only (the last stage)
 //     Each stage first makes row i of its KV caches (in the StageState) old row
-//     select_rows[i], exactly as CausalLmSession::select_rows does, and passes select_rows
-//     on, so that a driver only forwards each stage's outputs to the next (giving a stage
-//     the step's select_rows again is harmless). CausalInputs (models/causal_lm.h) builds the
-//     first stage's inputs exactly as CausalLmSession feeds a whole model.
+//     select_rows[i], exactly as CausalLmSession::select_rows does (an empty select_rows
+//     leaves no row: fresh caches), then drops the first trim_front positions of every row,
+//     and passes them on, so that a driver only forwards each stage's outputs to the next
+//     (giving a stage the step's select_rows again is harmless). With join_rows the b rows
+//     are new sequences (past = 0 for them): they run over caches of their own, appended
+//     after the group's rows once the step is done, both aligned on the right with zero
+//     positions in front of the shorter side (the continuous batching of service/batcher.h,
+//     whose attention_mask masks those positions). CausalInputs (models/causal_lm.h) builds
+//     the first stage's inputs exactly as CausalLmSession feeds a whole model.
 //
 //   encoders (BERT, RoBERTa):
 //     first stage in:  input_ids [b, n] i64, optional attention_mask [b, n], token_type_ids,
