@@ -1,5 +1,7 @@
 #include "actors/config_job.h"
 
+#include "actors/pipeline_service.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -27,7 +29,8 @@ ConfigJob::ConfigJob(const config::Config& cfg, int nodes) : nodes_(nodes) { rea
 void ConfigJob::read(const config::Config& cfg) {
   cfg_ = cfg;
   const std::string target = cfg.get_or<std::string>("job._target_", "train");
-  if (target == "generate")
+  serving_ = target == "serve";
+  if (target == "generate" || serving_)
     kind_ = JobKind::generate;
   else if (target == "encode")
     kind_ = JobKind::encode;
@@ -35,7 +38,8 @@ void ConfigJob::read(const config::Config& cfg) {
     kind_ = JobKind::synthetic;
   else
     LIBAI_THROW(InvalidArgument, "job._target_ is '", target,
-                "': `libai-actor run` runs generate, encode, synthetic or synthetic_train jobs");
+                "': `libai-actor run` runs generate, encode, synthetic or synthetic_train jobs "
+                "(`libai-actor serve` runs serve jobs)");
   training_ = target == "synthetic_train";
   // Keys this runtime accepts but a run job cannot act on (amp, ZeRO, what-if keys, ...).
   config::check_implemented(cfg, config::Purpose::inference_job);
@@ -83,7 +87,9 @@ void ConfigJob::read(const config::Config& cfg) {
                   " = ", *given, ": the model in ", model_.string(), " has ", num_layers_,
                   " pipeline layers (set it to null: a ", target, " job takes it from the model)");
     auto tokenizer = [&] { return tokenizers::load_tokenizer(model_); };
-    if (kind_ == JobKind::generate) {
+    if (serving_) {
+      read_serving(cfg, hf);
+    } else if (kind_ == JobKind::generate) {
       prompt_texts_ = cfg.get_or<std::vector<std::string>>("job.prompts", {});
       if (!prompt_texts_.empty()) {
         auto tok = tokenizer();
@@ -112,11 +118,33 @@ void ConfigJob::read(const config::Config& cfg) {
     }
   }
   if (kind_ == JobKind::generate) steps_ = int(cfg.get_or<int64_t>("job.max_new_tokens", 20));
+  LIBAI_CHECK(steps_ >= 1, "job.max_new_tokens must be at least 1, got ", steps_);
   if (kind_ == JobKind::encode) steps_ = 1;
   LIBAI_CHECK(pp_ <= num_layers_, "train.dist.pipeline_parallel_size ", pp_, " is more than the ",
               num_layers_, " layers of the model");
   LIBAI_CHECK(num_groups_ >= dp_, "the job has ", num_groups_,
               " groups of work but train.dist.data_parallel_size is ", dp_);
+}
+
+// Note [Serve jobs]: `job._target_: serve` is a generate job without prompts: node 0 runs a
+// pipeline service (actors/pipeline_service.h) over the stages, one lane per group, until the
+// server it is given returns. The stages take inputs by arrival (Note [Stage programs]). The
+// plan is made for the load the config describes: job.max_batch rows over job.num_groups
+// lanes, prompts of job.prompt_tokens and job.max_new_tokens steps (what one batch of
+// requests would cost; the split does not change while serving).
+void ConfigJob::read_serving(const config::Config& cfg, const models::HfConfig& hf) {
+  LIBAI_CHECK(!cfg.has("job.prompts") && !cfg.has("job.prompt_ids"),
+              "a serve job takes its prompts from requests: remove job.prompts / job.prompt_ids");
+  mp::causal_lm_info(hf);  // decoder-only, named here before any node loads it
+  num_groups_ = cfg.get_or<int>("job.num_groups", pp_ * dp_);
+  LIBAI_CHECK(num_groups_ >= 1, "job.num_groups must be at least 1, got ", num_groups_);
+  max_batch_ = cfg.get_or<int>("job.max_batch", 16);
+  LIBAI_CHECK(max_batch_ >= num_groups_, "job.max_batch ", max_batch_,
+              " must be at least job.num_groups ", num_groups_, " (a row per lane)");
+  max_queue_ = cfg.get_or<int>("job.max_queue", 256);
+  LIBAI_CHECK(max_queue_ >= 0, "job.max_queue must not be negative, got ", max_queue_);
+  prompt_tokens_ = cfg.get_or<int>("job.prompt_tokens", 32);
+  LIBAI_CHECK(prompt_tokens_ >= 1, "job.prompt_tokens must be at least 1, got ", prompt_tokens_);
 }
 
 void ConfigJob::check_profile_names() const {
@@ -243,7 +271,11 @@ JobShape ConfigJob::shape() const {
   job.balance = balance_;
   job.custom_stage_ids = cfg_.get_or<std::optional<std::vector<int64_t>>>(
       "train.dist.custom_pipeline_stage_id", std::nullopt);
-  if (kind_ == JobKind::generate) {
+  if (serving_) {
+    job.input_tokens = prompt_tokens_;
+    job.rows = (max_batch_ + num_groups_ - 1) / num_groups_;
+    job.max_new_tokens = steps_;
+  } else if (kind_ == JobKind::generate) {
     size_t longest = 1;
     for (const auto& p : prompts_) longest = std::max(longest, p.size());
     job.input_tokens = int64_t(longest);
@@ -300,6 +332,7 @@ PipelineLayout ConfigJob::layout(const wire::Assignment& assignment) {
                 " stages on pipeline slots that are not a permutation of the ", pp_, " slots");
   }
   PipelineLayout layout = make_layout({.dp = dp_, .pp = pp_, .tp = tp_}, num_groups_);
+  layout.by_arrival = serving_;  // Note [Serve jobs]
   for (SlotSpec& slot : layout.slots) {
     const int position = assignment.device_of_stage.empty()
                              ? slot.stage
@@ -414,6 +447,16 @@ void ConfigJob::drive(PipelineClient& client, const PipelineLayout& layout) {
   if (kind_ == JobKind::synthetic) {
     run_synthetic_job(client, layout, steps_);
     return;
+  }
+  if (serving_) {
+    LIBAI_CHECK(server_ != nullptr, "a serve job runs under `libai-actor serve` (or serve_cluster)");
+    ServiceOptions options;
+    options.model_dir = model_;
+    options.max_batch = max_batch_;
+    options.max_queue = max_queue_;
+    auto service = make_pipeline_service(client, layout, model_, options);
+    server_(*service);
+    return;  // the service ends its requests, then each group's done packet ends the stages
   }
   const auto hf = models::HfConfig::load(model_);
   if (kind_ == JobKind::generate) {

@@ -10,6 +10,12 @@
 //                            repetition_penalty, no_repeat_ngram_size, min_new_tokens). The
 //                            JSON results' token_ids are the prompt and the new tokens
 //                            (T5: the new tokens only, as `libai-actor generate` prints them)
+//   job._target_: serve      a generate job whose prompts come from requests (Note [Serve
+//                            jobs] in config_job.cc): model.weights, job.max_batch (16: rows
+//                            decoded together over the lanes), job.num_groups (lanes; default
+//                            one per stage and replica), job.max_queue (256); for the plan:
+//                            job.prompt_tokens (32) and job.max_new_tokens (20). Node 0 calls
+//                            set_server's function with the service once the stages are loaded.
 //   job._target_: encode     BERT family sentence embeddings (mean-pooled, unit length):
 //                            model.weights, job.texts, job.micro_batch_size (default 8)
 //   job._target_: synthetic  stages of known cost, for benchmarks of the runtime itself:
@@ -41,6 +47,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <mutex>
 #include <optional>
@@ -49,9 +56,11 @@
 
 #include "actors/cluster.h"
 #include "actors/job_plan.h"
+#include "models/hf_config.h"
 #include "runtime/config/config.h"
 #include "runtime/device_profile.h"
 #include "schedule/plan.h"
+#include "service/service.h"
 
 namespace libai::actors {
 
@@ -75,6 +84,9 @@ class ConfigJob : public ClusterJob {
   const std::vector<TrainStepResult>& train_results() const { return train_results_; }
 
   JobKind kind() const { return kind_; }
+  bool serving() const { return serving_; }
+  // A serve job: what node 0 does with the pipeline's service; the job ends when it returns.
+  void set_server(std::function<void(Service&)> server) { server_ = std::move(server); }
   int num_layers() const { return num_layers_; }
   int num_groups() const { return num_groups_; }
   int data_parallel_size() const { return dp_; }
@@ -101,6 +113,7 @@ class ConfigJob : public ClusterJob {
  private:
   void read(const config::Config& cfg);
   void read_synthetic_training(const config::Config& cfg);
+  void read_serving(const config::Config& cfg, const models::HfConfig& hf);
   void check_profile_names() const;
   wire::DeviceProfile with_overrides(DeviceProfile profile) const;
   // `measured` (this host's device at full speed) as device d of `node`: named, its rates and
@@ -123,6 +136,10 @@ class ConfigJob : public ClusterJob {
   std::vector<std::vector<int64_t>> prompts_;
   int micro_batch_size_ = 8;
   std::string balance_;
+  // serve (Note [Serve jobs]).
+  bool serving_ = false;
+  int max_batch_ = 16, max_queue_ = 256, prompt_tokens_ = 32;
+  std::function<void(Service&)> server_;
   std::optional<JobShape> shape_;       // node 0, after plan()
   std::optional<schedule::Plan> plan_;  // node 0, after plan()
   // synthetic_train (Note [Synthetic training jobs]).

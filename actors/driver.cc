@@ -45,6 +45,11 @@ bool PipelineClient::failed() const {
   return !failure_.empty();
 }
 
+std::string PipelineClient::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
 void PipelineClient::deliver(Packet packet) {
   {
     std::lock_guard lock(mutex_);

@@ -32,6 +32,7 @@ class PipelineClient {
   // Ends the job with `reason`: every wait() and later submit() throws it.
   void fail(const std::string& reason);
   bool failed() const;
+  std::string failure() const;  // empty while the job runs
 
   // For the driver actor.
   void attach(caf::actor driver);

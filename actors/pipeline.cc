@@ -92,6 +92,7 @@ std::vector<caf::actor> spawn_slots(caf::actor_system& system, const PipelineLay
     setup.slowdown = slot.slowdown;
     setup.compute = make_compute(slot);
     setup.groups = layout.groups[size_t(slot.replica)];
+    setup.by_arrival = layout.by_arrival;
     setup.plane = plane.plane;
     setup.parent = parent;
     if (progress) setup.progress = progress->add(setup.name);

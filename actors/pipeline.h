@@ -47,6 +47,8 @@ struct PipelineLayout {
   std::vector<SlotSpec> slots;             // index: (replica * pp + stage) * tp + rank
   std::vector<std::vector<int>> groups;    // per replica: its groups, in program order
   std::vector<int> input_slots;            // per stage: input quota (stage 0: the groups)
+  bool by_arrival = false;                 // stages take inputs as they come (serving: Note
+                                           // [Stage programs] in actors/stage_actor.h)
   int index(int replica, int stage, int rank) const {
     return (replica * sizes.pp + stage) * sizes.tp + rank;
   }

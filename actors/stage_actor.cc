@@ -55,6 +55,8 @@ class ProgramCursor {
   explicit ProgramCursor(std::vector<int> groups) : active_(std::move(groups)) {}
   bool finished() const { return active_.empty(); }
   Key next() const { return {step_, active_[index_]}; }
+  // By arrival: `group` sent its done packet.
+  void drop(int group) { std::erase(active_, group); }
   void advance(bool group_done) {
     if (group_done)
       active_.erase(active_.begin() + std::ptrdiff_t(index_));
@@ -83,6 +85,7 @@ struct StageState {
   std::deque<Key> fired;
   bool finished = false;
   std::map<Key, PacketPtr> arrivals;
+  std::deque<Key> arrival_order;  // by_arrival: the keys of `arrivals` as they came
   double busy_seconds = 0;
   std::uint64_t actions = 0;
   std::uint64_t bytes_received = 0;  // of packets from other nodes
@@ -174,7 +177,11 @@ void try_fire(Self* self) {
       if (st.fired.empty()) finish(self);
       return;
     }
-    const Key key = st.cursor->next();
+    if (st.setup.by_arrival && st.arrival_order.empty()) {
+      waiting(self, str_cat("an input from ", st.routes->upstream.name));
+      return;
+    }
+    const Key key = st.setup.by_arrival ? st.arrival_order.front() : st.cursor->next();
     auto it = st.arrivals.find(key);
     if (it == st.arrivals.end()) {
       waiting(self, str_cat(key_name(key), " from ", st.routes->upstream.name));
@@ -196,7 +203,12 @@ void try_fire(Self* self) {
     st.fired.push_back(key);
     PacketPtr packet = std::move(it->second);
     st.arrivals.erase(it);
-    st.cursor->advance(done);
+    if (st.setup.by_arrival) {
+      st.arrival_order.pop_front();
+      if (done) st.cursor->drop(key.second);
+    } else {
+      st.cursor->advance(done);
+    }
     if (st.routes->upstream.node != st.setup.node) st.bytes_received += tensor_bytes(*packet);
     trace(self, "fire " + key_name(key));
     caf::actor me = caf::actor_cast<caf::actor>(self);
@@ -227,6 +239,7 @@ void accept(Self* self, const PacketPtr& packet) {
     return;
   }
   st.arrivals.emplace(key, packet);
+  if (st.setup.by_arrival) st.arrival_order.push_back(key);
   try_fire(self);
 }
 

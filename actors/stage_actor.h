@@ -19,6 +19,12 @@
 // simulator in schedule/ before anything runs, and a run is deterministic whatever the
 // timing of arrivals.
 //
+// A serving job (Note [Lanes] in service/batcher.h) cannot keep that order: its groups are
+// lanes that step when they have requests, and an idle lane sends nothing. Its stages run
+// `by_arrival`: each input as it comes (one link delivers a group's steps in order), still
+// within the consumer's credits, until every group has sent its done packet. Each lane has one
+// step in flight at a time, so a stage never holds more inputs than there are groups.
+//
 // Errors: an exception on the stage's thread (a bad tensor, a dead peer on the data plane)
 // reaches the parent as (failed_atom, "<stage name>: <what>") and the stage stops.
 #pragma once
@@ -71,6 +77,7 @@ struct StageSetup {
   double slowdown = 1.0;            // emulated slower device: sleeps (slowdown - 1) x compute
   std::shared_ptr<StageCompute> compute;
   std::vector<int> groups;          // the groups it serves, in program order
+  bool by_arrival = false;          // Note [Stage programs]: inputs in arrival order (serving)
   // Packets and credits to other nodes (actors/packet_inbox.h); null in one process.
   std::shared_ptr<comm::MessagePlane> plane;
   caf::actor parent;                // (finished_atom, StageReport bytes) or (failed_atom, text)

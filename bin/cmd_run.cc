@@ -74,6 +74,8 @@ int run(const RunOptions& options) {
   const ClusterSpec spec = resolve_cluster(flags, &cfg);
   set_log_rank(spec.node_rank);
   actors::ConfigJob job(cfg, spec.nodes);
+  LIBAI_CHECK(!job.serving(), options.config, ": job._target_ is serve: run it with `libai-actor serve ",
+              options.config, "` on every node");
   actors::install_interrupt_handlers();
   actors::ClusterOptions cluster = actors::cluster_options(cfg);
   logger("cluster")->info("node {} of {} (cluster from {})", spec.node_rank, spec.nodes,

@@ -111,7 +111,7 @@ libai_layer_library(libai_actors actors)
 # CAF, Cap'n Proto (libai_wire) and UCX reach this tree's users of the actors (the binary,
 # tests, examples) but not an installed libai::actors: an API layer may use the actors in
 # its implementation without a consumer needing their headers (cmake/LibaiInstall.cmake).
-target_link_libraries(libai_actors PUBLIC libai_models libai_train libai_schedule
+target_link_libraries(libai_actors PUBLIC libai_models libai_train libai_schedule libai_service
                                           $<BUILD_INTERFACE:libai_wire> $<BUILD_INTERFACE:libai_caf>
                                           $<BUILD_INTERFACE:ucx::ucp> $<BUILD_INTERFACE:ucx::ucs>)
 

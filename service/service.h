@@ -132,6 +132,9 @@ class Service {
   // The tokens the model reads for `text` (special tokens included; for embed and classify,
   // cut at the length they truncate to), for usage reports. NotFound without a tokenizer.
   virtual int64_t count_tokens(const std::string& text) const = 0;
+  // Empty while the service can serve; else why it cannot any more (a service over a cluster
+  // whose job failed: a node died or hung). Every request then fails with that error.
+  virtual std::string failure() const { return {}; }
 
  protected:
   Service() = default;
