@@ -409,6 +409,8 @@ struct HttpServer::Impl {
 
   void health(const httplib::Request&, httplib::Response& res) {
     if (server.stopping()) throw ApiError(503, "stopping", "", "server_error");
+    if (const std::string failure = service.failure(); !failure.empty())
+      throw ApiError(503, failure, "", "server_error");
     res.set_content(json{{"status", "ok"}, {"model", api.model_name}}.dump(-1, ' ', false, kReplaceBadUtf8), kJson);
   }
 

@@ -86,8 +86,8 @@ TEST(ServeCommand, AnswersAndStopsCleanlyOnSigterm) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
-TEST(ServeCommand, ConfigIsRefusedClearly) {
-  const std::string command = kBinary + " serve some_cluster.yaml 2>&1";
+TEST(ServeCommand, AMissingConfigIsOneClearError) {
+  const std::string command = kBinary + " serve no_such_cluster.yaml 2>&1";
   FILE* p = ::popen(command.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string text;
@@ -95,7 +95,7 @@ TEST(ServeCommand, ConfigIsRefusedClearly) {
   while (std::fgets(buffer, sizeof buffer, p)) text += buffer;
   const int status = ::pclose(p);
   EXPECT_EQ(WEXITSTATUS(status), 1) << text;
-  EXPECT_NE(text.find("not supported yet"), std::string::npos) << text;
+  EXPECT_NE(text.find("no_such_cluster.yaml"), std::string::npos) << text;
 }
 
 }  // namespace
