@@ -96,7 +96,8 @@ TEST(ServeCluster, AKilledNodeEndsTheServerNamingIt) {
 TEST(ServeCluster, AConfigThatIsNotAServeJobIsRefusedNamingIt) {
   Cluster cluster;
   const std::string config = LIBAI_SOURCE_DIR "/configs/pipeline_generate.yaml";
-  cluster.launch({"serve", config, "--node-rank", "0", "--nodes", "1", "train.dist.pipeline_parallel_size=1"});
+  cluster.launch({"serve", config, "--node-rank", "0", "--nodes", "1",
+                  "train.dist.pipeline_parallel_size=1", "model.weights=" + kModels + "gpt2"});
   EXPECT_EQ(cluster.wait(0, 30s), 1);
   EXPECT_NE(cluster.err(0).find("not serve"), std::string::npos) << cluster.err(0);
   cluster.launch({"serve", config, "--model", kModels + "gpt2"});
