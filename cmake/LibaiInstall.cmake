@@ -3,7 +3,7 @@
 # Included last, once every target exists, so that a layer library added later (libai_service)
 # is picked up by its `if(TARGET ...)` without a change here.
 #
-#   P/include/libai-actor/{runtime,ops,models,schedule,train,service}/*.h
+#   P/include/libai-actor/{runtime,ops,models,schedule,train,service}/*.h, actors/cluster_service.h
 #   P/lib/libai_<layer>.so.0.1.0 (+ .so.0.1, .so), libai_actors.so.0.1.0, libai_onnx_writer.so
 #   P/bin/libai-actor
 #   P/lib/cmake/LiBaiActor/   find_package(LiBaiActor CONFIG): libai::libai, libai::<layer>
@@ -35,19 +35,22 @@ set_target_properties(${libai_installed_libraries} PROPERTIES
 install(TARGETS ${LIBAI_API_TARGETS} EXPORT LiBaiActorTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime
                 NAMELINK_COMPONENT development)
-# libai::actors is exported but none of its headers are installed and libai::libai does not
-# link it: it is there for the binary and for a layer that uses it inside (an API library
-# linking it, even privately, needs it in the export set); its CAF, Cap'n Proto and UCX stay
-# behind BUILD_INTERFACE (cmake/LibaiLibrary.cmake).
+# libai::actors is exported with one header, actors/cluster_service.h (a service joining a
+# cluster: serve_cluster; no CAF in it), and libai::libai links it; its CAF, Cap'n Proto and
+# UCX stay behind BUILD_INTERFACE (cmake/LibaiLibrary.cmake), so a consumer needs their shared
+# libraries at run time but none of their headers.
 set_target_properties(libai_actors PROPERTIES EXPORT_NAME actors)
 install(TARGETS libai_actors EXPORT LiBaiActorTargets
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_SKIP)
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime
+                NAMELINK_COMPONENT development)
 install(TARGETS libai_onnx_writer LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime)
 if(TARGET libai-actor)
   set_target_properties(libai-actor PROPERTIES INSTALL_RPATH "$ORIGIN/${libai_bin_to_lib}"
                                                INSTALL_RPATH_USE_LINK_PATH ON)
   install(TARGETS libai-actor RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 endif()
+install(FILES ${PROJECT_SOURCE_DIR}/actors/cluster_service.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/libai-actor/actors COMPONENT development)
 
 # Headers: every header of the API layers but the CUDA backend's (included by .cc/.cu files
 # only), the ONNX writer plugin's (private to models/onnx) and runtime/logging.h (it exposes
@@ -64,7 +67,7 @@ endforeach()
 # The umbrella a consumer links: every API layer (and through them nlohmann_json, Threads).
 add_library(libai_package INTERFACE)
 set_target_properties(libai_package PROPERTIES EXPORT_NAME libai)
-target_link_libraries(libai_package INTERFACE ${LIBAI_API_TARGETS})
+target_link_libraries(libai_package INTERFACE ${LIBAI_API_TARGETS} libai_actors)
 install(TARGETS libai_package EXPORT LiBaiActorTargets)
 
 set(libai_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/LiBaiActor)
@@ -96,6 +99,7 @@ foreach(target ${LIBAI_API_TARGETS})
   string(REGEX REPLACE "^lib" "-l" flag ${target})
   list(PREPEND libai_pc_libs ${flag})  # highest layer first, for static-minded linkers
 endforeach()
+list(PREPEND libai_pc_libs -lai_actors)
 string(JOIN " " libai_pc_libs ${libai_pc_libs})
 configure_file(${PROJECT_SOURCE_DIR}/cmake/libai-actor.pc.in ${PROJECT_BINARY_DIR}/libai-actor.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/libai-actor.pc

@@ -97,6 +97,18 @@ check_app() {  # check_app WHAT OUTPUT
 }
 check_app "installed_app (CMake package)" "$("$work/app/installed_app" "$model" "$prompt" "$new_tokens" 2>/dev/null)"
 
+# The same through pipeline stages: installed_app as node 0 of a two-node serve job, the
+# installed libai-actor as node 1 (actors/cluster_service.h).
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+printf '%s\n' "model:" "  weights: $model" "train:" "  dist:" "    pipeline_parallel_size: 2" \
+  "  cluster:" "    nodes: 2" "    token: install-test" "    port: $port" \
+  "job:" "  _target_: serve" "  max_batch: 4" > "$work/serve.yaml"
+"$prefix/bin/libai-actor" serve "$work/serve.yaml" --node-rank 1 > "$work/node1.log" 2>&1 &
+node1=$!
+app_out=$(timeout 120 "$work/app/installed_app" --config "$work/serve.yaml" "$prompt" "$new_tokens" 2> "$work/node0.log") ||
+  { kill "$node1" 2> /dev/null; cat "$work/node0.log" "$work/node1.log" >&2; fail "installed_app --config failed"; }
+wait "$node1" || { cat "$work/node1.log" >&2; fail "node 1 (the installed libai-actor serve) failed"; }
+check_app "installed_app --config (two-node pipeline)" "$app_out"
 installed=$("$prefix/bin/libai-actor" generate --model "$model" --prompt "$prompt" \
   --max-new-tokens "$new_tokens" --json | ids_of_json)
 [[ $installed == "$expected" ]] || fail "the installed libai-actor gave $installed, the build tree $expected"
