@@ -2,6 +2,8 @@
 
 #include "actors/pipeline_service.h"
 
+#include <set>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -136,6 +138,13 @@ void ConfigJob::read_serving(const config::Config& cfg, const models::HfConfig& 
   LIBAI_CHECK(!cfg.has("job.prompts") && !cfg.has("job.prompt_ids"),
               "a serve job takes its prompts from requests: remove job.prompts / job.prompt_ids");
   mp::causal_lm_info(hf);  // decoder-only, named here before any node loads it
+  // A key a serve job does not read would be ignored silently: each is an error naming it.
+  static const std::set<std::string> known = {"_target_", "max_batch", "num_groups", "max_queue",
+                                              "prompt_tokens", "max_new_tokens"};
+  for (const auto& [key, value] : cfg.root().find_path("job")->entries())
+    LIBAI_CHECK(known.count(key), value.describe(), ": a serve job does not read job.", key,
+                " (it reads job.max_batch, num_groups, max_queue, prompt_tokens, max_new_tokens; "
+                "a request sets its own sampling)");
   num_groups_ = cfg.get_or<int>("job.num_groups", pp_ * dp_);
   LIBAI_CHECK(num_groups_ >= 1, "job.num_groups must be at least 1, got ", num_groups_);
   max_batch_ = cfg.get_or<int>("job.max_batch", 16);

@@ -361,3 +361,45 @@ TEST(ConfigJobPlan, ErrorsNameWhatWasWrong) {
 
 }  // namespace
 }  // namespace libai::actors
+
+namespace libai::actors {
+namespace {
+
+// A serve job (Note [Serve jobs]): planned for job.max_batch rows over its lanes, its stages
+// by arrival; a key it would not read, prompts, or fewer rows than lanes are errors naming them.
+TEST(ServeJob, PlannedForItsBatchAndCheckedByKey) {
+  std::filesystem::path folder;
+  for (auto f : families())
+    if (f.name == "gpt2") folder = save_random_model(f, "serve_job_" + std::to_string(::getpid()));
+  auto config = [&](const std::string& job) {
+    return config::Config::parse(str_cat("model: {weights: ", folder.string(),
+                                         "}\ntrain:\n  dist: {pipeline_parallel_size: 2}\n",
+                                         "job: {_target_: serve", job, "}\n"));
+  };
+  ConfigJob job(config(", max_batch: 9, num_groups: 3, prompt_tokens: 5"), 2);
+  EXPECT_TRUE(job.serving());
+  EXPECT_EQ(job.num_groups(), 3);
+  const JobShape shape = job.shape();
+  EXPECT_EQ(shape.rows, 3);  // 9 rows over 3 lanes
+  EXPECT_EQ(shape.input_tokens, 5);
+  wire::Assignment a;
+  a.devices = {device("node0:cpu:0", 100), device("node1:cpu:0", 100)};
+  job.plan(a);
+  EXPECT_TRUE(job.layout(a).by_arrival);
+
+  auto expect_error = [&](const std::string& job_keys, const std::string& named) {
+    try {
+      ConfigJob bad(config(job_keys), 2);
+      ADD_FAILURE() << job_keys << ": no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+    }
+  };
+  expect_error(", temperature: 0.5", "job.temperature");
+  expect_error(", prompts: [hi]", "job.prompts");
+  expect_error(", max_batch: 1, num_groups: 2", "job.max_batch");
+  std::filesystem::remove_all(folder);
+}
+
+}  // namespace
+}  // namespace libai::actors
