@@ -181,6 +181,47 @@ void convert_into(Dst* out, const Tensor& src) {
 
 }  // namespace
 
+namespace {
+
+// Same dtype on the CPU, some layout strided: copies the longest trailing runs that both
+// layouts store contiguously, one memcpy each (a slice of a KV cache's buffer, rows of a
+// concatenation), instead of element by element through a buffer. False when the runs would
+// be shorter than 16 elements (a transpose): the general path handles those.
+bool copy_runs(Tensor& dst, const Tensor& src) {
+  const Shape& shape = dst.shape();
+  int d = int(shape.size());
+  int64_t run = 1;
+  while (d > 0) {
+    const int64_t size = shape[size_t(d - 1)];
+    if (size != 1 && (dst.strides()[size_t(d - 1)] != run || src.strides()[size_t(d - 1)] != run))
+      break;
+    run *= size;
+    --d;
+  }
+  if (run < 16) return false;
+  const int64_t es = int64_t(dst.element_size());
+  auto* out = static_cast<char*>(dst.storage()->data);
+  const auto* in = static_cast<const char*>(src.storage()->data);
+  std::vector<int64_t> index(size_t(d), 0);
+  int64_t outer = 1;
+  for (int i = 0; i < d; ++i) outer *= shape[size_t(i)];
+  for (int64_t n = 0; n < outer; ++n) {
+    int64_t o = dst.offset(), p = src.offset();
+    for (int i = 0; i < d; ++i) {
+      o += index[size_t(i)] * dst.strides()[size_t(i)];
+      p += index[size_t(i)] * src.strides()[size_t(i)];
+    }
+    std::memmove(out + o * es, in + p * es, size_t(run * es));
+    for (int i = d - 1; i >= 0; --i) {
+      if (++index[size_t(i)] < shape[size_t(i)]) break;
+      index[size_t(i)] = 0;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 void Tensor::copy_from(const Tensor& src) {
   LIBAI_CHECK(src.shape() == shape(), "copy_from: source shape ", shape_str(src.shape()),
               " differs from destination shape ", shape_str(shape()));
@@ -192,6 +233,9 @@ void Tensor::copy_from(const Tensor& src) {
     std::memmove(data_ptr(), src.data_ptr(), nbytes());
     return;
   }
+  if (numel() == 0) return;
+  // (Views of one storage go through the buffer below: they may overlap.)
+  if (src.dtype() == dtype() && src.storage() != storage() && copy_runs(*this, src)) return;
   // Convert into a contiguous buffer, then scatter into this layout when it is strided.
   Tensor dst = is_contiguous() ? *this : empty(shape(), dtype());
   switch (dtype()) {

@@ -64,7 +64,7 @@ Tensor rotate(const Tensor& x, const Tensor& cos, const Tensor& sin) {
 
 void KVCache::append(const Tensor& k_new, const Tensor& v_new) {
   const int64_t n = k_new.size(2);
-  if (!k_.defined() || length_ + n > k_.size(2)) {
+  if (!k_.defined() || start_ + length_ + n > k_.size(2)) {
     const int64_t capacity = std::max<int64_t>(2 * (length_ + n), 16);
     Shape shape = k_new.shape();
     shape[2] = capacity;
@@ -76,19 +76,43 @@ void KVCache::append(const Tensor& k_new, const Tensor& v_new) {
     }
     k_ = k;
     v_ = v;
+    start_ = 0;
   }
-  ops::slice(k_, 2, length_, length_ + n).copy_from(k_new);
-  ops::slice(v_, 2, length_, length_ + n).copy_from(v_new);
+  const int64_t end = start_ + length_;
+  ops::slice(k_, 2, end, end + n).copy_from(k_new);
+  ops::slice(v_, 2, end, end + n).copy_from(v_new);
   length_ += n;
 }
 
-Tensor KVCache::keys() const { return ops::slice(k_, 2, 0, length_); }
-Tensor KVCache::values() const { return ops::slice(v_, 2, 0, length_); }
+Tensor KVCache::keys() const { return ops::slice(k_, 2, start_, start_ + length_); }
+Tensor KVCache::values() const { return ops::slice(v_, 2, start_, start_ + length_); }
 
 void KVCache::select_rows(const Tensor& rows) {
   if (!k_.defined()) return;
-  k_ = ops::index_select(k_, 0, rows);
-  v_ = ops::index_select(v_, 0, rows);
+  if (!k_.device().is_cpu()) {
+    k_ = ops::index_select(keys(), 0, rows);
+    v_ = ops::index_select(values(), 0, rows);
+    start_ = 0;
+    return;
+  }
+  // Only the cached positions of each kept row move (not the buffer's spare capacity).
+  const std::vector<int64_t> picked = ops::contiguous(rows).to_vector<int64_t>();
+  Shape shape = k_.shape();
+  shape[0] = int64_t(picked.size());
+  Tensor k = Tensor::empty(shape, k_.dtype(), k_.device());
+  Tensor v = Tensor::empty(shape, v_.dtype(), v_.device());
+  for (size_t i = 0; i < picked.size(); ++i) {
+    LIBAI_CHECK(picked[i] >= 0 && picked[i] < k_.size(0), "KVCache: row ", picked[i],
+                " outside the ", k_.size(0), " cached rows");
+    const int64_t r = picked[i], to = int64_t(i);
+    ops::slice(ops::slice(k, 0, to, to + 1), 2, 0, length_)
+        .copy_from(ops::slice(keys(), 0, r, r + 1));
+    ops::slice(ops::slice(v, 0, to, to + 1), 2, 0, length_)
+        .copy_from(ops::slice(values(), 0, r, r + 1));
+  }
+  k_ = k;
+  v_ = v;
+  start_ = 0;
 }
 
 namespace {
@@ -117,14 +141,8 @@ void place_right(Tensor& to, int64_t row, const Tensor& from, int64_t length) {
 
 void KVCache::drop_front(int64_t n) {
   LIBAI_CHECK(n >= 0 && n <= length_, "KVCache: cannot drop ", n, " of ", length_, " positions");
-  if (n == 0) return;
-  const int64_t length = length_ - n;
-  Tensor k = cache_buffer(k_, k_.size(0), length), v = cache_buffer(v_, v_.size(0), length);
-  ops::slice(k, 2, 0, length).copy_from(ops::slice(k_, 2, n, length_));
-  ops::slice(v, 2, 0, length).copy_from(ops::slice(v_, 2, n, length_));
-  k_ = k;
-  v_ = v;
-  length_ = length;
+  start_ += n;  // the buffer's front is spare now; the next regrowth reclaims it
+  length_ -= n;
 }
 
 void KVCache::join_rows(const KVCache& other) {
@@ -145,6 +163,7 @@ void KVCache::join_rows(const KVCache& other) {
   place_right(v, this->rows(), other.values(), length);
   k_ = k;
   v_ = v;
+  start_ = 0;
   length_ = length;
 }
 

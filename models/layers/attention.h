@@ -58,7 +58,8 @@ struct AttentionConfig {
 };
 
 // The keys and values of one attention layer seen so far: [batch, kv_heads, length, head_dim]
-// views of buffers that grow by doubling, so appending a token copies only that token.
+// views of buffers that grow by doubling, so appending a token copies only that token, and
+// dropping the oldest positions copies nothing (the view starts later).
 class KVCache {
  public:
   // k_new, v_new: [batch, heads, n, head_dim]
@@ -79,6 +80,7 @@ class KVCache {
 
  private:
   Tensor k_, v_;  // [batch, heads, capacity, head_dim]
+  int64_t start_ = 0;  // the first cached position in the buffers
   int64_t length_ = 0;
 };
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -31,10 +32,123 @@ Form form_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   return {CblasNoTrans, c1, false};
 }
 
+// Note [Few-row GEMM]
+// Decoding multiplies a few rows (one token per running sequence) by every weight matrix.
+// One row goes to gemv. For 2 to kFewRows rows OpenBLAS 0.3.21's sgemm repacks the whole
+// weight matrix on every call, which reads and writes it once more than the product needs and
+// made a step of 8 rows cost 3.6x a step of one (bench/batched_step.cc). So a few rows run
+// here: each weight row (or column block) is loaded once into L1 and meets every row of `a`
+// there, so the weights stream from memory once, as in gemv. Each sum runs in 16 lanes of a
+// vector register, added up at the end (the order of the additions differs from sgemm's by
+// rounding only).
+constexpr int64_t kFewRows = 16;
+
+// 16 floats; the compiler maps it to one zmm or two ymm registers.
+using F16 = float __attribute__((vector_size(64)));
+
+inline F16 load16(const float* p) {
+  F16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline float lanes_sum(const F16& v) {
+  float s = 0;
+  for (int l = 0; l < 16; ++l) s += v[l];
+  return s;
+}
+
+// out[r][q] = x[r] . w[q] for R rows of `a` and two weight rows: 2R independent sums, each
+// weight vector loaded once per 16 columns and used R times from a register.
+template <int R>
+void dots(const float* const* x, const float* w0, const float* w1, int64_t k, float (*out)[2]) {
+  F16 acc0[R] = {}, acc1[R] = {};
+  int64_t t = 0;
+  for (; t + 16 <= k; t += 16) {
+    const F16 u = load16(w0 + t), v = load16(w1 + t);
+    for (int r = 0; r < R; ++r) {
+      const F16 xr = load16(x[r] + t);
+      acc0[r] += xr * u;
+      acc1[r] += xr * v;
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    float s0 = lanes_sum(acc0[r]), s1 = lanes_sum(acc1[r]);
+    for (int64_t q = t; q < k; ++q) {
+      s0 += x[r][q] * w0[q];
+      s1 += x[r][q] * w1[q];
+    }
+    out[r][0] = s0;
+    out[r][1] = s1;
+  }
+}
+
+// c[i, j] = beta c[i, j] + a[i, :] . b[j, :] (b: the weight [n, k], rows ldb apart), by pairs
+// of weight rows against blocks of up to four rows of `a`.
+void few_rows_nt(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                 int64_t ldb, float beta, float* c) {
+  const int64_t pairs = (n + 1) / 2;
+  parallel_for(0, pairs, std::max<int64_t>(1, 16384 / std::max<int64_t>(k, 1)), [&](int64_t pb, int64_t pe) {
+    for (int64_t p = pb; p < pe; ++p) {
+      const int64_t j = 2 * p;
+      const bool two = j + 1 < n;
+      const float* w0 = b + j * ldb;
+      const float* w1 = two ? w0 + ldb : w0;
+      for (int64_t i = 0; i < m; i += 4) {
+        const float* x[4];
+        const int rows = int(std::min<int64_t>(4, m - i));
+        for (int r = 0; r < rows; ++r) x[r] = a + (i + r) * lda;
+        float out[4][2];
+        switch (rows) {
+          case 4: dots<4>(x, w0, w1, k, out); break;
+          case 3: dots<3>(x, w0, w1, k, out); break;
+          case 2: dots<2>(x, w0, w1, k, out); break;
+          default: dots<1>(x, w0, w1, k, out); break;
+        }
+        for (int r = 0; r < rows; ++r)
+          for (int q = 0; q < (two ? 2 : 1); ++q) {
+            float& o = c[(i + r) * n + j + q];
+            o = beta == 0.0f ? out[r][q] : beta * o + out[r][q];
+          }
+      }
+    }
+  });
+}
+
+// c[i, :] = beta c[i, :] + sum_t a[i, t] b[t, :] (b: [k, n], rows ldb apart), by blocks of
+// columns whose m partial rows stay in L1.
+void few_rows_nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                 int64_t ldb, float beta, float* c) {
+  constexpr int64_t kBlock = 64;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  parallel_for(0, blocks, 1, [&](int64_t bb, int64_t be) {
+    float acc[kFewRows][kBlock];
+    for (int64_t blk = bb; blk < be; ++blk) {
+      const int64_t j0 = blk * kBlock, width = std::min(kBlock, n - j0);
+      for (int64_t i = 0; i < m; ++i) std::fill_n(acc[i], kBlock, 0.0f);
+      for (int64_t t = 0; t < k; ++t) {
+        const float* w = b + t * ldb + j0;
+        for (int64_t i = 0; i < m; ++i) {
+          const float x = a[i * lda + t];
+          if (width == kBlock)
+            for (int64_t l = 0; l < kBlock; ++l) acc[i][l] += x * w[l];
+          else
+            for (int64_t l = 0; l < width; ++l) acc[i][l] += x * w[l];
+        }
+      }
+      for (int64_t i = 0; i < m; ++i) {
+        float* out = c + i * n + j0;
+        for (int64_t l = 0; l < width; ++l) out[l] = beta == 0.0f ? acc[i][l] : beta * out[l] + acc[i][l];
+      }
+    }
+  });
+}
+
 // One row times a matrix (decoding: one token per sequence) goes to gemv: OpenBLAS 0.3.21's
 // sgemm has no one-row path and would repack the whole weight matrix for every token.
 // c[1, n] = a[1, k] op(b)[k, n]: op(b) = b [k, n] is bᵀ x over b's rows; op(b) = bᵀ (b [n, k])
-// is b x. a's k values are contiguous (no-trans) or lda apart (a stored as [k, 1]).
+// is b x. a's k values are contiguous (no-trans) or lda apart (a stored as [k, 1]). A few rows
+// with `a` row-major go to the kernels above (Note [Few-row GEMM]).
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c) {
   if (m == 1 && k > 0) {
@@ -45,6 +159,13 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int
     else
       cblas_sgemv(CblasRowMajor, CblasNoTrans, blasint(n), blasint(k), 1.0f, b, blasint(ldb), a,
                   incx, beta, c, 1);
+    return;
+  }
+  if (m > 1 && m <= kFewRows && k > 0 && ta == CblasNoTrans) {
+    if (tb == CblasTrans)
+      few_rows_nt(m, n, k, a, lda, b, ldb, beta, c);
+    else
+      few_rows_nn(m, n, k, a, lda, b, ldb, beta, c);
     return;
   }
   cblas_sgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), 1.0f, a, blasint(lda), b,

@@ -111,6 +111,38 @@ TEST(Matmul, OneRowF32AllLayouts) {
   expect_close(summed, expected, 1e-5, "one row, batch summed");
 }
 
+// A few rows (a batched decoding step) take the kernels of Note [Few-row GEMM]: 2 to 16 rows
+// and the first row count past them, both weight layouts, inner sizes off and on 16, odd
+// column counts, against the f64 loops; and a batch summed into one output (beta = 1), with
+// a bias.
+TEST(Matmul, FewRowsF32AllLayouts) {
+  auto f32 = [](const Tensor& t) {
+    Tensor out = Tensor::empty(t.shape(), DType::f32);
+    out.copy_from(t);
+    return out;
+  };
+  for (int64_t m : {2, 3, 4, 5, 8, 13, 16, 17})
+    for (int64_t k : {7, 16, 37, 96})
+      for (int64_t n : {1, 29, 130}) {
+        const Tensor a = f32(random({m, k}, uint64_t(30 + m)));
+        const Tensor b = f32(random({k, n}, uint64_t(40 + k))), bt = f32(random({n, k}, uint64_t(50 + n)));
+        const std::string what = "m " + std::to_string(m) + " k " + std::to_string(k) + " n " +
+                                 std::to_string(n);
+        expect_close(ops::matmul(a, b), reference_matmul(a, b), 1e-5, (what + " [k, n]").c_str());
+        expect_close(ops::matmul(a, transposed(bt)), reference_matmul(a, transposed(bt).clone_raw()),
+                     1e-5, (what + " [n, k] (a weight)").c_str());
+      }
+  const Tensor rows = f32(random({3, 6, 37}, 26)), batch = f32(random({3, 37, 29}, 27));
+  Tensor summed = ops::gemm_raw(rows, batch, {1, 6, 29});
+  expect_close(summed, ops::sum(reference_matmul(rows, batch), {0}, true), 1e-5, "few rows, summed");
+  const Tensor x = f32(random({5, 37}, 28)), w = f32(random({29, 37}, 29)), bias = f32(random({29}, 31));
+  Tensor expected = reference_matmul(x, transposed(w).clone_raw());
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t j = 0; j < 29; ++j)
+      expected.data<double>()[i * 29 + j] += double(bias.data<float>()[j]);
+  expect_close(ops::linear(x, w, bias), expected, 1e-5, "few rows, linear with bias");
+}
+
 TEST(Matmul, EmptyInnerDimensionGivesZeros) {
   Tensor out = ops::matmul(Tensor::zeros({3, 0}, DType::f64), Tensor::zeros({0, 2}, DType::f64));
   expect_close(out, Tensor::zeros({3, 2}, DType::f64), 0.0, "k = 0");

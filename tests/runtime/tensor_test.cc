@@ -38,6 +38,36 @@ TEST(Tensor, StridedViewsShareStorageAndCopyConverts) {
   EXPECT_EQ(dst.to_vector<float>(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
 }
 
+// Strided copies by contiguous runs (a KV cache's live positions into a bigger buffer and
+// back): every element lands where an element-by-element copy puts it; views of one storage
+// (which may overlap) still copy as through a buffer.
+TEST(Tensor, StridedCopiesByRunsMatchElementwise) {
+  std::vector<float> values(2 * 3 * 40 * 20);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = float(i);
+  Tensor big = Tensor::from_vector(values, {2, 3, 40, 20});
+  // [2, 3, 10, 20] starting at position 5: runs of 10 x 20 floats, 40 x 20 apart.
+  Tensor window = big.as_strided({2, 3, 10, 20}, big.strides(), 5 * 20);
+  Tensor dense = Tensor::zeros({2, 3, 10, 20});
+  dense.copy_from(window);
+  std::vector<float> expected;
+  for (int64_t a = 0; a < 2; ++a)
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t p = 5; p < 15; ++p)
+        for (int64_t d = 0; d < 20; ++d) expected.push_back(values[size_t(((a * 3 + b) * 40 + p) * 20 + d)]);
+  EXPECT_EQ(dense.to_vector<float>(), expected);
+  Tensor other = Tensor::zeros({2, 3, 40, 20});
+  Tensor target = other.as_strided({2, 3, 10, 20}, other.strides(), 30 * 20);
+  target.copy_from(dense);
+  EXPECT_EQ(target.to_vector<float>(), expected);
+  EXPECT_EQ(other.to_vector<float>()[0], 0.0f);
+  // Overlapping views of one storage: positions [0, 30) take [5, 35) of the same rows.
+  Tensor front = big.as_strided({2, 3, 30, 20}, big.strides(), 0);
+  Tensor later = big.as_strided({2, 3, 30, 20}, big.strides(), 5 * 20);
+  const std::vector<float> before = later.to_vector<float>();
+  front.copy_from(later);
+  EXPECT_EQ(front.to_vector<float>(), before);
+}
+
 TEST(Dtype, HalfFormatsRoundToNearestEven) {
   EXPECT_EQ(float(bf16(1.0f)), 1.0f);
   EXPECT_EQ(bf16(1.00390625f).bits, bf16(1.0f).bits);  // tie rounds to even
