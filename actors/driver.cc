@@ -1,5 +1,6 @@
 #include "actors/driver.h"
 
+#include "actors/credits.h"
 #include "actors/packet_inbox.h"
 #include "actors/pinned_thread.h"
 #include "runtime/error.h"
@@ -63,7 +64,7 @@ namespace {
 struct DriverState {
   DriverSetup setup;
   DriverRoutesPtr routes;
-  std::vector<std::vector<int>> credits;           // [replica][tp rank]
+  std::vector<std::vector<Credits>> credits;       // [replica][tp rank]
   std::vector<std::deque<PacketPtr>> queued;       // [replica]
   std::map<int, int> replica_of_group;             // from the submits: where outputs come from
   // Sends packets to first stages on other nodes (a send blocks until its bytes left: not on
@@ -83,11 +84,11 @@ void flush(Self* self, int replica) {
     PacketPtr packet = queue.front();
     // A done packet takes no input slot (Note [Done packets] in stage_actor.cc).
     if (!packet->done)
-      for (int c : credits)
-        if (c == 0) return;
+      for (const Credits& c : credits)
+        if (c.available() == 0) return;
     queue.pop_front();
     for (size_t rank = 0; rank < r.first_stage.size(); ++rank) {
-      if (!packet->done) --credits[rank];
+      if (!packet->done) credits[rank].take();
       const Route& to = r.first_stage[rank];
       if (to.node == st.setup.node) {
         self->send(to.actor, packet_atom::value, packet);
@@ -119,7 +120,7 @@ caf::behavior driver_behavior(Self* self, DriverSetup setup) {
         st.routes = routes;
         st.credits.clear();
         for (const ReplicaRoutes& r : *routes)
-          st.credits.emplace_back(r.first_stage.size(), r.first_stage_slots);
+          st.credits.emplace_back(r.first_stage.size(), Credits(r.first_stage_slots));
         st.queued.resize(routes->size());
         for (size_t i = 0; i < routes->size(); ++i) flush(self, int(i));
       },
@@ -141,7 +142,12 @@ caf::behavior driver_behavior(Self* self, DriverSetup setup) {
           const auto& first = (*st.routes)[i].first_stage;
           for (size_t rank = 0; rank < first.size(); ++rank)
             if (first[rank].channel == link) {
-              st.credits[i][rank] += int(slots);
+              try {
+                st.credits[i][rank].give_back(slots, str_cat(first[rank].name, " on link ", link));
+              } catch (const Error& e) {
+                st.setup.client->fail(str_cat("driver: ", e.what()));
+                return;
+              }
               flush(self, int(i));
               return;
             }

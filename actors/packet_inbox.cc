@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/packet_message.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/error.h"
 
@@ -49,32 +50,15 @@ void PacketInbox::handle(comm::IncomingMessage& m) {
     caf::anon_send(actor, credit_atom::value, credit.slots, link);
     return;
   }
-  wire::PacketHeader header;
+  Packet packet;
   try {
-    header = wire::decode<wire::PacketHeader>(m.header());
+    packet = read_packet(m, limits_);
   } catch (const CorruptInput& e) {
     LIBAI_THROW(CorruptInput, where(), e.what());
   }
-  LIBAI_CHECK_KIND(CorruptInput, header.bytes == m.payload_bytes(), where(), "its header says ",
-                   header.bytes, " bytes, the message carries ", m.payload_bytes());
-  Packet packet{.group = int(header.group),
-                .step = int(header.step),
-                .done = header.done,
-                .tensors = {},
-                .gradient = header.gradient,
-                .chunk = int(header.chunk)};
-  for (const wire::NamedTensor& t : header.tensors) {
-    LIBAI_CHECK_KIND(CorruptInput, !packet.tensors.count(t.name), where(), "tensor '", t.name,
-                     "' appears twice");
-    // The cpu allocator caches blocks by size, so a stream of same-shaped packets reuses its
-    // memory; the bytes land in the tensor itself.
-    Tensor tensor = Tensor::empty(t.header.shape, t.header.dtype);
-    if (tensor.nbytes() > 0) m.read(tensor.data_ptr(), tensor.nbytes());
-    packet.tensors.emplace(t.name, std::move(tensor));
-  }
   {
     std::lock_guard lock(mutex_);
-    bytes_received_ += header.bytes;
+    bytes_received_ += m.payload_bytes();
   }
   caf::anon_send(actor, packet_atom::value,
                  PacketPtr(std::make_shared<const Packet>(std::move(packet))));

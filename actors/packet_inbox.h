@@ -18,9 +18,9 @@
 // A credit for a link travels on credit_channel(link), the link with the top bit set.
 //
 // Errors: a message on a channel no actor of this node receives, or a header that does not
-// decode or does not describe its payload, throws from the handler with a message naming the
-// node, the sender and the channel; the plane then breaks and tells its on_error (the job
-// fails with that message), never a crash.
+// decode, does not describe its payload or passes its PacketLimits (actors/packet_message.h),
+// throws from the handler with a message naming the node, the sender and the channel; the plane
+// then breaks and tells its on_error (the job fails with that message), never a crash.
 #pragma once
 
 #include <caf/all.hpp>
@@ -31,6 +31,7 @@
 #include <unordered_map>
 
 #include "actors/messages.h"
+#include "actors/packet_message.h"
 #include "runtime/comm/message_plane.h"
 
 namespace libai::actors {
@@ -40,7 +41,7 @@ inline std::uint32_t credit_channel(std::uint32_t link) { return link | kCreditC
 
 class PacketInbox {
  public:
-  explicit PacketInbox(int node) : node_(node) {}
+  explicit PacketInbox(int node, PacketLimits limits = {}) : node_(node), limits_(limits) {}
 
   // Where messages on `channel` go. Call it before any message on it can arrive (when the
   // actor is spawned: peers send only once they have their routes); each channel once.
@@ -55,6 +56,7 @@ class PacketInbox {
   caf::actor actor_of(const comm::IncomingMessage& message) const;
 
   const int node_;
+  const PacketLimits limits_;
   mutable std::mutex mutex_;
   std::unordered_map<std::uint32_t, caf::actor> actors_;
   std::uint64_t bytes_received_ = 0;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <thread>
 
+#include "actors/credits.h"
 #include "actors/packet_inbox.h"
 #include "actors/pinned_thread.h"
 #include "runtime/device_profile.h"
@@ -78,7 +79,7 @@ struct StageState {
   StageSetup setup;
   std::optional<ProgramCursor> cursor;
   StageRoutesPtr routes;
-  int credits = 0;
+  Credits credits;  // toward the downstream consumer
   // Actions fired and not yet computed, in firing order: up to kStageActionsInFlight (done
   // packets aside), so that the pinned thread has its next action queued when the current one
   // ends (Note [Keeping the pinned thread fed]).
@@ -195,11 +196,11 @@ void try_fire(Self* self) {
     }
     // A done packet holds no tensors: it takes no input slot (Note [Done packets]).
     const bool needs_credit = st.routes->downstream.actor != nullptr && !done;
-    if (needs_credit && st.credits == 0) {
+    if (needs_credit && st.credits.available() == 0) {
       waiting(self, str_cat("a credit from ", st.routes->downstream.name));
       return;
     }
-    if (needs_credit) --st.credits;
+    if (needs_credit) st.credits.take();
     st.fired.push_back(key);
     PacketPtr packet = std::move(it->second);
     st.arrivals.erase(it);
@@ -255,7 +256,7 @@ caf::behavior stage_behavior(Self* self, StageSetup setup) {
   return {
       [=](routes_atom, const StageRoutesPtr& routes) {
         self->state.routes = routes;
-        self->state.credits = routes->downstream_slots;
+        self->state.credits = Credits(routes->downstream_slots);
         try_fire(self);
       },
       [=](packet_atom, const PacketPtr& packet) { accept(self, packet); },
@@ -267,7 +268,12 @@ caf::behavior stage_behavior(Self* self, StageSetup setup) {
           return;
         }
         trace(self, "credit");
-        s.credits += int(slots);
+        try {
+          s.credits.give_back(slots, str_cat(s.routes->downstream.name, " on link ", link));
+        } catch (const Error& e) {
+          fail(self, str_cat(s.setup.name, ": ", e.what()));
+          return;
+        }
         try_fire(self);
       },
       [=](computed_atom, const StageOutputPtr& out) {

@@ -5,6 +5,7 @@
 #include <optional>
 #include <tuple>
 
+#include "actors/credits.h"
 #include "actors/pinned_thread.h"
 #include "runtime/device_profile.h"
 #include "runtime/error.h"
@@ -45,7 +46,7 @@ std::string key_name(const Key& key) {
 struct TrainState {
   TrainStageSetup setup;
   TrainRoutesPtr routes;
-  std::vector<int> credits;  // per chunk, toward its consumer
+  std::vector<Credits> credits;  // per chunk, toward its consumer
   int step = -1;             // the step running; -1: idle
   int last_step = -1;        // the last step started
   std::optional<int> pending_step;  // a step asked for before the routes came
@@ -163,12 +164,12 @@ void try_fire(Self* self) {
       arrival = it->second;
     }
     if (forward && !last) {
-      if (st.credits[size_t(action.chunk)] == 0) {
+      if (st.credits[size_t(action.chunk)].available() == 0) {
         waiting(self,
                 str_cat("a credit from ", link.downstream.name, " for ", name_of(action, st.step)));
         return;
       }
-      --st.credits[size_t(action.chunk)];
+      st.credits[size_t(action.chunk)].take();
     }
     if (arrival) {
       st.arrivals.erase(key);
@@ -266,7 +267,12 @@ void add_credit(Self* self, std::uint32_t slots, std::uint32_t link) {
   for (size_t c = 0; st.routes && c < st.routes->chunks.size(); ++c)
     if (st.routes->chunks[c].downstream.actor && st.routes->chunks[c].downstream.channel == link) {
       trace(self, str_cat("credit c", c));
-      st.credits[c] += int(slots);
+      try {
+        st.credits[c].give_back(slots, str_cat(st.routes->chunks[c].downstream.name, " on link ", link));
+      } catch (const Error& e) {
+        fail(self, str_cat(st.setup.name, ": ", e.what()));
+        return;
+      }
       try_fire(self);
       return;
     }
@@ -293,7 +299,7 @@ caf::behavior train_stage_behavior(Self* self, TrainStageSetup setup) {
         }
         s.routes = routes;
         s.credits.clear();
-        for (const TrainLink& link : routes->chunks) s.credits.push_back(link.downstream_slots);
+        for (const TrainLink& link : routes->chunks) s.credits.emplace_back(link.downstream_slots);
         if (s.pending_step) {
           const int step = *s.pending_step;
           s.pending_step.reset();

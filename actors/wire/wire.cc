@@ -41,6 +41,20 @@ DType from_schema(schema::DType dtype, std::size_t size) {
   corrupt(size, str_cat("unknown dtype enumerant ", static_cast<int>(dtype)));
 }
 
+// Note [Amplified lists]
+// Cap'n Proto charges a list of zero-sized structs one word of traversal per element, so a
+// message of a few dozen bytes may claim a million elements within the traversal limit, and
+// copying them into values would allocate some hundred megabytes from it. Every list element
+// our encoders write takes at least 4 bytes of the message (Int32 lists; structs take whole
+// words), so a list with more elements than a quarter of the message's bytes was not written
+// by them and is refused before anything is copied.
+template <typename List>
+List bounded(List list, std::size_t size, const char* what) {
+  if (list.size() > size / 4)
+    corrupt(size, str_cat("a list of ", list.size(), " ", what, " cannot fit in the message"));
+  return list;
+}
+
 template <typename Schema, typename Fill>
 Bytes build(Fill&& fill) {
   capnp::MallocMessageBuilder message;
@@ -133,9 +147,13 @@ template <>
 JoinRequest decode<JoinRequest>(std::span<const std::uint8_t> bytes, const ReadLimits& limits) {
   return read_message<schema::JoinRequest>(
       bytes,
-      [](schema::JoinRequest::Reader root) {
-        JoinRequest m{root.getNodeRank(), root.getToken().cStr(), root.getHostname().cStr(), {}};
-        for (auto device : root.getDevices()) m.devices.push_back(read_device(device));
+      [&](schema::JoinRequest::Reader root) {
+        JoinRequest m;
+        m.node_rank = root.getNodeRank();
+        m.token = root.getToken().cStr();
+        m.hostname = root.getHostname().cStr();
+        for (auto device : bounded(root.getDevices(), bytes.size(), "devices"))
+          m.devices.push_back(read_device(device));
         m.control_rtt_seconds = root.getControlRttSeconds();
         m.host_key = root.getHostKey().cStr();
         return m;
@@ -166,23 +184,33 @@ void fill_tensor(schema::TensorHeader::Builder root, const TensorHeader& m) {
 TensorHeader read_tensor(schema::TensorHeader::Reader root, std::size_t size) {
   TensorHeader h;
   h.dtype = from_schema(root.getDtype(), size);
-  for (std::int64_t d : root.getShape()) h.shape.push_back(d);
+  for (std::int64_t d : bounded(root.getShape(), size, "dimensions")) h.shape.push_back(d);
   h.bytes = root.getBytes();
   h.tag = root.getTag();
   return h;
 }
 
-// A header that lies about its size would make the data plane read past a buffer.
+// A header that lies about its size would make the data plane read past a buffer; one that
+// describes a tensor too large to hold would overflow the receiver's size arithmetic
+// (Note [Bounded tensor headers]).
 void check_tensor(const TensorHeader& m, std::size_t size) {
-  std::uint64_t expected = dtype_size(m.dtype);
+  if (m.shape.size() > kMaxTensorRank)
+    corrupt(size, str_cat("a tensor of rank ", m.shape.size(), " (at most ", kMaxTensorRank, ")"));
+  const std::uint64_t element = dtype_size(m.dtype);
+  std::uint64_t extent = element;  // product of the non-zero dimensions, in bytes
+  bool empty = false;
   for (std::int64_t d : m.shape) {
     if (d < 0) corrupt(size, str_cat("negative dimension in shape ", m.shape));
-    const auto dim = static_cast<std::uint64_t>(d);
-    if (dim != 0 && expected > std::numeric_limits<std::uint64_t>::max() / dim) {
-      corrupt(size, str_cat("shape ", m.shape, " overflows 64 bits"));
+    if (d == 0) {
+      empty = true;
+      continue;
     }
-    expected *= dim;
+    if (extent > kMaxTensorBytes / static_cast<std::uint64_t>(d))
+      corrupt(size, str_cat("shape ", m.shape, " of ", dtype_name(m.dtype), " exceeds ",
+                            kMaxTensorBytes, " bytes"));
+    extent *= static_cast<std::uint64_t>(d);
   }
+  const std::uint64_t expected = empty ? 0 : extent;
   if (expected != m.bytes) {
     corrupt(size, str_cat("tensor header says ", m.bytes, " bytes but ", dtype_name(m.dtype), " ",
                           m.shape, " needs ", expected));
@@ -230,7 +258,7 @@ PacketHeader decode<PacketHeader>(std::span<const std::uint8_t> bytes, const Rea
         h.group = root.getGroup();
         h.step = root.getStep();
         h.done = root.getDone();
-        for (auto t : root.getTensors())
+        for (auto t : bounded(root.getTensors(), bytes.size(), "tensors"))
           h.tensors.push_back({t.getName().cStr(), read_tensor(t.getHeader(), bytes.size())});
         h.bytes = root.getBytes();
         h.gradient = root.getGradient();
@@ -305,13 +333,16 @@ template <>
 Assignment decode<Assignment>(std::span<const std::uint8_t> bytes, const ReadLimits& limits) {
   return read_message<schema::Assignment>(
       bytes,
-      [](schema::Assignment::Reader root) {
+      [&](schema::Assignment::Reader root) {
         Assignment m;
         m.config_yaml = root.getConfigYaml().cStr();
-        for (std::int32_t s : root.getStageOf()) m.stage_of.push_back(s);
-        for (std::int32_t d : root.getDeviceOfStage()) m.device_of_stage.push_back(d);
+        for (std::int32_t s : bounded(root.getStageOf(), bytes.size(), "layers"))
+          m.stage_of.push_back(s);
+        for (std::int32_t d : bounded(root.getDeviceOfStage(), bytes.size(), "stages"))
+          m.device_of_stage.push_back(d);
         m.data_port = root.getDataPort();
-        for (auto device : root.getDevices()) m.devices.push_back(read_device(device));
+        for (auto device : bounded(root.getDevices(), bytes.size(), "devices"))
+          m.devices.push_back(read_device(device));
         m.local_hop_seconds = root.getLocalHopSeconds();
         m.remote_hop_seconds = root.getRemoteHopSeconds();
         m.transport = root.getTransport().cStr();
@@ -362,9 +393,9 @@ template <>
 Heartbeat decode<Heartbeat>(std::span<const std::uint8_t> bytes, const ReadLimits& limits) {
   return read_message<schema::Heartbeat>(
       bytes,
-      [](schema::Heartbeat::Reader root) {
+      [&](schema::Heartbeat::Reader root) {
         Heartbeat m{root.getSeq(), root.getNode(), {}};
-        for (auto p : root.getStages())
+        for (auto p : bounded(root.getStages(), bytes.size(), "stages"))
           m.stages.push_back({p.getName().cStr(), p.getActions(), p.getDoing().cStr(),
                               p.getDoingSeconds(), p.getWaiting().cStr(), p.getWaitingSeconds()});
         return m;
@@ -398,7 +429,7 @@ StepSummary decode<StepSummary>(std::span<const std::uint8_t> bytes, const ReadL
         m.loss_count = root.getLossCount();
         m.grad_norm = root.getGradNorm();
         m.skipped = root.getSkipped();
-        for (auto e : root.getExtra()) {
+        for (auto e : bounded(root.getExtra(), bytes.size(), "figures")) {
           const std::string name = e.getName().cStr();
           if (!m.extra.emplace(name, e.getValue()).second)
             corrupt(bytes.size(), str_cat("step summary: '", name, "' appears twice"));

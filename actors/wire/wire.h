@@ -56,7 +56,8 @@ struct JoinReply {
 };
 
 // Describes tensor bytes that travel on the data plane under the UCX tag `tag`.
-// Decoding checks that `bytes` equals numel(shape) * dtype_size(dtype).
+// Decoding checks that `bytes` equals numel(shape) * dtype_size(dtype) and that the tensor is
+// one this runtime can hold (Note [Bounded tensor headers]).
 struct TensorHeader {
   DType dtype = DType::f32;
   std::vector<std::int64_t> shape;
@@ -64,6 +65,19 @@ struct TensorHeader {
   std::uint64_t tag = 0;
   bool operator==(const TensorHeader&) const = default;
 };
+
+// Note [Bounded tensor headers]
+// A receiver allocates a tensor from its header before the bytes arrive, and Tensor keeps
+// element counts, strides and byte sizes in 64-bit integers. So a header must describe a tensor
+// whose every stride and size fits: at most kMaxTensorRank dimensions, none negative, and the
+// product of the non-zero dimensions times the element size (what the largest stride reaches,
+// also for an empty tensor) at most kMaxTensorBytes, 256 TiB: above any host's memory, below
+// where the allocator's size classes and the int64 arithmetic would overflow. (A header of
+// shape [2^62, 2] u8 passes a plain `bytes == numel * size` check in unsigned 64-bit
+// arithmetic, yet its element count overflows int64; [0, 2^40, 2^40] holds no bytes, yet its
+// first stride overflows.)
+inline constexpr std::size_t kMaxTensorRank = 64;
+inline constexpr std::uint64_t kMaxTensorBytes = std::uint64_t(1) << 48;
 
 struct NamedTensor {
   std::string name;

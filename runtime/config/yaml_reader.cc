@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -39,8 +40,43 @@ Node integer_from(std::string_view digits, int base, bool negative, std::string_
 
 Node convert(const YAML::Node& yaml, const Location& origin, const Location& fallback);
 
+// The offset of the first byte of `text` that is not well-formed UTF-8 (no overlong forms, no
+// surrogates, nothing past U+10FFFF), or npos.
+std::size_t invalid_utf8_at(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+    const unsigned char c = byte(i);
+    int length = 0;
+    unsigned char low = 0x80, high = 0xBF;  // the allowed range of the second byte
+    if (c < 0x80) length = 1;
+    else if (c >= 0xC2 && c <= 0xDF) length = 2;
+    else if (c >= 0xE0 && c <= 0xEF) length = 3, low = c == 0xE0 ? 0xA0 : 0x80, high = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4) length = 4, low = c == 0xF0 ? 0x90 : 0x80, high = c == 0xF4 ? 0x8F : 0xBF;
+    else return i;
+    if (i + std::size_t(length) > text.size()) return i;
+    for (int k = 1; k < length; ++k) {
+      const unsigned char next = byte(i + std::size_t(k));
+      if (k == 1 ? (next < low || next > high) : (next < 0x80 || next > 0xBF)) return i;
+    }
+    i += std::size_t(length);
+  }
+  return std::string_view::npos;
+}
+
+// YAML text is Unicode, and the resolved config is written out again as YAML and JSON
+// (config.json of a checkpoint), which cannot hold other bytes: refuse them where they are.
+void check_utf8(std::string_view text, const Location& where) {
+  const std::size_t at = invalid_utf8_at(text);
+  if (at == std::string_view::npos) return;
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02X", unsigned(static_cast<unsigned char>(text[at])));
+  LIBAI_THROW(InvalidArgument, where.str(), ": not UTF-8 (byte ", hex, " at offset ", at, ")");
+}
+
 Node convert_scalar(const YAML::Node& yaml, const Location& where) {
   const std::string& text = yaml.Scalar();
+  check_utf8(text, where);
   const std::string& tag = yaml.Tag();
   if (tag == "!" || tag == "tag:yaml.org,2002:str") return Node::string(text, where);
   if (tag == "?" || tag.empty()) return resolve_plain_scalar(text, where);
@@ -78,6 +114,7 @@ Node convert(const YAML::Node& yaml, const Location& origin, const Location& fal
         const Location key_where = location_of(it->first.Mark(), origin, where);
         LIBAI_CHECK(it->first.IsScalar(), key_where.str(), ": a map key must be a plain scalar");
         const std::string key = it->first.Scalar();
+        check_utf8(key, key_where);
         LIBAI_CHECK(map.find(key) == nullptr, key_where.str(), ": duplicate key '", key, "'");
         // `key:` with no value has no mark of its own: point at the key instead.
         Node value = convert(it->second, origin, key_where);

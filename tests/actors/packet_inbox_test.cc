@@ -181,5 +181,19 @@ TEST_F(PacketInboxTest, AHeaderThatDoesNotDescribeItsPayloadIsANamedError) {
       << error;
 }
 
+// The inbox's limits (actors/packet_message.h) stop a packet larger than this node will hold
+// before it allocates anything; the error names the node, sender and channel like any other.
+TEST_F(PacketInboxTest, APacketAboveTheInboxLimitIsANamedError) {
+  inbox = std::make_shared<PacketInbox>(1, PacketLimits{.max_bytes = 15});
+  inbox->add(7, caf::actor{*receiver});
+  send_packet(*sender, 1, 7,
+              Packet{.group = 0, .step = 0, .done = false, .tensors = {{"x", Tensor::zeros({4})}}});
+  const std::string error = errors.first(10s);
+  EXPECT_NE(error.find("node 1: a packet from node 0 on channel 7: a packet of 16 bytes, more "
+                       "than the 15 one packet may hold"),
+            std::string::npos)
+      << error;
+}
+
 }  // namespace
 }  // namespace libai::actors

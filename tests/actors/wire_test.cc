@@ -59,6 +59,57 @@ TEST(Wire, TensorHeaderThatLiesAboutItsSizeIsCorrupt) {
                CorruptInput);
 }
 
+// Note [Bounded tensor headers]: each of these passed the old `bytes == numel * size` check
+// (in unsigned 64-bit arithmetic) and made the receiver's Tensor::empty overflow int64.
+TEST(Wire, TensorHeaderBeyondWhatATensorCanHoldIsCorrupt) {
+  auto refused = [](TensorHeader h, const std::string& why) {
+    try {
+      (void)decode<TensorHeader>(encode(h));
+      ADD_FAILURE() << "accepted " << dtype_name(h.dtype) << " " << str_cat(h.shape);
+    } catch (const CorruptInput& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  // 2^63 elements: fits uint64, not int64.
+  refused(TensorHeader{DType::u8, {1ll << 62, 2}, 1ull << 63, 0}, "exceeds");
+  // No bytes at all, but the first stride is 2^80.
+  refused(TensorHeader{DType::f32, {0, 1ll << 40, 1ll << 40}, 0, 0}, "exceeds");
+  // Just above the bound, and a rank no tensor has.
+  refused(TensorHeader{DType::u8, {int64_t(kMaxTensorBytes) + 1}, kMaxTensorBytes + 1, 0}, "exceeds");
+  refused(TensorHeader{DType::u8, std::vector<std::int64_t>(kMaxTensorRank + 1, 1), 1, 0}, "rank");
+  // At the bounds, and empty tensors of reasonable shape, are fine.
+  const TensorHeader largest{DType::u8, {int64_t(kMaxTensorBytes)}, kMaxTensorBytes, 0};
+  EXPECT_EQ(decode<TensorHeader>(encode(largest)), largest);
+  const TensorHeader empty{DType::f64, {0, 1 << 20, 7}, 0, 0};
+  EXPECT_EQ(decode<TensorHeader>(encode(empty)), empty);
+  const TensorHeader ranked{DType::f32, std::vector<std::int64_t>(kMaxTensorRank, 1), 4, 0};
+  EXPECT_EQ(decode<TensorHeader>(encode(ranked)), ranked);
+}
+
+// Note [Amplified lists]: 32 bytes that claim a list of 100000 zero-sized structs (a root whose
+// one pointer is a composite list, its tag counting the elements) decoded to 100000 empty
+// stages, allocated from a few dozen bytes. The lists are now bounded by the message's size.
+TEST(Wire, AmplifiedListsAreCorrupt) {
+  const std::uint64_t words[] = {
+      std::uint64_t(3) << 32,                        // segment table: one segment of 3 words
+      std::uint64_t(1) << 48,                        // root: struct, no data, one pointer
+      1 | (std::uint64_t(7) << 32),                  // pointer 0: composite list, no words
+      std::uint64_t(100000) << 2,                    // its tag: 100000 elements of no size
+  };
+  Bytes bytes(sizeof words);
+  std::memcpy(bytes.data(), words, sizeof words);
+  try {
+    const Heartbeat decoded = decode<Heartbeat>(bytes);
+    ADD_FAILURE() << "decoded " << decoded.stages.size() << " stages from 32 bytes";
+  } catch (const CorruptInput& e) {
+    EXPECT_NE(std::string(e.what()).find("a list of 100000 stages cannot fit"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(decode<PacketHeader>(bytes), CorruptInput);
+  EXPECT_THROW(decode<JoinRequest>(bytes), CorruptInput);
+  EXPECT_THROW(decode<StepSummary>(bytes), CorruptInput);
+}
+
 TEST(Wire, EmptyAndRaggedBytesAreCorrupt) {
   EXPECT_THROW(decode<JoinRequest>(Bytes{}), CorruptInput);
   Bytes bytes = encode(sample_join());

@@ -55,5 +55,29 @@ TEST(RoundTrip, JsonKeepsOrderAndTypes) {
   EXPECT_EQ(cfg.to_json(-1), R"({"b":1,"a":[true,null,"x",1.5]})");
 }
 
+// tests/fuzz/corpus/fuzz_config/invalid_utf8_to_json: a config with a byte that is not UTF-8
+// was read, then to_json (config.json of a checkpoint) threw nlohmann's type_error, which is no
+// libai::Error and named no key. The reader now refuses such bytes where they are.
+TEST(RoundTrip, BytesThatAreNotUtf8AreRefusedWhereTheyAre) {
+  auto refusal = [](const std::string& yaml) {
+    try {
+      (void)Config::parse(yaml, "job.yaml");
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal("model:\n  name: gp\xfft2\n"), "job.yaml:2:9: not UTF-8 (byte 0xFF at offset 2)");
+  EXPECT_NE(refusal("model: {\"k\xc3\": 1}\n").find("not UTF-8 (byte 0xC3 at offset 1)"),
+            std::string::npos);                                // a truncated sequence, in a key
+  EXPECT_NE(refusal("a: \xc0\xaf\n").find("not UTF-8"), std::string::npos);  // overlong '/'
+  EXPECT_NE(refusal("a: \xed\xa0\x80\n").find("not UTF-8"), std::string::npos);  // a surrogate
+  EXPECT_NE(refusal("a: \xf4\x90\x80\x80\n").find("not UTF-8"), std::string::npos);  // > U+10FFFF
+  // Well-formed text of every length, up to U+10FFFF, reads and writes as JSON.
+  const Config ok = Config::parse("a: \"caf\xc3\xa9 \xe2\x82\xac \xf4\x8f\xbf\xbf\"\n", "job.yaml");
+  EXPECT_EQ(ok.get<std::string>("a"), "caf\xc3\xa9 \xe2\x82\xac \xf4\x8f\xbf\xbf");
+  EXPECT_NE(ok.to_json().find("caf\xc3\xa9"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace libai::config
