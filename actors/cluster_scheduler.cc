@@ -9,6 +9,7 @@
 
 #include "actors/cluster_liveness.h"
 #include "actors/cluster_node.h"
+#include "actors/guarded_publish.h"
 #include "actors/synthetic.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
@@ -115,8 +116,9 @@ struct Scheduler {
     const char* bind = node.spec.addr == "127.0.0.1" || node.spec.addr == "localhost"
                            ? "127.0.0.1"
                            : nullptr;  // any interface
-    auto port = node.system->middleman().publish(caf::actor{node.me()}, uint16_t(node.spec.port),
-                                                 bind, true);
+    // Note [Guarding the control port]: a peer that does not speak BASP is logged and dropped.
+    auto port = publish_guarded(*node.system, caf::actor{node.me()}, uint16_t(node.spec.port),
+                                bind, true, "node 0");
     LIBAI_CHECK_KIND(CommunicationError, bool(port), "node 0 cannot listen on ", node.spec.addr,
                      ":", node.spec.port, ": ", node.system->render(port.error()));
     logger("cluster")->info("node 0 listening on {}:{}; waiting for {} more node(s)",
