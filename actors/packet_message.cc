@@ -23,10 +23,9 @@ Packet read_packet(comm::IncomingMessage& m, const PacketLimits& limits) {
                    " bytes, more than the ", limits.max_bytes, " one packet may hold");
   // Packet keeps these as int (a job has far fewer micro-batches, steps and chunks).
   constexpr std::uint32_t int_max = std::numeric_limits<int>::max();
-  LIBAI_CHECK_KIND(CorruptInput,
-                   header.group <= int_max && header.step <= int_max && header.chunk <= int_max,
-                   "group ", header.group, ", step ", header.step, " or chunk ", header.chunk,
-                   " out of range");
+  LIBAI_CHECK_KIND(
+      CorruptInput, header.group <= int_max && header.step <= int_max && header.chunk <= int_max,
+      "group ", header.group, ", step ", header.step, " or chunk ", header.chunk, " out of range");
   Packet packet{.group = int(header.group),
                 .step = int(header.step),
                 .done = header.done,

@@ -49,11 +49,21 @@ std::size_t invalid_utf8_at(std::string_view text) {
     const unsigned char c = byte(i);
     int length = 0;
     unsigned char low = 0x80, high = 0xBF;  // the allowed range of the second byte
-    if (c < 0x80) length = 1;
-    else if (c >= 0xC2 && c <= 0xDF) length = 2;
-    else if (c >= 0xE0 && c <= 0xEF) length = 3, low = c == 0xE0 ? 0xA0 : 0x80, high = c == 0xED ? 0x9F : 0xBF;
-    else if (c >= 0xF0 && c <= 0xF4) length = 4, low = c == 0xF0 ? 0x90 : 0x80, high = c == 0xF4 ? 0x8F : 0xBF;
-    else return i;
+    if (c < 0x80) {
+      length = 1;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      length = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      length = 3;
+      if (c == 0xE0) low = 0xA0;   // overlong below U+0800
+      if (c == 0xED) high = 0x9F;  // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      length = 4;
+      if (c == 0xF0) low = 0x90;   // overlong below U+10000
+      if (c == 0xF4) high = 0x8F;  // past U+10FFFF
+    } else {
+      return i;  // a continuation byte, an overlong lead (C0, C1) or F5..FF
+    }
     if (i + std::size_t(length) > text.size()) return i;
     for (int k = 1; k < length; ++k) {
       const unsigned char next = byte(i + std::size_t(k));

@@ -41,8 +41,9 @@ std::string refusal(Credits& credits, std::uint32_t slots) {
 TEST(Credits, MoreSlotsThanInFlightAreRefused) {
   Credits credits(4);
   credits.take();
-  EXPECT_EQ(refusal(credits, 2),
-            "a credit of 2 slot(s) from stage 2 on link 7 with only 1 packet(s) in flight (quota 4)");
+  EXPECT_EQ(
+      refusal(credits, 2),
+      "a credit of 2 slot(s) from stage 2 on link 7 with only 1 packet(s) in flight (quota 4)");
   EXPECT_NE(refusal(credits, std::numeric_limits<std::uint32_t>::max()).find("with only 1"),
             std::string::npos);
   EXPECT_NE(refusal(credits, 1u << 31).find("with only 1"), std::string::npos);

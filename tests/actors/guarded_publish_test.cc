@@ -4,12 +4,12 @@
 #include "actors/guarded_publish.h"
 
 #include <arpa/inet.h>
-#include <caf/io/all.hpp>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <spdlog/sinks/base_sink.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <caf/io/all.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -79,8 +79,9 @@ TEST(ReadPacket, TensorsComeBackInPayloadOrder) {
 
 TEST(ReadPacket, APacketAboveTheLimitIsRefusedBeforeAnyRead) {
   HeldMessage m(wire::encode(header_of({named("x", DType::f32, {64})})), counting(256));
-  EXPECT_NE(refusal(m, PacketLimits{.max_bytes = 255}).find("a packet of 256 bytes, more than the "
-                                                            "255 one packet may hold"),
+  EXPECT_NE(refusal(m, PacketLimits{.max_bytes = 255})
+                .find("a packet of 256 bytes, more than the "
+                      "255 one packet may hold"),
             std::string::npos);
   EXPECT_EQ(m.reads, 0);
   HeldMessage at_limit(wire::encode(header_of({named("x", DType::f32, {64})})), counting(256));

@@ -42,7 +42,8 @@ class FuzzMessage final : public comm::IncomingMessage {
   std::size_t read_ = 0;
 };
 
-void check(const actors::Packet& packet, const FuzzMessage& m, std::span<const std::uint8_t> payload) {
+void check(const actors::Packet& packet, const FuzzMessage& m,
+           std::span<const std::uint8_t> payload) {
   // The header decodes on its own (read_packet accepted it) and describes the packet.
   const wire::PacketHeader header = wire::decode<wire::PacketHeader>(m.header());
   if (header.bytes > kLimit || m.read_bytes() != header.bytes) __builtin_trap();

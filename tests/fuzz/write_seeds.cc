@@ -53,23 +53,32 @@ int main(int argc, char** argv) {
   control(c, 1, "join_reply", encode(JoinReply{false, "token mismatch"}));
   control(c, 2, "tensor", encode(TensorHeader{libai::DType::bf16, {2, 3, 4}, 48, 9}));
   control(c, 3, "device", encode(cpu));
-  PacketHeader p{3, 7, false, {tensor("hidden_states", libai::DType::f32, {2, 3}),
-                               tensor("attention_mask", libai::DType::i64, {2})}, 0, false, 0};
+  PacketHeader p{3,
+                 7,
+                 false,
+                 {tensor("hidden_states", libai::DType::f32, {2, 3}),
+                  tensor("attention_mask", libai::DType::i64, {2})},
+                 0,
+                 false,
+                 0};
   p.bytes = 24 + 16;
   control(c, 4, "packet", encode(p));
   control(c, 5, "credit", encode(Credit{2, 0}));
   control(c, 6, "abort", encode(Abort{"node 2 died", 2}));
-  control(c, 7, "assignment",
-          encode(Assignment{"model:\n  name: gpt2\n", {0, 0, 1, 1}, {0, 1}, 4242, {cpu, cpu},
-                            1e-5, 4e-4, "shm"}));
+  control(
+      c, 7, "assignment",
+      encode(Assignment{
+          "model:\n  name: gpt2\n", {0, 0, 1, 1}, {0, 1}, 4242, {cpu, cpu}, 1e-5, 4e-4, "shm"}));
   control(c, 8, "report", encode(StageReport{"stage 1", 1, 2.5, 40, 1 << 20}));
   control(c, 9, "summary", encode(StepSummary{3.5, 8, 1.25, false, {{"lr", 1e-4}, {"mfu", 0.3}}}));
   control(c, 10, "train_control",
           encode(TrainControl{TrainControlKind::save, "out", "model_0000100", 3, 100, 800, 0.5,
                               true, 42}));
   control(c, 11, "heartbeat",
-          encode(Heartbeat{5, 1, {{"stage 1", 14, "computing F3 s0", 0.2, "", 0},
-                                  {"stage 2", 12, "", 0, "g5s0 from stage 1", 0.1}}}));
+          encode(Heartbeat{5,
+                           1,
+                           {{"stage 1", 14, "computing F3 s0", 0.2, "", 0},
+                            {"stage 2", 12, "", 0, "g5s0 from stage 1", 0.1}}}));
 
   const std::string k = argv[2];
   packet(k, "two_tensors", p);
