@@ -259,13 +259,14 @@ TEST(ConfigJobPlan, SyntheticTrainingIsPlannedAsTraining) {
 // Emulated slow-down of a synthetic layer, as a stage runs it: 2 ms at slow-down 3 takes 6 ms
 // (wide bounds: the host may be loaded; the point is the factor, not the timing).
 TEST(ConfigJobPlan, ASyntheticLayerIsTimedAtTheDeviceSlowdown) {
-  const double one = time_synthetic_layer(0.002, 1.0, 3);
-  const double three = time_synthetic_layer(0.002, 3.0, 3);
-  // Never under the work asked for; over it only by what a loaded host adds (the fastest of 3).
+  const double one = time_synthetic_layer(0.002, 1.0, 5);
+  const double three = time_synthetic_layer(0.002, 3.0, 5);
+  // Never under the work asked for; over it only by what a loaded host adds to the fastest of
+  // 5 (a few ms at a load of 12 on 2 cores: 12.7 ms for the 6 ms one was seen with 3).
   EXPECT_GE(one, 0.002);
-  EXPECT_LT(one, 0.004);
+  EXPECT_LT(one, 0.006);
   EXPECT_GE(three, 0.006);
-  EXPECT_LT(three, 0.010);
+  EXPECT_LT(three, 0.012);
 }
 
 // Node 0's device can hold one layer with the head (the last stage) but not one layer with the
