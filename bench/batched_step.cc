@@ -4,9 +4,13 @@
 // bandwidth of a copy measured in the same run, on the same threads); and what a new row's
 // join (its prefill plus the caches' copy into the running batch) and a row's leaving (the
 // selection and trim sent with the next step) cost over a plain prefill and a plain step.
+// Beside them, the step's GEMMs alone at R rows (GPT-2 small's four weight shapes, each layer):
+// ours (ops::linear, Note [Few-row GEMM]) against OpenBLAS's sgemm on the same operands.
 //
 //   build/bench/bench_batched_step --model DIR [--threads 2] [--rows 1,2,4,8,16,32]
-//                                  [--prompt 16] [--context 32] [--reps 9]
+//                                  [--prompt 16] [--context 32] [--reps 9] [--steps-only 1]
+//
+// --steps-only 1 times the steps alone (for a profiler).
 //
 // One JSON line per row count on stdout; progress on stderr.
 #include <algorithm>
@@ -16,7 +20,11 @@
 #include <string>
 #include <vector>
 
+#include <cblas.h>
+
 #include "models/decoder_lm.h"
+#include "ops/matmul.h"
+#include "runtime/rng.h"
 #include "models/pipelines/pipelines.h"
 #include "runtime/autograd.h"
 #include "runtime/threads.h"
@@ -57,11 +65,39 @@ double copy_bandwidth(int64_t bytes, int reps) {
   return 2.0 * double(bytes) / best * 1e-9;
 }
 
+// Milliseconds of one pass over a layer's four weight matrices (x [rows, k] times W [n, k]ᵀ)
+// times `layers`: ours and sgemm's, the fastest of `reps`.
+std::pair<double, double> layer_gemms_ms(int64_t rows, int64_t hidden, int64_t layers, int reps) {
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {3 * hidden, hidden}, {hidden, hidden}, {4 * hidden, hidden}, {hidden, 4 * hidden}};
+  double ours = 0, blas = 0;
+  for (auto [n, k] : shapes) {
+    Tensor x = Tensor::empty({rows, k}), w = Tensor::empty({n, k}), y = Tensor::empty({rows, n});
+    init_uniform(x, RngKey{1, 1}, -1.0, 1.0);
+    init_uniform(w, RngKey{2, 1}, -1.0, 1.0);
+    double best_ours = 1e30, best_blas = 1e30;
+    for (int r = 0; r < reps; ++r) {
+      auto t = Clock::now();
+      Tensor out = ops::linear(x, w);
+      best_ours = std::min(best_ours, seconds_since(t));
+      t = Clock::now();
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blasint(rows), blasint(n), blasint(k),
+                  1.0f, x.data<float>(), blasint(k), w.data<float>(), blasint(k), 0.0f,
+                  y.data<float>(), blasint(n));
+      best_blas = std::min(best_blas, seconds_since(t));
+    }
+    ours += best_ours;
+    blas += best_blas;
+  }
+  return {ours * double(layers) * 1e3, blas * double(layers) * 1e3};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string folder;
   int threads = 2, reps = 9;
+  bool steps_only = false;
   int64_t prompt_tokens = 16, context = 32;
   std::vector<int64_t> row_counts = {1, 2, 4, 8, 16, 32};
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -69,6 +105,7 @@ int main(int argc, char** argv) {
     if (flag == "--model") folder = value;
     else if (flag == "--threads") threads = std::stoi(value);
     else if (flag == "--reps") reps = std::stoi(value);
+    else if (flag == "--steps-only") steps_only = value == "1";
     else if (flag == "--prompt") prompt_tokens = std::stoll(value);
     else if (flag == "--context") context = std::stoll(value);
     else if (flag == "--rows") {
@@ -121,6 +158,10 @@ int main(int argc, char** argv) {
       batch.step(tokens);
       step.push_back(seconds_since(t));
     }
+    if (steps_only) {
+      std::printf("{\"rows\": %lld, \"step_ms\": %.3f}\n", static_cast<long long>(rows), median(step) * 1e3);
+      continue;
+    }
     // A new row joining: prefill + join into R rows, against its prefill alone.
     std::vector<double> join, alone;
     for (int i = 0; i < reps; ++i) {
@@ -158,17 +199,21 @@ int main(int argc, char** argv) {
       }
       leave_ms = (median(after) - median(plain)) * 1e3;
     }
+    const int64_t hidden = m.model().config().get_int("n_embd", m.model().config().get_int("hidden_size", 768));
+    const int64_t layers = decoder->num_layers();
+    const auto [gemm_ours, gemm_blas] = layer_gemms_ms(rows, hidden, layers, reps);
     const double step_ms = median(step) * 1e3;
     if (k == 0) one_row_ms = step_ms / double(rows);
     std::printf("{\"rows\": %lld, \"context\": %lld, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
                 "\"step_over_one_row\": %.3f, \"step_over_weight_floor\": %.3f, "
                 "\"prefill_alone_ms\": %.3f, \"join_ms\": %.3f, \"join_over_prefill\": %.3f, "
                 "\"leave_extra_ms\": %.3f, \"weight_floor_ms\": %.3f, \"copy_gbs\": %.1f, "
+                "\"gemms_ms\": %.3f, \"gemms_sgemm_ms\": %.3f, \"sgemm_over_ours\": %.2f, "
                 "\"threads\": %d}\n",
                 static_cast<long long>(rows), static_cast<long long>(context), step_ms,
                 double(rows) / (step_ms * 1e-3), step_ms / one_row_ms, step_ms / floor_ms,
                 median(alone) * 1e3, median(join) * 1e3, median(join) / median(alone), leave_ms,
-                floor_ms, gbs, threads);
+                floor_ms, gbs, gemm_ours, gemm_blas, gemm_blas / gemm_ours, threads);
     std::fflush(stdout);
     std::fprintf(stderr, "[%zu/%zu] rows %lld: step %.2f ms (%.1f s)\n", k + 1, row_counts.size(),
                  static_cast<long long>(rows), step_ms, seconds_since(t0));
