@@ -169,7 +169,11 @@ std::shared_ptr<comm::Communicator> open_data_plane(const std::string& transport
       }
       if (shared->done) {
         if (shared->error) std::rethrow_exception(shared->error);
-        return shared->comm;
+        // Moved out, not copied: the UCX communicator's executor thread holds a copy of
+        // `options`, whose on_listening holds `shared`; a copy left here is a cycle that keeps
+        // the communicator, its thread and its UCX worker alive past the run's end
+        // (LeakSanitizer reported UCX's blocks at exit: tools/lsan.supp).
+        return std::move(shared->comm);
       }
     }
     watch();

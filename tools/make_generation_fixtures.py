@@ -1,4 +1,4 @@
-# Runs transformers' generate() on the toy model of tests/models/generate_test.cc (logits are a
+# Runs transformers' generate() on the toy model of tests/models/toy_generation.h (logits are a
 # hash of the last two tokens and the length of the history; hashed_logits(7) there) and
 # prints the expected token ids and scores of GenerateTransformers.TokenIdsAndScoresMatch.
 #

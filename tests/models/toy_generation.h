@@ -10,6 +10,8 @@
 #include <memory>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "models/generation/generate.h"
 
 namespace libai::models::generation::toy {

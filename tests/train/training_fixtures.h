@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -34,15 +36,22 @@ struct TrainingFixture {
   const nlohmann::json& step(int64_t s) const { return reference["steps"][size_t(s)]; }
 
   // Micro-batch k of step s, under the model's input names.
+  // Stage threads of the layout tests call it at once: the file is opened once, under a lock
+  // (two threads opening it both would free one's file while the other reads its names).
   models::TensorMap micro_batch(int64_t s, int64_t k) const {
-    if (!batches_)
-      batches_ = std::make_shared<checkpoint::SafetensorsFile>(
-          checkpoint::SafetensorsFile::open((folder / "batches.safetensors").string()));
+    std::shared_ptr<const checkpoint::SafetensorsFile> batches;
+    {
+      std::lock_guard lock(*batches_mutex_);
+      if (!batches_)
+        batches_ = std::make_shared<checkpoint::SafetensorsFile>(
+            checkpoint::SafetensorsFile::open((folder / "batches.safetensors").string()));
+      batches = batches_;
+    }
     const std::string prefix = "s" + std::to_string(s) + ".m" + std::to_string(k) + ".";
     models::TensorMap out;
-    for (const auto& name : batches_->names())
+    for (const auto& name : batches->names())
       if (name.rfind(prefix, 0) == 0)
-        out[name.substr(prefix.size())] = batches_->tensor(name).clone_raw();
+        out[name.substr(prefix.size())] = batches->tensor(name).clone_raw();
     return out;
   }
   std::vector<models::TensorMap> micro_batches(int64_t s) const {
@@ -102,6 +111,7 @@ struct TrainingFixture {
 
  private:
   mutable std::shared_ptr<checkpoint::SafetensorsFile> batches_;
+  std::shared_ptr<std::mutex> batches_mutex_ = std::make_shared<std::mutex>();  // copies share it
 };
 
 // `fn` throws an E whose message holds every piece (the first names what must be named).
