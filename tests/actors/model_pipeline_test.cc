@@ -4,6 +4,7 @@
 // last hidden states (f32, relative 1e-5).
 #include <gtest/gtest.h>
 
+#include "tests/actors/test_system.h"
 #include "actors/model_jobs.h"
 #include "models/model.h"
 #include "tests/models/random_models.h"
@@ -14,23 +15,10 @@ namespace {
 namespace fs = std::filesystem;
 using models::generation::GenerationConfig;
 
-struct System {
-  caf::actor_system_config config;
-  std::unique_ptr<caf::actor_system> system;
-  System() {
-    config.set("scheduler.max-threads", 2);
-    system = std::make_unique<caf::actor_system>(config);
-  }
-};
+using testing::System;
 
 fs::path random_model(const std::string& family, int layers) {
-  for (auto f : testing::families())
-    if (f.name == family) {
-      f.config[family == "gpt2" ? "n_layer" : "num_hidden_layers"] = layers;
-      return testing::save_random_model(f, "pp" + std::to_string(layers) + "_" +
-                                               std::to_string(::getpid()));
-    }
-  throw std::runtime_error("no family " + family);
+  return testing::random_model(family, layers, "pp");
 }
 
 // A random T5 (gated-gelu, untied head) of `encoder` + `decoder` layers.

@@ -9,6 +9,7 @@
 #include <future>
 #include <thread>
 
+#include "tests/actors/test_system.h"
 #include "actors/model_jobs.h"
 #include "actors/pipeline_service.h"
 #include "tests/models/random_models.h"
@@ -18,23 +19,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct System {
-  caf::actor_system_config config;
-  std::unique_ptr<caf::actor_system> system;
-  System() {
-    config.set("scheduler.max-threads", 2);
-    system = std::make_unique<caf::actor_system>(config);
-  }
-};
+using testing::System;
 
 fs::path random_model(const std::string& family, int layers) {
-  for (auto f : testing::families())
-    if (f.name == family) {
-      f.config[family == "gpt2" ? "n_layer" : "num_hidden_layers"] = layers;
-      return testing::save_random_model(f, "serve" + std::to_string(layers) + "_" +
-                                               std::to_string(::getpid()));
-    }
-  throw std::runtime_error("no family " + family);
+  return testing::random_model(family, layers, "serve");
 }
 
 std::vector<int> even_split(int layers, int stages) {

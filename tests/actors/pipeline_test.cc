@@ -1,6 +1,7 @@
 // Stage actors in one process over synthetic stages: every packet passes every stage once,
 // stages fire in program order whatever the arrival order, credits bound the buffers, and an
 // error in a stage ends the job with that stage's name.
+#include "tests/actors/test_system.h"
 #include "actors/pipeline.h"
 
 #include <gtest/gtest.h>
@@ -13,14 +14,7 @@
 namespace libai::actors {
 namespace {
 
-struct System {
-  caf::actor_system_config config;
-  std::unique_ptr<caf::actor_system> system;
-  System() {
-    config.set("scheduler.max-threads", 2);
-    system = std::make_unique<caf::actor_system>(config);
-  }
-};
+using testing::System;
 
 TEST(LocalPipeline, EveryPacketPassesEveryStageInProgramOrder) {
   System sys;

@@ -2,6 +2,7 @@
 // program order, for GPipe, 1F1B and interleaved 1F1B, several steps in a row; credits bound
 // each stage's stash; data- and tensor-parallel slots each train their replica; an error in one
 // stage ends the job with that stage's name.
+#include "tests/actors/test_system.h"
 #include "actors/train_pipeline.h"
 
 #include <gtest/gtest.h>
@@ -15,14 +16,7 @@
 namespace libai::actors {
 namespace {
 
-struct System {
-  caf::actor_system_config config;
-  std::unique_ptr<caf::actor_system> system;
-  System() {
-    config.set("scheduler.max-threads", 2);
-    system = std::make_unique<caf::actor_system>(config);
-  }
-};
+using testing::System;
 
 // Every slot's trace, in order.
 struct Traces {
