@@ -332,6 +332,21 @@ PipelineLayout ConfigJob::layout(const wire::Assignment& assignment) {
     read(config::Config::parse(assignment.config_yaml, "node 0's config"));
   LIBAI_CHECK(int(assignment.stage_of.size()) == num_layers_, "the assignment splits ",
               assignment.stage_of.size(), " layers but the model has ", num_layers_);
+  // It came over the network: every layer on a stage of this job, in order, none left empty
+  // (a stage index out of range would index past the per-stage tables below).
+  const int64_t stages = training_ ? int64_t(pp_) * chunks_ : int64_t(pp_);
+  std::vector<int> layers_on(size_t(stages), 0);
+  for (size_t l = 0; l < assignment.stage_of.size(); ++l) {
+    const int64_t s = assignment.stage_of[l];
+    LIBAI_CHECK(s >= 0 && s < stages, "the assignment puts layer ", l, " on stage ", s,
+                " of a job with ", stages, " stages");
+    LIBAI_CHECK(l == 0 || s >= assignment.stage_of[l - 1], "the assignment puts layer ", l,
+                " on stage ", s, " after layer ", l - 1, " on stage ", assignment.stage_of[l - 1],
+                ": stages hold contiguous layers, in order");
+    ++layers_on[size_t(s)];
+  }
+  for (int64_t s = 0; s < stages; ++s)
+    LIBAI_CHECK(layers_on[size_t(s)] > 0, "the assignment leaves stage ", s, " without layers");
   if (!assignment.device_of_stage.empty()) {
     std::vector<int> slots(assignment.device_of_stage.begin(), assignment.device_of_stage.end());
     std::sort(slots.begin(), slots.end());

@@ -272,10 +272,10 @@ class GraphRunner final : public train::StepRunner {
   }
 
  private:
-  std::string plan_text_;
   TrainClient& client_;
   const GraphTrainSettings& settings_;
   models::Task task_;
+  std::string plan_text_;
   int64_t steps_ = 0;
 };
 

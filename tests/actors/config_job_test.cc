@@ -387,6 +387,24 @@ TEST(ServeJob, PlannedForItsBatchAndCheckedByKey) {
   a.devices = {device("node0:cpu:0", 100), device("node1:cpu:0", 100)};
   job.plan(a);
   EXPECT_TRUE(job.layout(a).by_arrival);
+  // An assignment comes over the network: a layer on a stage out of range, out of order, or a
+  // stage left empty is an error naming it (never an index past the per-stage tables).
+  auto expect_refused = [&](std::vector<int64_t> stage_of, const std::string& named) {
+    wire::Assignment bad = a;
+    bad.stage_of.assign(stage_of.begin(), stage_of.end());
+    bad.stage_of.resize(a.stage_of.size(), stage_of.back());
+    try {
+      job.layout(bad);
+      ADD_FAILURE() << named << ": no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+    }
+  };
+  ASSERT_GE(a.stage_of.size(), 2u);
+  expect_refused({0, 7}, "on stage 7");
+  expect_refused({0, -1}, "on stage -1");
+  expect_refused({1, 0}, "contiguous layers");
+  expect_refused({0, 0}, "leaves stage 1 without layers");
 
   auto expect_error = [&](const std::string& job_keys, const std::string& named) {
     try {
