@@ -30,25 +30,47 @@ class GuardedScribe final : public net::scribe_impl {
  public:
   GuardedScribe(net::default_multiplexer& mx, net::native_socket fd, std::string who,
                 std::uint16_t port)
-      : net::scribe_impl(mx, fd), who_(std::move(who)), local_port_(port) {}
+      : net::scribe_impl(mx, fd), who_(std::move(who)), local_port_(port), peer_(peer_of(fd)) {}
 
   bool consume(caf::execution_unit* ctx, const void* bytes, std::size_t size) override {
     if (checked_ || detached()) return scribe::consume(ctx, bytes, size);
     checked_ = true;
     if (is_client_handshake(ctx, bytes, size)) return scribe::consume(ctx, bytes, size);
     logger("cluster")->warn(
-        "{}: {} bytes from {}:{} on port {} that are not the cluster's protocol (not a BASP "
+        "{}: {} bytes from {} on port {} that are not the cluster's protocol (not a BASP "
         "client handshake); dropping the connection",
-        who_, size, addr(), port(), local_port_);
+        who_, size, peer_, local_port_);
     // BASP never sees the bytes; closing through the broker ends the connection as BASP's own
     // close of a bad peer does (the peer sees the end of the stream).
     parent()->close(hdl());
     return false;  // no more reads on this connection
   }
 
+ protected:
+  // The connection ended (the peer closed it, or it failed) before BASP's first header was
+  // complete: fewer than 32 bytes, or none, ever came. BASP itself never hears of such a peer.
+  caf::message detach_message() override {
+    if (!checked_) {
+      checked_ = true;
+      logger("cluster")->warn(
+          "{}: the connection from {} on port {} ended before it sent a whole BASP client "
+          "handshake (not the cluster's protocol)",
+          who_, peer_, local_port_);
+    }
+    return scribe::detach_message();
+  }
+
  private:
+  static std::string peer_of(net::native_socket fd) {
+    auto host = net::remote_addr_of_fd(fd);
+    auto port = net::remote_port_of_fd(fd);
+    if (!host || !port) return "an unknown peer";
+    return *host + ":" + std::to_string(*port);
+  }
+
   const std::string who_;
   const std::uint16_t local_port_;
+  const std::string peer_;
   bool checked_ = false;
 };
 

@@ -16,8 +16,10 @@
 // scribes with one change: the first header read is checked before BASP sees it, and a bad one
 // is logged with the peer's address and the connection closed (BASP would have closed it too,
 // but may first wait for a payload a bad header claims, up to 4 GiB). Nothing else differs:
-// the handshake, messages and heartbeats are CAF's. A peer that sends fewer bytes than a header
-// and then waits is not seen (BASP waits too; the join timeout bounds a real node's join).
+// the handshake, messages and heartbeats are CAF's. A peer that ends the connection before a
+// whole header came (fewer than 32 bytes, or none) is logged when it ends; one that sends fewer
+// bytes and then waits is not seen until then (BASP waits too; the join timeout bounds a real
+// node's join).
 #pragma once
 
 #include <caf/all.hpp>

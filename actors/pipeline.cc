@@ -117,6 +117,7 @@ void connect_slots(const PipelineLayout& layout, int node, const std::vector<caf
         const SlotSpec& slot = layout.slots[size_t(i)];
         if (slot.node != node) continue;
         auto routes = std::make_shared<StageRoutes>();
+        routes->input_slots = layout.input_slots[size_t(s)];
         if (s == 0)
           routes->upstream = {driver, 0, channel_into_slot(i), "the driver"};
         else

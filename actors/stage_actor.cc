@@ -87,6 +87,9 @@ struct StageState {
   bool finished = false;
   std::map<Key, PacketPtr> arrivals;
   std::deque<Key> arrival_order;  // by_arrival: the keys of `arrivals` as they came
+  // Input slots in use: packets with tensors received whose credit has not gone back yet
+  // (Note [Receiving ahead]).
+  int inputs_held = 0;
   double busy_seconds = 0;
   std::uint64_t actions = 0;
   std::uint64_t bytes_received = 0;  // of packets from other nodes
@@ -230,6 +233,17 @@ void try_fire(Self* self) {
 // computes, never in series with it, and the stage's thread never waits for the network.
 // Memory stays bounded by the quotas: a producer sends a packet only with a credit for it
 // (done packets and gradients aside, Note [Done packets], Note [Training credits]).
+// A producer that sends beyond its credits fails the stage (StageRoutes::input_slots).
+bool within_quota(Self* self) {
+  auto& st = self->state;
+  if (!st.routes || st.routes->input_slots <= 0 || st.inputs_held <= st.routes->input_slots)
+    return true;
+  fail(self, str_cat(st.setup.name, ": ", st.routes->upstream.name, " sent ", st.inputs_held,
+                     " packets without their credits coming back; its quota is ",
+                     st.routes->input_slots, " input slot(s)"));
+  return false;
+}
+
 void accept(Self* self, const PacketPtr& packet) {
   auto& st = self->state;
   const Key key{packet->step, packet->group};
@@ -239,6 +253,8 @@ void accept(Self* self, const PacketPtr& packet) {
     fail(self, str_cat(st.setup.name, ": received ", key_name(key), " twice"));
     return;
   }
+  if (!packet->done) ++st.inputs_held;  // a done packet takes no slot (Note [Done packets])
+  if (!within_quota(self)) return;
   st.arrivals.emplace(key, packet);
   if (st.setup.by_arrival) st.arrival_order.push_back(key);
   try_fire(self);
@@ -257,7 +273,7 @@ caf::behavior stage_behavior(Self* self, StageSetup setup) {
       [=](routes_atom, const StageRoutesPtr& routes) {
         self->state.routes = routes;
         self->state.credits = Credits(routes->downstream_slots);
-        try_fire(self);
+        if (within_quota(self)) try_fire(self);
       },
       [=](packet_atom, const PacketPtr& packet) { accept(self, packet); },
       [=](credit_atom, std::uint32_t slots, std::uint32_t link) {
@@ -285,7 +301,10 @@ caf::behavior stage_behavior(Self* self, StageSetup setup) {
         s.fired.pop_front();
         // The input slot is free again (a done packet took none).
         try {
-          if (!out->done) send_credit(self, s.routes->upstream, s.setup.node, s.setup.plane.get());
+          if (!out->done) {
+            --s.inputs_held;
+            send_credit(self, s.routes->upstream, s.setup.node, s.setup.plane.get());
+          }
         } catch (const std::exception& e) {
           fail(self, str_cat(s.setup.name, ": ", e.what()));
           return;

@@ -67,6 +67,10 @@ struct StageRoutes {
   Route upstream;             // credits go back there; its channel is the link into this stage
   Route downstream;           // outputs go there
   int downstream_slots = 1;   // the consumer's input quota: the credits we start with
+  // This stage's own input quota, the credits its producer holds: a producer with more packets
+  // in flight (a bug or a hostile peer) fails the stage instead of growing its buffer. 0: not
+  // checked.
+  int input_slots = 0;
 };
 using StageRoutesPtr = std::shared_ptr<const StageRoutes>;
 

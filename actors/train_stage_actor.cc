@@ -57,6 +57,11 @@ struct TrainState {
   bool stopping = false;     // told to stop: its last sends drain, then it reports
   bool finished = false;     // failed or aborted
   std::map<Key, PacketPtr> arrivals;
+  // Per chunk: its input quota (train_input_quota), and the activations received whose credit
+  // has not gone back yet. A producer beyond its credits fails the stage instead of growing
+  // `arrivals` (a bug, or a hostile peer).
+  std::vector<int> input_quota;
+  std::vector<int> inputs_held;
   double busy_seconds = 0;
   std::uint64_t actions = 0;
   std::uint64_t bytes_received = 0;  // of packets from other nodes
@@ -203,6 +208,18 @@ void accept(Self* self, const PacketPtr& packet) {
     fail(self, str_cat(st.setup.name, ": received ", key_name(key), " twice"));
     return;
   }
+  const int chunk = packet->chunk;
+  if (chunk < 0 || chunk >= int(st.input_quota.size())) {
+    fail(self, str_cat(st.setup.name, ": received ", key_name(key), " for chunk ", chunk,
+                       ", which its program does not run"));
+    return;
+  }
+  if (!packet->gradient && ++st.inputs_held[size_t(chunk)] > st.input_quota[size_t(chunk)]) {
+    fail(self, str_cat(st.setup.name, ": received ", key_name(key), " beyond its credits: ",
+                       st.inputs_held[size_t(chunk)], " activations of chunk ", chunk,
+                       " held, its quota is ", st.input_quota[size_t(chunk)], " input slot(s)"));
+    return;
+  }
   st.arrivals.emplace(key, packet);
   try_fire(self);
 }
@@ -283,6 +300,11 @@ caf::behavior train_stage_behavior(Self* self, TrainStageSetup setup) {
   auto& st = self->state;
   st.thread = std::make_unique<PinnedThread>(setup.name, setup.device);
   st.setup = std::move(setup);
+  for (const Action& a : st.setup.program) {
+    while (int(st.input_quota.size()) <= a.chunk)
+      st.input_quota.push_back(train_input_quota(st.setup.program, int(st.input_quota.size())));
+  }
+  st.inputs_held.assign(st.input_quota.size(), 0);
   self->set_exit_handler([self](caf::exit_msg& msg) {
     self->state.thread->stop();
     self->quit(msg.reason);
@@ -346,6 +368,7 @@ caf::behavior train_stage_behavior(Self* self, TrainStageSetup setup) {
           deliver(self, link.upstream, *out);
           // The input slot held this micro-batch's stash until now (Note [Training credits]).
           if (link.upstream.actor) {
+            --s.inputs_held[size_t(action.chunk)];
             try {
               send_credit(self, Route{link.upstream.actor, link.upstream.node, link.input_channel},
                           s.setup.node, s.setup.plane.get());

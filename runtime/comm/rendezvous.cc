@@ -27,6 +27,9 @@ using Clock = std::chrono::steady_clock;
 constexpr std::uint8_t kFrameOk = 0, kFrameError = 1;
 constexpr std::uint32_t kMagic = 0x4c42525a;  // "LBRZ"
 constexpr std::uint32_t kMaxFrame = 64u << 20;
+// How long the rest of a hello may take once its first bytes came (Note [Strangers at the
+// rendezvous]).
+constexpr std::chrono::seconds kHelloRest{2};
 
 struct Hello {
   std::uint32_t magic = kMagic;
@@ -79,13 +82,14 @@ std::string write_frame(int fd, std::uint8_t kind, std::span<const std::uint8_t>
   return write_all(fd, frame.data(), frame.size(), deadline);
 }
 
-std::string read_frame(int fd, std::uint8_t* kind, Blob* bytes, Clock::time_point deadline) {
+std::string read_frame(int fd, std::uint8_t* kind, Blob* bytes, Clock::time_point deadline,
+                       std::uint32_t max_length = kMaxFrame) {
   std::uint8_t head[5];
   if (auto e = read_all(fd, head, 5, deadline); !e.empty()) return e;
   *kind = head[0];
   std::uint32_t length = 0;
   std::memcpy(&length, head + 1, 4);
-  if (length > kMaxFrame) return str_cat("frame of ", length, " bytes is not from a rank");
+  if (length > max_length) return str_cat("frame of ", length, " bytes is not from a rank");
   bytes->resize(length);
   return read_all(fd, bytes->data(), length, deadline);
 }
@@ -199,10 +203,32 @@ void Rendezvous::listen_and_accept() {
   if (options_.on_listening) options_.on_listening(port_);
 
   peer_fds_.assign(std::size_t(options_.size), -1);
+  // Note [Strangers at the rendezvous]
+  // Whoever connects to the port is a candidate until its hello frame arrives; a real rank
+  // sends it as soon as it connects. Candidates wait side by side (one poll over all of them),
+  // so a client that connects and says nothing cannot hold the ranks behind it: it is dropped
+  // after `hello_wait`, and one whose first bytes are not a hello at once. Both are logged with
+  // the peer's address, as the control port does (actors/guarded_publish.h).
+  struct Candidate {
+    int fd;
+    std::string peer;
+    Clock::time_point until;
+  };
+  std::vector<Candidate> candidates;
+  struct CloseAll {
+    std::vector<Candidate>& candidates;
+    ~CloseAll() {
+      for (Candidate& c : candidates) close_fd(c.fd);
+    }
+  } close_candidates{candidates};
+  const auto drop = [&](Candidate& c, const std::string& why) {
+    logger("comm")->warn("rendezvous at {}: {} from {}; dropping the connection", endpoint(), why,
+                         c.peer);
+    close_fd(c.fd);
+  };
   int joined = 1;
   while (joined < options_.size) {
-    pollfd pfd{listen_fd_, POLLIN, 0};
-    if (::poll(&pfd, 1, remaining_ms(deadline)) <= 0) {
+    if (Clock::now() >= deadline) {
       std::string missing;
       for (int r = 1; r < options_.size; ++r) {
         if (peer_fds_[std::size_t(r)] < 0) missing += str_cat(missing.empty() ? "" : ", ", r);
@@ -210,32 +236,68 @@ void Rendezvous::listen_and_accept() {
       fail(str_cat("timed out after ", options_.timeout.count(), " ms waiting for ranks to join; ",
                    joined, " of ", options_.size, " joined, missing rank(s) ", missing));
     }
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    Hello hello;
-    std::uint8_t kind = 0;
-    Blob bytes;
-    const std::string error = read_frame(fd, &kind, &bytes, deadline);
-    if (error.empty() && bytes.size() == sizeof hello)
-      std::memcpy(&hello, bytes.data(), sizeof hello);
-    if (!error.empty() || bytes.size() != sizeof hello || hello.magic != kMagic) {
-      ::close(fd);  // not one of ours (a port scanner, a stale client): ignore it
-      continue;
+    std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
+    auto wake = deadline;
+    for (const Candidate& c : candidates) {
+      fds.push_back({c.fd, POLLIN, 0});
+      wake = std::min(wake, c.until);
     }
-    if (hello.size != options_.size) {
-      peer_fds_.push_back(fd);  // so that fail() tells it too
-      fail(str_cat("rank ", hello.rank, " joined with world size ", hello.size, ", rank 0 has ",
-                   options_.size));
+    if (::poll(fds.data(), fds.size(), remaining_ms(wake)) < 0 && errno != EINTR) {
+      fail(str_cat("poll: ", std::strerror(errno)));
     }
-    if (hello.rank <= 0 || hello.rank >= options_.size || peer_fds_[std::size_t(hello.rank)] >= 0) {
-      peer_fds_.push_back(fd);
-      fail(str_cat("rank ", hello.rank, " joined twice or is out of range [1, ", options_.size,
-                   ")"));
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      Candidate& c = candidates[i];
+      if (fds[i + 1].revents == 0) {
+        if (Clock::now() >= c.until) {
+          drop(c, str_cat("a connection that sent no hello in ", options_.hello_wait.count(),
+                          " ms"));
+        }
+        continue;
+      }
+      Hello hello;
+      std::uint8_t kind = 0;
+      Blob bytes;
+      // The hello is 17 bytes: once the first arrived, the rest follows at once.
+      const std::string error =
+          read_frame(c.fd, &kind, &bytes, std::min(deadline, Clock::now() + kHelloRest),
+                     sizeof hello);
+      if (error.empty() && bytes.size() == sizeof hello)
+        std::memcpy(&hello, bytes.data(), sizeof hello);
+      if (!error.empty() || bytes.size() != sizeof hello || hello.magic != kMagic) {
+        drop(c, error.empty() ? std::string("bytes that are not a rank's hello")
+                              : str_cat("a connection that is not a rank's (", error, ")"));
+        continue;
+      }
+      const int fd = std::exchange(c.fd, -1);
+      if (hello.size != options_.size) {
+        peer_fds_.push_back(fd);  // so that fail() tells it too
+        fail(str_cat("rank ", hello.rank, " joined with world size ", hello.size, ", rank 0 has ",
+                     options_.size));
+      }
+      if (hello.rank <= 0 || hello.rank >= options_.size ||
+          peer_fds_[std::size_t(hello.rank)] >= 0) {
+        peer_fds_.push_back(fd);
+        fail(str_cat("rank ", hello.rank, " joined twice or is out of range [1, ", options_.size,
+                     ")"));
+      }
+      const int nodelay = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof nodelay);
+      peer_fds_[std::size_t(hello.rank)] = fd;
+      ++joined;
     }
-    const int nodelay = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, sizeof nodelay);
-    peer_fds_[std::size_t(hello.rank)] = fd;
-    ++joined;
+    std::erase_if(candidates, [](const Candidate& c) { return c.fd < 0; });
+    if (fds[0].revents & POLLIN) {
+      sockaddr_in from{};
+      socklen_t from_size = sizeof from;
+      const int fd =
+          ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &from_size, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        char host[INET_ADDRSTRLEN] = "?";
+        ::inet_ntop(AF_INET, &from.sin_addr, host, sizeof host);
+        candidates.push_back({fd, str_cat(host, ":", ntohs(from.sin_port)),
+                              Clock::now() + options_.hello_wait});
+      }
+    }
   }
   close_fd(listen_fd_);
   for (int r = 1; r < options_.size; ++r) {  // everyone is here: let them go

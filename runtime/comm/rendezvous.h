@@ -15,7 +15,9 @@
 // `timeout` again). Errors are CommunicationError naming the address, this rank and what
 // timed out or disagreed: nobody listening, a world size that differs between ranks, a rank
 // joining twice, ranks missing at the deadline. When rank 0 fails it tells the ranks that
-// joined why, so they report rank 0's reason instead of a bare timeout.
+// joined why, so they report rank 0's reason instead of a bare timeout. A connection that is
+// not a rank's (bytes that are not a hello, or silence for `hello_wait`) is logged with its
+// address and dropped.
 #pragma once
 
 #include <chrono>
@@ -36,6 +38,9 @@ struct RendezvousOptions {
   int port = 0;                    // 0 on rank 0: pick a free port
   std::chrono::milliseconds timeout{30000};
   std::function<void(int port)> on_listening;  // rank 0, once it listens
+  // Rank 0 drops a connection that sent no hello for this long, logging its address (a port
+  // scanner, a client of something else); the ranks behind it are not held meanwhile.
+  std::chrono::milliseconds hello_wait{10000};
 };
 
 class Rendezvous {

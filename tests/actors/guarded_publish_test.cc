@@ -6,18 +6,14 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <spdlog/sinks/base_sink.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <caf/io/all.hpp>
 
-#include <algorithm>
 #include <chrono>
-#include <mutex>
-#include <thread>
 
 #include "runtime/error.h"
-#include "runtime/logging.h"
+#include "tests/common/captured_log.h"
 
 namespace libai::actors {
 namespace {
@@ -34,53 +30,14 @@ struct CafSystem {
   }
 };
 
-// Keeps every line a logger writes.
-class LineSink final : public spdlog::sinks::base_sink<std::mutex> {
- public:
-  std::string text() {
-    std::lock_guard lock(mutex_);
-    return text_;
-  }
+using testing::CapturedLog;
 
- protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override {
-    spdlog::memory_buf_t formatted;
-    formatter_->format(msg, formatted);
-    text_.append(formatted.data(), formatted.size());
-  }
-  void flush_() override {}
-
- private:
-  std::string text_;
-};
-
-// What the "cluster" logger writes while the test runs.
-class CapturedLog {
- public:
-  CapturedLog() { logger("cluster")->sinks().push_back(sink_); }
-  ~CapturedLog() {
-    auto& sinks = logger("cluster")->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  // Waits (up to `timeout`) for a line holding `text`; returns everything written so far.
-  std::string wait_for(const std::string& text, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (true) {
-      const std::string all = sink_->text();
-      if (all.find(text) != std::string::npos || std::chrono::steady_clock::now() > deadline)
-        return all;
-      std::this_thread::sleep_for(10ms);
-    }
-  }
-
- private:
-  std::shared_ptr<LineSink> sink_ = std::make_shared<LineSink>();
-};
-
-// A raw TCP client on 127.0.0.1:`port`: sends `bytes`, then reads until the server closes the
-// connection or `timeout` passes. Returns true when the server closed it; sets `local_port`.
+// A raw TCP client on 127.0.0.1:`port`: sends `bytes` (then, with `end_sending`, closes its
+// sending side), then reads until the server closes the connection or `timeout` passes.
+// Returns true when the server closed it; sets `local_port`.
 bool send_and_wait_for_close(std::uint16_t port, const std::string& bytes,
-                             std::chrono::seconds timeout, std::uint16_t* local_port) {
+                             std::chrono::seconds timeout, std::uint16_t* local_port,
+                             bool end_sending = false) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return false;
   sockaddr_in to{};
@@ -96,6 +53,7 @@ bool send_and_wait_for_close(std::uint16_t port, const std::string& bytes,
     ::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &size);
     *local_port = ntohs(me.sin_port);
     if (::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == ssize_t(bytes.size())) {
+      if (end_sending) ::shutdown(fd, SHUT_WR);
       char buffer[4096];
       while (true) {
         const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
@@ -113,7 +71,7 @@ caf::behavior adder() {
 }
 
 TEST(GuardedPublish, GarbageIsLoggedWithThePeerAndDroppedAndRealPeersStillConnect) {
-  CapturedLog log;
+  CapturedLog log("cluster");
   CafSystem server;
   const caf::actor published = server.system->spawn(adder);
   auto port = publish_guarded(*server.system, published, 0, "127.0.0.1", true, "node 0");
@@ -145,6 +103,26 @@ TEST(GuardedPublish, GarbageIsLoggedWithThePeerAndDroppedAndRealPeersStillConnec
   const std::string after = log.wait_for("", 0ms);
   const std::string warning = "not the cluster's protocol";
   EXPECT_EQ(after.find(warning), after.rfind(warning)) << after;
+  caf::anon_send_exit(published, caf::exit_reason::user_shutdown);
+}
+
+// Fewer bytes than one BASP header, or none, then the end of the stream: BASP never reads a
+// header from such a peer, and the guard logs it when the connection ends.
+TEST(GuardedPublish, PeersThatEndBeforeAWholeHeaderAreLogged) {
+  CapturedLog log("cluster");
+  CafSystem server;
+  const caf::actor published = server.system->spawn(adder);
+  auto port = publish_guarded(*server.system, published, 0, "127.0.0.1", true, "node 0");
+  ASSERT_TRUE(port) << server.system->render(port.error());
+  for (const std::string& bytes : {std::string("PING\r\n"), std::string()}) {
+    std::uint16_t client_port = 0;
+    EXPECT_TRUE(send_and_wait_for_close(*port, bytes, 10s, &client_port, true))
+        << "the server did not close the connection after " << bytes.size() << " bytes";
+    const std::string line = str_cat("node 0: the connection from 127.0.0.1:", client_port,
+                                      " on port ", *port, " ended before it sent a whole BASP");
+    const std::string written = log.wait_for(line, 10s);
+    EXPECT_NE(written.find(line), std::string::npos) << written;
+  }
   caf::anon_send_exit(published, caf::exit_reason::user_shutdown);
 }
 

@@ -89,6 +89,34 @@ TEST(LocalPipeline, CreditsBoundWhatAProducerHasInFlight) {
   EXPECT_EQ(in_flight, 0);
 }
 
+// The consumer checks its producer's credits too: a producer that sends more packets than the
+// consumer's input quota (a bug, or a peer that ignores the protocol) fails the stage with a
+// message naming both, instead of growing the stage's buffer without bound.
+TEST(StageActor, AProducerBeyondItsCreditsFailsTheStage) {
+  System sys;
+  caf::scoped_actor parent{*sys.system};
+  StageSetup setup;
+  setup.name = "stage 1";
+  setup.compute = std::make_shared<SyntheticCompute>(2.0);  // holds its inputs meanwhile
+  setup.groups = {0, 1, 2, 3};
+  setup.parent = parent;
+  const caf::actor stage = spawn_stage(*sys.system, setup);
+  auto routes = std::make_shared<StageRoutes>();
+  routes->upstream = {parent, 0, 1, "stage 0"};
+  routes->input_slots = 2;
+  parent->send(stage, routes_atom::value, StageRoutesPtr(routes));
+  for (int g = 0; g < 3; ++g) {
+    Packet packet{.group = g, .step = 0, .done = false, .tensors = {{"x", Tensor::zeros({1})}}};
+    parent->send(stage, packet_atom::value, PacketPtr(std::make_shared<Packet>(packet)));
+  }
+  std::string failure;
+  parent->receive([&](failed_atom, const std::string& what) { failure = what; },
+                  caf::after(std::chrono::seconds(30)) >> [] {});
+  EXPECT_EQ(failure,
+            "stage 1: stage 0 sent 3 packets without their credits coming back; its quota is 2 "
+            "input slot(s)");
+}
+
 TEST(LocalPipeline, StagesConsumeInProgramOrderWhateverTheArrivalOrder) {
   System sys;
   const int groups = 4;

@@ -138,6 +138,41 @@ TEST(LocalTrainPipeline, CreditsBoundTheStash) {
   }
 }
 
+// A stage checks what its producer sends against its own input quota: activations beyond the
+// credits, or for a chunk the stage does not run, fail it naming them (never a buffer that
+// grows without bound).
+TEST(TrainStageActor, AProducerBeyondItsCreditsOrChunksFailsTheStage) {
+  const TrainPrograms programs = train_programs("1f1b", 2, 4);
+  const int quota = train_input_quota(programs.programs[1], 0);
+  ASSERT_EQ(quota, 3);
+  for (const bool bad_chunk : {false, true}) {
+    System sys;
+    caf::scoped_actor parent{*sys.system};
+    TrainStageSetup setup;
+    setup.name = "stage 1";
+    setup.slot = 1;
+    setup.compute = synthetic(programs, 2, 0.0003, 0.0006)(
+        SlotSpec{.replica = 0, .stage = 1, .rank = 0});
+    setup.program = programs.programs[1];
+    setup.parent = parent;
+    const caf::actor stage = spawn_train_stage(*sys.system, setup);
+    const int sends = bad_chunk ? 1 : quota + 1;
+    for (int m = 0; m < sends; ++m) {
+      Packet packet{.group = m, .step = 0, .done = false, .tensors = {{"x", Tensor::zeros({4})}},
+                    .gradient = false, .chunk = bad_chunk ? 5 : 0};
+      parent->send(stage, packet_atom::value, PacketPtr(std::make_shared<Packet>(packet)));
+    }
+    std::string failure;
+    parent->receive([&](failed_atom, const std::string& what) { failure = what; },
+                    caf::after(std::chrono::seconds(30)) >> [] {});
+    EXPECT_EQ(failure, bad_chunk
+                           ? "stage 1: received F0c5 s0 for chunk 5, which its program does not run"
+                           : "stage 1: received F3 s0 beyond its credits: 4 activations of chunk 0 "
+                             "held, its quota is 3 input slot(s)");
+    caf::anon_send_exit(stage, caf::exit_reason::user_shutdown);
+  }
+}
+
 TEST(LocalTrainPipeline, AnErrorInOneStageEndsTheJobWithItsName) {
   System sys;
   const TrainPrograms programs = train_programs("1f1b", 4, 6);
