@@ -13,6 +13,13 @@ find_library(CAF_IO_LIBRARY caf_io REQUIRED)
 add_library(libai_caf INTERFACE)
 target_include_directories(libai_caf INTERFACE ${CAF_INCLUDE_DIR})
 target_link_libraries(libai_caf INTERFACE ${CAF_IO_LIBRARY} ${CAF_CORE_LIBRARY} Threads::Threads)
+if(LIBAI_SANITIZE MATCHES "thread" AND NOT EXISTS "${CAF_INCLUDE_DIR}/../version")
+  # tools/build_caf_tsan.sh leaves a version file next to its include folder.
+  message(WARNING "LiBai-Actor: a ThreadSanitizer build with an uninstrumented CAF "
+                  "(${CAF_CORE_LIBRARY}): ThreadSanitizer cannot see CAF's own hand-offs and "
+                  "reports every actor as a race. `make tsan` builds an instrumented CAF "
+                  "(tools/build_caf_tsan.sh).")
+endif()
 
 # OpenBLAS (Debian's pthread build through the alternatives link).
 find_path(OPENBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas openblas-pthread REQUIRED)
