@@ -11,7 +11,7 @@ find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
 find_library(CAF_CORE_LIBRARY caf_core REQUIRED)
 find_library(CAF_IO_LIBRARY caf_io REQUIRED)
 add_library(libai_caf INTERFACE)
-target_include_directories(libai_caf INTERFACE ${CAF_INCLUDE_DIR})
+target_include_directories(libai_caf SYSTEM INTERFACE ${CAF_INCLUDE_DIR})
 target_link_libraries(libai_caf INTERFACE ${CAF_IO_LIBRARY} ${CAF_CORE_LIBRARY} Threads::Threads)
 if(LIBAI_SANITIZE MATCHES "thread" AND NOT EXISTS "${CAF_INCLUDE_DIR}/../version")
   # tools/build_caf_tsan.sh leaves a version file next to its include folder.

@@ -1,8 +1,6 @@
 #include "runtime/device_profile.h"
 
 #include <sys/prctl.h>
-
-#include <cblas.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,8 +15,10 @@
 #include <sstream>
 #include <vector>
 
+#include "runtime/blas.h"
 #include "runtime/config/node.h"
 #include "runtime/config/suggest.h"
+#include "runtime/sanitizers.h"
 #include "runtime/threads.h"
 
 namespace libai {
@@ -43,8 +43,7 @@ double measure_matmul_gflops(const EmulatedSpeed& speed, int n, int repetitions)
     b[i] = float(i % 5) * 0.25f;
   }
   double seconds = best_seconds(speed, repetitions, [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
-                0.0f, c.data(), n);
+    gemm(CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
   });
   return 2.0 * double(n) * double(n) * double(n) / seconds / 1e9;
 }
@@ -182,8 +181,12 @@ DeviceProfile profile_cpu_device(Device device, int threads, double slowdown,
   EmulatedSpeed speed(slowdown);
   set_thread_budget(device, threads);
   int n = options.matmul_size > 0 ? options.matmul_size : threads > 4 ? 1024 : 512;
-  size_t bytes = options.bandwidth_bytes > 0
-                     ? options.bandwidth_bytes
+  // Under a sanitizer every byte copied also updates its shadow memory: a 256 MiB copy took
+  // seconds under ThreadSanitizer, long enough for a cluster's join to time out while its
+  // nodes profiled. Such a build's figures plan nothing that matters; its buffer is small.
+  size_t bytes = options.bandwidth_bytes > 0 ? options.bandwidth_bytes
+                 : kSanitizedBuild
+                     ? 4 * kMiB
                      : std::clamp(2 * reachable_cache_bytes(threads), 32 * kMiB, 256 * kMiB);
 
   DeviceProfile profile;
@@ -196,7 +199,6 @@ DeviceProfile profile_cpu_device(Device device, int threads, double slowdown,
   std::thread measure([&] {
     try {
       set_current_cpu_device(device);
-      sync_blas_threads();
       profile.matmul_gflops = measure_matmul_gflops(speed, n, options.repetitions);
       profile.memory_bandwidth_gbs = measure_bandwidth_gbs(speed, bytes, options.repetitions);
     } catch (...) {

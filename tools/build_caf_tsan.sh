@@ -41,13 +41,14 @@ apt_options=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$work/p
 orig="actor-framework_${upstream}.orig.tar.gz"
 if [ ! -f "$orig" ]; then
   echo "build_caf_tsan: fetching the source of CAF $version (apt, deb-src)" >&2
-  apt-get "${apt_options[@]}" update >&2 || true
+  apt-get "${apt_options[@]}" update > apt.log 2>&1 || true
   # The Debian packaging tarball is not needed (the orig tarball is CAF's release); a mirror
   # that lacks it makes apt-get exit non-zero after the orig tarball came.
-  apt-get "${apt_options[@]}" source --download-only "actor-framework=$version" >&2 || true
+  apt-get "${apt_options[@]}" source --download-only "actor-framework=$version" >> apt.log 2>&1 || true
 fi
 dsc="actor-framework_${version#*:}.dsc"
 if [ ! -f "$orig" ] || [ ! -f "$dsc" ]; then
+  cat apt.log >&2
   echo "build_caf_tsan: could not fetch $orig and $dsc with apt-get source" >&2
   echo "  (needs the Debian mirrors apt uses; make tsan cannot run without an instrumented CAF)" >&2
   exit 1

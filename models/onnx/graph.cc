@@ -8,6 +8,7 @@
 #include <set>
 
 #include "models/onnx/plugin/graph_data.h"
+#include "runtime/sanitizers.h"
 
 namespace libai::models::onnx {
 
@@ -71,12 +72,7 @@ struct Writer {
 const Writer& writer() {
   static const Writer loaded = [] {
     Writer w;
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define LIBAI_ONNX_SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(LIBAI_ONNX_SANITIZED)
+#ifdef LIBAI_SANITIZED_BUILD
     w.error =
         "the ONNX writer is loaded with RTLD_DEEPBIND, which the sanitizers' runtime "
         "does not support (build without LIBAI_SANITIZE)";

@@ -6,6 +6,11 @@
 //   int port = free_port();
 //   cluster.launch({"run", config, "--node-rank", "1", "--port", std::to_string(port)});
 //   auto code = cluster.wait(0, std::chrono::seconds(60));   // exit code, -1 on timeout
+//
+// Under a sanitizer every wait is kTimeScale times as long: the nodes start, profile their
+// devices and plan several times slower there, and a test's two or three nodes share the
+// cores with the other test ctest runs beside it. The nodes' own timeouts (the config's) are
+// not scaled: a test of one still sees it expire.
 #pragma once
 
 #include <arpa/inet.h>
@@ -24,9 +29,12 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/sanitizers.h"
 #include "tests/bin/cli_fixture.h"
 
 namespace libai::testing {
+
+inline constexpr int kTimeScale = kSanitizedBuild ? 4 : 1;
 
 // A port that was free a moment ago (the kernel picks it).
 inline int free_port() {
@@ -95,7 +103,7 @@ class Cluster {
   int wait(int index, std::chrono::milliseconds timeout) {
     Node& node = nodes_[size_t(index)];
     if (node.reaped) return node.code;
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline = std::chrono::steady_clock::now() + timeout * kTimeScale;
     for (;;) {
       int status = 0;
       const pid_t done = ::waitpid(node.pid, &status, WNOHANG);
@@ -114,7 +122,7 @@ class Cluster {
   std::string err(int index) const { return read_file(nodes_[size_t(index)].err); }
   // Waits until `text` appears in the node's stderr (its log); false after `timeout`.
   bool wait_for_log(int index, const std::string& text, std::chrono::milliseconds timeout) const {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto deadline = std::chrono::steady_clock::now() + timeout * kTimeScale;
     while (std::chrono::steady_clock::now() < deadline) {
       if (err(index).find(text) != std::string::npos) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

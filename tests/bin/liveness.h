@@ -113,9 +113,10 @@ class Liveness : public ::testing::Test {
   // `expected`.
   void expect_failed(int r, Clock::time_point since, std::chrono::milliseconds within,
                      const std::vector<std::string>& expected) {
-    EXPECT_EQ(cluster_.wait(r, within - std::chrono::duration_cast<std::chrono::milliseconds>(
-                                            Clock::now() - since)),
-              1)
+    // wait() scales its timeout (kTimeScale): the deadline is since + within x kTimeScale.
+    const auto elapsed =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since);
+    EXPECT_EQ(cluster_.wait(r, within - elapsed / kTimeScale), 1)
         << "node " << r << " did not exit with an error within " << within.count() << " ms:\n"
         << cluster_.err(r);
     const std::string err = cluster_.err(r);
