@@ -48,7 +48,6 @@ std::optional<LayerTiming> time_model_layer(const std::filesystem::path& folder,
   std::thread measure([&] {
     try {
       set_current_cpu_device(device);
-      sync_blas_threads();
       autograd::NoGradGuard no_grad;
       // A stage streams its layers' weights from memory, one layer after the other; the same
       // layer timed again would find them in the last-level cache (a 12 MB GPT-2 layer took

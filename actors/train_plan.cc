@@ -85,7 +85,6 @@ std::optional<TrainLayerTiming> time_train_layer(const ModelTrainShape& shape, D
   std::thread measure([&] {
     try {
       set_current_cpu_device(device);
-      sync_blas_threads();
       auto part = models::create_model(shape.model, {}, models::StageSpec{1, 2, layers});
       part->set_requires_grad(true);
       const models::TrainingModeGuard mode(

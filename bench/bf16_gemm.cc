@@ -1,9 +1,9 @@
 // bf16 GEMM against f32 sgemm at GPT-2 small training shapes (1024 tokens = 4 x 256; hidden
 // 768): each layer's forward product (x Wᵀ, torch-layout weight) and its two backward
 // products (dX = dY W, dW = dYᵀ X, read through transposed views), on 1 and 2 threads.
-// Side by side in one run, each row's GFLOP/s as a ratio to raw cblas_sgemm at the same shape
+// Side by side in one run, each row's GFLOP/s as a ratio to f32 sgemm at the same shape
 // and transposes:
-//   sgemm          cblas_sgemm, f32 operands (the peer)
+//   sgemm          libai::gemm (runtime/blas.h: OpenBLAS sgemm on our pool), f32 operands (the peer)
 //   bf16 convert   ops::matmul on bf16 with oneDNN switched off: operands converted to f32,
 //                  sgemm, result rounded to bf16 (the path before oneDNN)
 //   onednn f32out  ops/cpu/onednn_gemm.h alone: bf16 in, f32 out
@@ -21,6 +21,7 @@
 #include <string>
 
 #include "ops/cpu/onednn_gemm.h"
+#include "runtime/blas.h"
 #include "ops/matmul.h"
 #include "runtime/device_copy.h"
 #include "runtime/rng.h"
@@ -81,10 +82,8 @@ void run_case(const Case& c, int threads) {
   const double flops = 2.0 * double(c.m) * double(c.n) * double(c.k);
 
   const double sgemm = time_call([&] {
-    sync_blas_threads();
-    cblas_sgemm(CblasRowMajor, c.a_trans ? CblasTrans : CblasNoTrans,
-                c.b_trans ? CblasTrans : CblasNoTrans, int(c.m), int(c.n), int(c.k), 1.0f,
-                a32.data<float>(), lda, b32.data<float>(), ldb, 0.0f, c32.data<float>(), int(c.n));
+    gemm(c.a_trans ? CblasTrans : CblasNoTrans, c.b_trans ? CblasTrans : CblasNoTrans, c.m, c.n,
+         c.k, 1.0f, a32.data<float>(), lda, b32.data<float>(), ldb, 0.0f, c32.data<float>(), c.n);
   });
   auto row = [&](const char* method, double seconds) {
     std::printf("| %s | %s | %lldx%lldx%lld | %d | %s | %.3f | %.1f | %.2f |\n", c.layer.c_str(),

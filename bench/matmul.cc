@@ -38,12 +38,15 @@ void set_flops(benchmark::State& state, int64_t m, int64_t k, int64_t n) {
 void BM_Sgemm(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   Tensor a = random_tensor({m, k}, 1), b = random_tensor({k, n}, 2), c = Tensor::empty({m, n});
-  sync_blas_threads();
+  // The peer: OpenBLAS with its own threads, as many as our budget (ours runs it on one thread
+  // per block of our pool, runtime/blas.h).
+  openblas_set_num_threads(thread_budget(Device::cpu()));
   for (auto _ : state) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(n), int(k), 1.0f,
                 a.data<float>(), int(k), b.data<float>(), int(n), 0.0f, c.data<float>(), int(n));
     benchmark::DoNotOptimize(c.data<float>());
   }
+  openblas_set_num_threads(1);
   set_flops(state, m, k, n);
 }
 

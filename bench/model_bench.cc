@@ -222,7 +222,6 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (o.threads > 0) libai::set_thread_budget(libai::Device::cpu(), o.threads);
-    libai::sync_blas_threads();
     if (o.mode == "forward") run_forward(o);
     if (o.mode == "decode") run_decode(o);
     if (o.mode == "encode") run_encode(o);

@@ -12,10 +12,17 @@ forward: AutoModelForCausalLM(input_ids [batch, seq]) -> all logits.
 decode:  model.generate(max_new_tokens=N, min_new_tokens=N, do_sample=False) from the same
          8-token prompt as model_bench (prefill included).
 encode:  sentence_transformers.SentenceTransformer(folder).encode(texts, batch_size).
+
+With --impl onnxruntime (forward and encode), the same work runs in ONNX Runtime's CPU
+provider on a graph that tools/export_ort_peers.py exported from the same folder (--onnx FILE):
+intra_op_num_threads = --threads, sequential execution, ORT_ENABLE_ALL. encode then tokenizes
+with the folder's fast tokenizer, sorts the texts by length as sentence-transformers does,
+mean-pools over the attention mask and normalises, in numpy.
 """
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -54,8 +61,8 @@ def time_reps(args, what, units_per_rep, unit, fn):
 CPU_SECONDS = []  # process CPU seconds of the timed reps (all threads)
 
 
-def print_result(args, shape, seconds, units_per_rep, rate_name, load_s, extra):
-    row = {"impl": "torch", "mode": args.mode, **shape, "threads": torch.get_num_threads(),
+def print_result(args, shape, seconds, units_per_rep, rate_name, load_s, extra, impl="torch"):
+    row = {"impl": impl, "mode": args.mode, **shape, "threads": torch.get_num_threads(),
            "reps": args.reps, "median_ms": statistics.median(seconds) * 1e3,
            "min_ms": min(seconds) * 1e3, "max_ms": max(seconds) * 1e3,
            "cpu_ms": statistics.median(CPU_SECONDS) * 1e3,
@@ -70,6 +77,73 @@ def load_causal_lm(folder):
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     model.eval()
     return model, time.perf_counter() - t0
+
+
+def ort_session(args):
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = args.threads if args.threads > 0 else torch.get_num_threads()
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    t0 = time.perf_counter()
+    session = ort.InferenceSession(args.onnx, options, providers=["CPUExecutionProvider"])
+    return session, time.perf_counter() - t0, options.intra_op_num_threads
+
+
+def run_forward_ort(args):
+    import numpy as np
+    session, load_s, threads = ort_session(args)
+    from transformers import AutoConfig
+    vocab = AutoConfig.from_pretrained(args.model).vocab_size
+    ids = np.array([[input_id(b, s, vocab) for s in range(args.seq)] for b in range(args.batch)],
+                   dtype=np.int64)
+    out = {}
+
+    def step():
+        out["logits"] = session.run(["logits"], {"input_ids": ids})[0]
+
+    seconds = time_reps(args, "forward", args.batch * args.seq, "tok", step)
+    check = float(out["logits"][0, args.seq - 1, :16].astype(np.float64).sum())
+    print_result(args, {"batch": args.batch, "seq": args.seq}, seconds, args.batch * args.seq,
+                 "tokens_per_s", load_s,
+                 {"checksum": round(check, 5), "onnx": os.path.basename(args.onnx),
+                  "ort_threads": threads}, impl="onnxruntime")
+
+
+def run_encode_ort(args):
+    import numpy as np
+    from transformers import AutoTokenizer
+    with open(args.texts, encoding="utf-8") as f:
+        texts = [line.rstrip("\n") for line in f if line.strip()]
+    session, load_s, threads = ort_session(args)
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    out = {}
+
+    def step():
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        vectors = [None] * len(texts)
+        for start in range(0, len(order), args.encode_batch):
+            chunk = order[start:start + args.encode_batch]
+            enc = tokenizer([texts[i] for i in chunk], padding=True, truncation=True,
+                            max_length=256, return_tensors="np")
+            feeds = {"input_ids": enc["input_ids"].astype(np.int64),
+                     "attention_mask": enc["attention_mask"].astype(np.int64),
+                     "token_type_ids": enc.get("token_type_ids",
+                                               np.zeros_like(enc["input_ids"])).astype(np.int64)}
+            hidden = session.run(["last_hidden_state"], feeds)[0]
+            mask = feeds["attention_mask"][:, :, None].astype(np.float32)
+            pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1e-9)
+            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            for row, i in enumerate(chunk):
+                vectors[i] = pooled[row]
+        out["v"] = vectors
+
+    seconds = time_reps(args, "encode", len(texts), "sentence", step)
+    print_result(args, {"sentences": len(texts), "encode_batch": args.encode_batch}, seconds,
+                 len(texts), "sentences_per_s", load_s,
+                 {"checksum": round(float(out["v"][0][0]), 5), "onnx": os.path.basename(args.onnx),
+                  "ort_threads": threads}, impl="onnxruntime")
 
 
 def run_forward(args):
@@ -168,9 +242,16 @@ def main():
     p.add_argument("--texts")
     p.add_argument("--encode-batch", type=int, default=32)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--impl", default="torch", choices=["torch", "onnxruntime"])
+    p.add_argument("--onnx", help="the graph for --impl onnxruntime (tools/export_ort_peers.py)")
     args = p.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    if args.impl == "onnxruntime":
+        if args.mode not in ("forward", "encode") or not args.onnx:
+            p.error("--impl onnxruntime runs --mode forward or encode, with --onnx FILE")
+        {"forward": run_forward_ort, "encode": run_encode_ort}[args.mode](args)
+        return
     {"forward": run_forward, "decode": run_decode, "encode": run_encode, "sgemm": run_sgemm}[args.mode](args)
 
 

@@ -96,7 +96,6 @@ void forward_ranks(const fs::path& dir, int tp, int batch, int seq, int reps) {
     std::shared_ptr<comm::Communicator> group(&c, [](comm::Communicator*) {});
     // The host's cores are shared by the ranks: each process computes with its part.
     set_thread_budget(Device::cpu(), std::max(1, cores / tp));
-    sync_blas_threads();
     auto model = models::load_model(dir, {.tp = tp > 1 ? group : nullptr});
     autograd::NoGradGuard no_grad;
     const int64_t hidden = model->config().get_int("n_embd", 768);

@@ -1,7 +1,5 @@
 #include "runtime/threads.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -214,15 +212,6 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
     if (b0 < e0) fn(b0, e0);
     t_in_parallel = was;
   });
-}
-
-void sync_blas_threads() {
-  static thread_local int last = -1;
-  int n = thread_budget(t_current);
-  if (n != last) {
-    openblas_set_num_threads(n);
-    last = n;
-  }
 }
 
 }  // namespace libai

@@ -1,6 +1,6 @@
 // Thread budgets: each CPU device gets a number of compute threads, and the sum over the
 // devices of a process never exceeds the cores. Kernels split work with parallel_for on
-// the budget of the device they run on; OpenBLAS gets the same count.
+// the budget of the device they run on; so does BLAS (runtime/blas.h).
 //
 //   set_thread_budget(Device::cpu(0), 2);
 //   parallel_for(0, rows, /*grain=*/64, [&](int64_t begin, int64_t end) { ... });
@@ -43,8 +43,5 @@ Device current_cpu_device();
 // pool; the calling thread takes part. Runs inline when one chunk suffices.
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
-
-// Tells OpenBLAS how many threads to use (the current device's budget).
-void sync_blas_threads();
 
 }  // namespace libai

@@ -152,7 +152,6 @@ TrainResult run_training(const config::Config& cfg, const TrainerFlags& flags) {
   if (world > 1) scope.emplace(budgets);
   auto on_own_device = [devices](int rank) {
     set_current_cpu_device(Device::cpu(rank % devices));
-    sync_blas_threads();
   };
   // ZeRO lives in the pipeline's stage step (train/zero.h): with one stage too.
   const bool zero = cfg.get_or<bool>("train.zero_optimization.enabled", false) &&
@@ -175,7 +174,6 @@ TrainResult run_training(const config::Config& cfg, const TrainerFlags& flags) {
     });
   }
   scope.reset();
-  sync_blas_threads();  // the rank threads left OpenBLAS at their budget
   return result;
 }
 

@@ -10,6 +10,7 @@
 
 #include "ops/cpu/onednn_gemm.h"
 #include "ops/matmul.h"
+#include "runtime/blas.h"
 #include "runtime/threads.h"
 
 namespace libai::ops::cpu {
@@ -152,13 +153,7 @@ void few_rows_nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, c
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
                const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c) {
   if (m == 1 && k > 0) {
-    const blasint incx = ta == CblasNoTrans ? 1 : blasint(lda);
-    if (tb == CblasNoTrans)
-      cblas_sgemv(CblasRowMajor, CblasTrans, blasint(k), blasint(n), 1.0f, b, blasint(ldb), a, incx,
-                  beta, c, 1);
-    else
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, blasint(n), blasint(k), 1.0f, b, blasint(ldb), a,
-                  incx, beta, c, 1);
+    gemv_row(tb, n, k, a, ta == CblasNoTrans ? 1 : lda, b, ldb, beta, c);
     return;
   }
   if (m > 1 && m <= kFewRows && k > 0 && ta == CblasNoTrans) {
@@ -168,13 +163,11 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int
       few_rows_nn(m, n, k, a, lda, b, ldb, beta, c);
     return;
   }
-  cblas_sgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), 1.0f, a, blasint(lda), b,
-              blasint(ldb), beta, c, blasint(n));
+  gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, n);
 }
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
                const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c) {
-  cblas_dgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), 1.0, a, blasint(lda), b,
-              blasint(ldb), beta, c, blasint(n));
+  gemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, n);
 }
 
 // Note [16-bit GEMM]
@@ -384,7 +377,6 @@ void gemm_cpu(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& out)
     LIBAI_CHECK(a.shape()[d] < (int64_t(1) << 31) && b.shape()[d] < (int64_t(1) << 31),
                 "matmul: dimension ", d, " of ", shape_str(a.shape()), " x ", shape_str(b.shape()),
                 " exceeds the 32-bit BLAS index range");
-  sync_blas_threads();
   if (out.dtype() == DType::bf16 && gemm_bf16_onednn(a, b, bias, out)) return;
   dispatch_floating(out.dtype(), "matmul", [&]<typename T>() { gemm_typed<T>(a, b, bias, out); });
 }
