@@ -50,15 +50,24 @@ void call_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int
               b, blasint(ldb), beta, c, blasint(ldc));
 }
 
+// C[rows, cols] = bias[cols] on every row (ldc apart).
+template <class T>
+void fill_bias(int64_t rows, int64_t cols, const T* bias, T* c, int64_t ldc) {
+  for (int64_t i = 0; i < rows; ++i) std::copy(bias, bias + cols, c + i * ldc);
+}
+
 template <class T>
 void split_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, T alpha,
-                const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+                const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc,
+                const T* bias) {
   blas_on_caller_threads();
+  if (bias != nullptr) beta = T(1);
   const int64_t macs = m * n * std::max<int64_t>(k, 1);
   const bool by_columns = n >= m;
   const int64_t size = by_columns ? n : m;
   const int64_t blocks = blocks_for(size, macs);
   if (blocks <= 1) {
+    if (bias != nullptr) fill_bias(m, n, bias, c, ldc);
     call_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
@@ -68,9 +77,11 @@ void split_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, in
       if (begin >= end) continue;
       if (by_columns) {  // columns [begin, end) of op(B) and of C
         const T* block = tb == CblasNoTrans ? b + begin : b + begin * ldb;
+        if (bias != nullptr) fill_bias(m, end - begin, bias + begin, c + begin, ldc);
         call_gemm(ta, tb, m, end - begin, k, alpha, a, lda, block, ldb, beta, c + begin, ldc);
       } else {  // rows [begin, end) of op(A) and of C
         const T* block = ta == CblasNoTrans ? a + begin * lda : a + begin;
+        if (bias != nullptr) fill_bias(end - begin, n, bias, c + begin * ldc, ldc);
         call_gemm(ta, tb, end - begin, n, k, alpha, block, lda, b, ldb, beta, c + begin * ldc,
                   ldc);
       }
@@ -86,14 +97,14 @@ void blas_on_caller_threads() {
 
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-          int64_t ldc) {
-  split_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+          int64_t ldc, const float* bias) {
+  split_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
 
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, double alpha,
           const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
-          int64_t ldc) {
-  split_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+          int64_t ldc, const double* bias) {
+  split_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
 
 void gemv_row(CBLAS_TRANSPOSE tb, int64_t n, int64_t k, const float* x, int64_t incx,

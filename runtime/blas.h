@@ -4,7 +4,9 @@
 //   gemm(CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, lda, w, ldw, 0.0f, c, ldc);
 //
 // Row-major operands, as cblas_sgemm with CblasRowMajor takes them. C is m x n with leading
-// dimension ldc; op(A) is m x k, op(B) is k x n.
+// dimension ldc; op(A) is m x k, op(B) is k x n. With `bias` (n values), C = op(A) op(B) + bias
+// on every row, whatever C held and whatever beta: each block writes the bias into its part of
+// C just before its product, while that part is in its core's cache.
 #pragma once
 
 #include <cblas.h>
@@ -15,10 +17,10 @@ namespace libai {
 
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha,
           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-          int64_t ldc);
+          int64_t ldc, const float* bias = nullptr);
 void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, double alpha,
           const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
-          int64_t ldc);
+          int64_t ldc, const double* bias = nullptr);
 
 // One row: c[0:n] = x · op(B) + beta · c, x's k values `incx` apart.
 void gemv_row(CBLAS_TRANSPOSE tb, int64_t n, int64_t k, const float* x, int64_t incx,

@@ -150,8 +150,16 @@ void few_rows_nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, c
 // c[1, n] = a[1, k] op(b)[k, n]: op(b) = b [k, n] is bᵀ x over b's rows; op(b) = bᵀ (b [n, k])
 // is b x. a's k values are contiguous (no-trans) or lda apart (a stored as [k, 1]). A few rows
 // with `a` row-major go to the kernels above (Note [Few-row GEMM]).
+// With `bias` (n values), c = op(a) op(b) + bias on every row, whatever beta (the blocks of
+// runtime/blas.h write the bias into their part of c just before their product).
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
-               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c) {
+               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+               const float* bias) {
+  if (bias != nullptr && (m <= kFewRows || k == 0)) {  // a few rows: filled here, at once
+    for (int64_t i = 0; i < m; ++i) std::copy(bias, bias + n, c + i * n);
+    beta = 1.0f;
+    bias = nullptr;
+  }
   if (m == 1 && k > 0) {
     gemv_row(tb, n, k, a, ta == CblasNoTrans ? 1 : lda, b, ldb, beta, c);
     return;
@@ -163,11 +171,12 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int
       few_rows_nn(m, n, k, a, lda, b, ldb, beta, c);
     return;
   }
-  gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, n);
+  gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, n, bias);
 }
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
-               const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c) {
-  gemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, n);
+               const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+               const double* bias) {
+  gemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, n, bias);
 }
 
 // Note [16-bit GEMM]
@@ -341,7 +350,11 @@ void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& ou
   for_each_batch(a, b, out, [&](int64_t ao, int64_t bo, int64_t oo, bool first) {
     C* c = obase + oo;
     C beta = first ? C(0) : C(1);
-    if (first && (bias.defined() || k == 0)) {
+    // The bias goes with the first product into this output (BLAS blocks fill their own part,
+    // runtime/blas.h); here only where no BLAS call follows, or for the 16-bit paths.
+    const bool bias_here = first && bias.defined();
+    const bool fill_now = first && (k == 0 || (bias_here && !std::is_same_v<T, C>));
+    if (fill_now) {
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j) c[i * n + j] = bias.defined() ? bias_row[size_t(j)] : C(0);
       beta = C(1);
@@ -360,7 +373,7 @@ void gemm_typed(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor& ou
     pa.prepare(abase, ao, m, k, ars, acs);
     pb.prepare(bbase, bo, k, n, brs, bcs);
     blas_gemm(pa.form.trans, pb.form.trans, m, n, k, pa.ptr, pa.form.ld, pb.ptr, pb.form.ld, beta,
-              c);
+              c, bias_here && !fill_now ? bias_row.data() : nullptr);
   });
   if constexpr (!std::is_same_v<T, C>) {
     T* o = out.data<T>();
