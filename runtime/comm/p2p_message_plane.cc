@@ -209,7 +209,40 @@ class P2pMessagePlane final : public MessagePlane {
     // The frame and the extension are the plane's own; the blocks are the caller's until
     // their bytes left.
     const auto deadline = Clock::now() + timeout_;
-    for (const WorkHandle& t : transfers) await(t, deadline, what);
+    try {
+      for (const WorkHandle& t : transfers) await(t, deadline, what);
+    } catch (...) {
+      settle(transfers);
+      throw;
+    }
+  }
+
+  // Note [Blocks in flight]
+  // A send that fails (the plane broke, its deadline passed) must still not return while the
+  // world may read the caller's blocks: the caller frees them as soon as send returns, and a
+  // transfer still queued or running would read freed memory (ThreadSanitizer saw the local
+  // communicator's worker copy a 64 MiB block the test had freed after an abort). So a failed
+  // send waits for its transfers to end, as they do once they ran or failed; one still running
+  // after the world's timeout (a peer that never takes a large send) is ended by aborting the
+  // world, whose transfers then fail at once.
+  void settle(const std::vector<WorkHandle>& transfers) {
+    const auto deadline = Clock::now() + world_->timeout();
+    bool aborted = false;
+    for (const WorkHandle& t : transfers) {
+      Backoff backoff;
+      while (!t->completed()) {
+        if (!aborted && Clock::now() > deadline) {
+          std::string why;
+          {
+            std::lock_guard lock(mutex_);
+            why = failure_;
+          }
+          world_->abort(str_cat("message plane of rank ", rank_, ": ", why));
+          aborted = true;
+        }
+        backoff.idle();
+      }
+    }
   }
 
   void abort(const std::string& reason) override { break_plane(reason, /*tell=*/false); }
