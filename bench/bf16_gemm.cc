@@ -82,8 +82,9 @@ void run_case(const Case& c, int threads) {
   const double flops = 2.0 * double(c.m) * double(c.n) * double(c.k);
 
   const double sgemm = time_call([&] {
-    gemm(c.a_trans ? CblasTrans : CblasNoTrans, c.b_trans ? CblasTrans : CblasNoTrans, c.m, c.n,
-         c.k, 1.0f, a32.data<float>(), lda, b32.data<float>(), ldb, 0.0f, c32.data<float>(), c.n);
+    gemm(c.a_trans ? Transpose::yes : Transpose::no, c.b_trans ? Transpose::yes : Transpose::no,
+         c.m, c.n, c.k, 1.0f, a32.data<float>(), lda, b32.data<float>(), ldb, 0.0f,
+         c32.data<float>(), c.n);
   });
   auto row = [&](const char* method, double seconds) {
     std::printf("| %s | %s | %lldx%lldx%lld | %d | %s | %.3f | %.1f | %.2f |\n", c.layer.c_str(),

@@ -1,5 +1,7 @@
 #include "runtime/blas.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 
 #include "runtime/threads.h"
@@ -37,17 +39,19 @@ std::pair<int64_t, int64_t> block_range(int64_t i, int64_t blocks, int64_t size)
   return {std::min(size, i * width), std::min(size, (i + 1) * width)};
 }
 
-void call_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
-               float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
-               float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), alpha, a, blasint(lda),
-              b, blasint(ldb), beta, c, blasint(ldc));
+CBLAS_TRANSPOSE cblas(Transpose t) { return t == Transpose::yes ? CblasTrans : CblasNoTrans; }
+
+void call_gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha,
+               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+               int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, cblas(ta), cblas(tb), blasint(m), blasint(n), blasint(k), alpha, a,
+              blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
 }
-void call_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
-               double alpha, const double* a, int64_t lda, const double* b, int64_t ldb,
-               double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta, tb, blasint(m), blasint(n), blasint(k), alpha, a, blasint(lda),
-              b, blasint(ldb), beta, c, blasint(ldc));
+void call_gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, double alpha,
+               const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
+               int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, cblas(ta), cblas(tb), blasint(m), blasint(n), blasint(k), alpha, a,
+              blasint(lda), b, blasint(ldb), beta, c, blasint(ldc));
 }
 
 // C[rows, cols] = bias[cols] on every row (ldc apart).
@@ -57,9 +61,8 @@ void fill_bias(int64_t rows, int64_t cols, const T* bias, T* c, int64_t ldc) {
 }
 
 template <class T>
-void split_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, T alpha,
-                const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc,
-                const T* bias) {
+void split_gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc, const T* bias) {
   blas_on_caller_threads();
   if (bias != nullptr) beta = T(1);
   const int64_t macs = m * n * std::max<int64_t>(k, 1);
@@ -76,14 +79,13 @@ void split_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, in
       const auto [begin, end] = block_range(i, blocks, size);
       if (begin >= end) continue;
       if (by_columns) {  // columns [begin, end) of op(B) and of C
-        const T* block = tb == CblasNoTrans ? b + begin : b + begin * ldb;
+        const T* block = tb == Transpose::no ? b + begin : b + begin * ldb;
         if (bias != nullptr) fill_bias(m, end - begin, bias + begin, c + begin, ldc);
         call_gemm(ta, tb, m, end - begin, k, alpha, a, lda, block, ldb, beta, c + begin, ldc);
       } else {  // rows [begin, end) of op(A) and of C
-        const T* block = ta == CblasNoTrans ? a + begin * lda : a + begin;
+        const T* block = ta == Transpose::no ? a + begin * lda : a + begin;
         if (bias != nullptr) fill_bias(end - begin, n, bias, c + begin * ldc, ldc);
-        call_gemm(ta, tb, end - begin, n, k, alpha, block, lda, b, ldb, beta, c + begin * ldc,
-                  ldc);
+        call_gemm(ta, tb, end - begin, n, k, alpha, block, lda, b, ldb, beta, c + begin * ldc, ldc);
       }
     }
   });
@@ -95,24 +97,24 @@ void blas_on_caller_threads() {
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
-void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, float alpha,
-          const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-          int64_t ldc, const float* bias) {
+void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+          const float* bias) {
   split_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
 
-void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, double alpha,
+void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, double alpha,
           const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
           int64_t ldc, const double* bias) {
   split_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
 
-void gemv_row(CBLAS_TRANSPOSE tb, int64_t n, int64_t k, const float* x, int64_t incx,
-              const float* b, int64_t ldb, float beta, float* c) {
+void gemv_row(Transpose tb, int64_t n, int64_t k, const float* x, int64_t incx, const float* b,
+              int64_t ldb, float beta, float* c) {
   blas_on_caller_threads();
   const int64_t blocks = blocks_for(n, n * std::max<int64_t>(k, 1));
   const auto run = [&](int64_t begin, int64_t end) {
-    if (tb == CblasNoTrans)  // B is [k, n]: columns [begin, end)
+    if (tb == Transpose::no)  // B is [k, n]: columns [begin, end)
       cblas_sgemv(CblasRowMajor, CblasTrans, blasint(k), blasint(end - begin), 1.0f, b + begin,
                   blasint(ldb), x, blasint(incx), beta, c + begin, 1);
     else  // B is stored [n, k]: its rows [begin, end)

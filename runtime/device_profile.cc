@@ -43,7 +43,7 @@ double measure_matmul_gflops(const EmulatedSpeed& speed, int n, int repetitions)
     b[i] = float(i % 5) * 0.25f;
   }
   double seconds = best_seconds(speed, repetitions, [&] {
-    gemm(CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    gemm(Transpose::no, Transpose::no, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
   });
   return 2.0 * double(n) * double(n) * double(n) / seconds / 1e9;
 }

@@ -150,6 +150,8 @@ void few_rows_nn(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, c
 // c[1, n] = a[1, k] op(b)[k, n]: op(b) = b [k, n] is bᵀ x over b's rows; op(b) = bᵀ (b [n, k])
 // is b x. a's k values are contiguous (no-trans) or lda apart (a stored as [k, 1]). A few rows
 // with `a` row-major go to the kernels above (Note [Few-row GEMM]).
+Transpose transpose(CBLAS_TRANSPOSE t) { return t == CblasTrans ? Transpose::yes : Transpose::no; }
+
 // With `bias` (n values), c = op(a) op(b) + bias on every row, whatever beta (the blocks of
 // runtime/blas.h write the bias into their part of c just before their product).
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
@@ -161,7 +163,7 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int
     bias = nullptr;
   }
   if (m == 1 && k > 0) {
-    gemv_row(tb, n, k, a, ta == CblasNoTrans ? 1 : lda, b, ldb, beta, c);
+    gemv_row(transpose(tb), n, k, a, ta == CblasNoTrans ? 1 : lda, b, ldb, beta, c);
     return;
   }
   if (m > 1 && m <= kFewRows && k > 0 && ta == CblasNoTrans) {
@@ -171,12 +173,12 @@ void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int
       few_rows_nn(m, n, k, a, lda, b, ldb, beta, c);
     return;
   }
-  gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, n, bias);
+  gemm(transpose(ta), transpose(tb), m, n, k, 1.0f, a, lda, b, ldb, beta, c, n, bias);
 }
 void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k,
                const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c,
                const double* bias) {
-  gemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, n, bias);
+  gemm(transpose(ta), transpose(tb), m, n, k, 1.0, a, lda, b, ldb, beta, c, n, bias);
 }
 
 // Note [16-bit GEMM]

@@ -35,8 +35,8 @@ void check(const Case& c, int threads) {
   const int64_t ldb = c.tb ? std::max<int64_t>(1, c.k) : c.n, ldc = c.n + 3;
   const auto a = values(c.m * c.k, 1), b = values(c.k * c.n, 2), bias = values(c.n, 3);
   std::vector<float> out(size_t(c.m * ldc), 7.0f);  // C's old values: ignored (beta 0, or bias)
-  gemm(c.ta ? CblasTrans : CblasNoTrans, c.tb ? CblasTrans : CblasNoTrans, c.m, c.n, c.k, 1.0f,
-       a.data(), lda, b.data(), ldb, 0.0f, out.data(), ldc, c.bias ? bias.data() : nullptr);
+  gemm(c.ta ? Transpose::yes : Transpose::no, c.tb ? Transpose::yes : Transpose::no, c.m, c.n, c.k,
+       1.0f, a.data(), lda, b.data(), ldb, 0.0f, out.data(), ldc, c.bias ? bias.data() : nullptr);
   double worst = 0;
   for (int64_t i = 0; i < c.m; ++i) {
     for (int64_t j = 0; j < c.n; ++j) {
@@ -49,19 +49,19 @@ void check(const Case& c, int threads) {
     for (int64_t j = c.n; j < ldc; ++j)
       ASSERT_EQ(out[size_t(i * ldc + j)], 7.0f) << "wrote past column n, row " << i;
   }
-  EXPECT_LE(worst, 1e-4 * double(c.k)) << c.m << "x" << c.n << "x" << c.k << " ta " << c.ta
-                                        << " tb " << c.tb << " bias " << c.bias << ", "
-                                        << threads << " threads";
+  EXPECT_LE(worst, 1e-4 * double(c.k))
+      << c.m << "x" << c.n << "x" << c.k << " ta " << c.ta << " tb " << c.tb << " bias " << c.bias
+      << ", " << threads << " threads";
 }
 
 TEST(Blas, SplitProductsEqualTheTripleLoop) {
   const std::vector<Case> cases = {
-      {64, 300, 96, false, true, true},    // by columns (n >= m), weight [out, in] transposed
-      {300, 64, 96, false, false, true},   // by rows (m > n)
-      {200, 77, 130, true, true, false},   // by rows, both transposed, no bias
-      {33, 513, 64, true, false, true},    // by columns, a transposed, n not a multiple of 16
-      {8, 8, 8, false, false, true},       // too small to split
-      {40, 40, 0, false, false, true},     // k = 0: the bias alone
+      {64, 300, 96, false, true, true},   // by columns (n >= m), weight [out, in] transposed
+      {300, 64, 96, false, false, true},  // by rows (m > n)
+      {200, 77, 130, true, true, false},  // by rows, both transposed, no bias
+      {33, 513, 64, true, false, true},   // by columns, a transposed, n not a multiple of 16
+      {8, 8, 8, false, false, true},      // too small to split
+      {40, 40, 0, false, false, true},    // k = 0: the bias alone
   };
   for (const Case& c : cases)
     for (int threads : {1, 2}) check(c, threads);
@@ -74,7 +74,8 @@ TEST(Blas, OneRowProductsEqualTheTripleLoop) {
       const int64_t n = 1000, k = 300, ldb = tb ? k : n;
       const auto x = values(k, 4), b = values(n * k, 5);
       std::vector<float> out(size_t(n), 0.5f);
-      gemv_row(tb ? CblasTrans : CblasNoTrans, n, k, x.data(), 1, b.data(), ldb, 1.0f, out.data());
+      gemv_row(tb ? Transpose::yes : Transpose::no, n, k, x.data(), 1, b.data(), ldb, 1.0f,
+               out.data());
       for (int64_t j = 0; j < n; ++j) {
         double want = 0.5;
         for (int64_t l = 0; l < k; ++l)

@@ -87,7 +87,8 @@ TEST(TsanExclusions, TheScriptExcludesExactlyTheListedTests) {
   const std::regex script(expression, std::regex::extended);
   for (const auto& name : names) {
     bool listed = false;
-    for (const Entry& e : entries()) listed = listed || std::regex_match(name, std::regex(e.pattern));
+    for (const Entry& e : entries())
+      listed = listed || std::regex_match(name, std::regex(e.pattern));
     EXPECT_EQ(std::regex_search(name, script), listed) << name;
   }
 }
