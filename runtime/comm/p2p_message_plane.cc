@@ -52,6 +52,7 @@
 #include "runtime/comm/message_plane.h"
 #include "runtime/comm/p2p_frames.h"
 #include "runtime/error.h"
+#include "runtime/logging.h"
 
 namespace libai::comm {
 namespace {
@@ -218,31 +219,28 @@ class P2pMessagePlane final : public MessagePlane {
   }
 
   // Note [Blocks in flight]
-  // A send that fails (the plane broke, its deadline passed) must still not return while the
-  // world may read the caller's blocks: the caller frees them as soon as send returns, and a
-  // transfer still queued or running would read freed memory (ThreadSanitizer saw the local
-  // communicator's worker copy a 64 MiB block the test had freed after an abort). So a failed
-  // send waits for its transfers to end, as they do once they ran or failed; one still running
-  // after the world's timeout (a peer that never takes a large send) is ended by aborting the
-  // world, whose transfers then fail at once.
+  // A send that fails (the plane broke, its deadline passed) must not return while the world
+  // still reads the caller's blocks: the caller frees them as soon as send returns. The local
+  // and shm communicators copy a send's bytes on their own thread, so the transfer ends
+  // within moments of the failure: ThreadSanitizer saw the local communicator's worker copy a
+  // 64 MiB block that a test had freed after an abort, before a failed send waited here. A
+  // ucx send whose peer takes nothing cannot be cancelled (UCX 1.13 cancels receives only)
+  // and ends only when the world shuts down; it is waited for up to kSettleBound and then
+  // logged as still in flight (left for later: closing the endpoints on abort).
+  static constexpr std::chrono::milliseconds kSettleBound{500};
   void settle(const std::vector<WorkHandle>& transfers) {
-    const auto deadline = Clock::now() + world_->timeout();
-    bool aborted = false;
+    const auto deadline = Clock::now() + std::min(kSettleBound, world_->timeout());
+    std::size_t pending = 0;
     for (const WorkHandle& t : transfers) {
       Backoff backoff;
-      while (!t->completed()) {
-        if (!aborted && Clock::now() > deadline) {
-          std::string why;
-          {
-            std::lock_guard lock(mutex_);
-            why = failure_;
-          }
-          world_->abort(str_cat("message plane of rank ", rank_, ": ", why));
-          aborted = true;
-        }
-        backoff.idle();
-      }
+      while (!t->completed() && Clock::now() < deadline) backoff.idle();
+      pending += t->completed() ? 0 : 1;
     }
+    if (pending > 0)
+      logger("comm")->warn(
+          "message plane of rank {}: a failed send returns with {} transfer(s) of its payload "
+          "still in flight on the {} world",
+          rank_, pending, world_->backend());
   }
 
   void abort(const std::string& reason) override { break_plane(reason, /*tell=*/false); }

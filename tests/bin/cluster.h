@@ -7,10 +7,8 @@
 //   cluster.launch({"run", config, "--node-rank", "1", "--port", std::to_string(port)});
 //   auto code = cluster.wait(0, std::chrono::seconds(60));   // exit code, -1 on timeout
 //
-// Under a sanitizer every wait is kTimeScale times as long: the nodes start, profile their
-// devices and plan several times slower there, and a test's two or three nodes share the
-// cores with the other test ctest runs beside it. The nodes' own timeouts (the config's) are
-// not scaled: a test of one still sees it expire.
+// Under a sanitizer every wait is kTimeScale times as long (tests/common/time_scale.h); the
+// nodes' own timeouts (the config's) are not: a test of one still sees it expire.
 #pragma once
 
 #include <arpa/inet.h>
@@ -29,12 +27,10 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/sanitizers.h"
 #include "tests/bin/cli_fixture.h"
+#include "tests/common/time_scale.h"
 
 namespace libai::testing {
-
-inline constexpr int kTimeScale = kSanitizedBuild ? 4 : 1;
 
 // A port that was free a moment ago (the kernel picks it).
 inline int free_port() {

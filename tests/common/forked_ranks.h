@@ -23,6 +23,7 @@
 #include "runtime/comm/ucx_communicator.h"
 #include "runtime/error.h"
 #include "tests/common/child_process.h"
+#include "tests/common/time_scale.h"
 
 namespace libai::comm::forked_ranks {
 
@@ -32,7 +33,7 @@ using libai::testing::ChildProcess;
 using libai::testing::read_all;
 using libai::testing::write_all;
 
-inline constexpr int kPipeTimeoutMs = 60000;
+inline constexpr int kPipeTimeoutMs = 60000 * libai::testing::kTimeScale;
 
 // A check that failed inside a child (not a library error).
 struct Failure : std::runtime_error {
@@ -132,7 +133,7 @@ inline std::vector<std::string> run_ranks(int size, const Body& body,
   std::vector<std::string> reports;
   for (int rank = 0; rank < size; ++rank) {
     reports.push_back(recv_text(fds[std::size_t(rank)]));
-    children[std::size_t(rank)]->wait(20s);
+    children[std::size_t(rank)]->wait(20s * libai::testing::kTimeScale);
     ::close(fds[std::size_t(rank)]);
   }
   return reports;

@@ -26,6 +26,11 @@ trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
 # Nothing but the prefix may supply the package: no library path, no package registry.
 unset LD_LIBRARY_PATH CMAKE_PREFIX_PATH PKG_CONFIG_PATH
+# Under ThreadSanitizer CAF must be the instrumented build this tree linked (make tsan); its
+# folder holds CAF's libraries only (tests/CMakeLists.txt passes it).
+if [[ $sanitize == *thread* && -n ${LIBAI_TSAN_CAF_LIBRARY_DIR:-} ]]; then
+  export LD_LIBRARY_PATH=$LIBAI_TSAN_CAF_LIBRARY_DIR
+fi
 
 cmake --install "$build_dir" --prefix "$prefix" > "$work/install.log" 2>&1 ||
   { cat "$work/install.log" >&2; fail "cmake --install $build_dir failed"; }
