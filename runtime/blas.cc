@@ -3,6 +3,8 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "runtime/threads.h"
 
@@ -26,6 +28,16 @@ constexpr int64_t kAlign = 16;
 // Below this many multiply-adds a product runs on the calling thread (the hand-off to a worker
 // costs a few microseconds: about 2 us of sgemm work at 100 GFLOP/s).
 constexpr int64_t kSplitMacs = int64_t(1) << 18;
+
+// LIBAI_BLAS_THREADS=openblas: the whole product to OpenBLAS with its own threads (as many as
+// the budget), as before this pool did it; for side-by-side benchmarks (bench/RESULTS.md).
+bool openblas_threads() {
+  static const bool on = [] {
+    const char* v = std::getenv("LIBAI_BLAS_THREADS");
+    return v != nullptr && std::strcmp(v, "openblas") == 0;
+  }();
+  return on;
+}
 
 int64_t blocks_for(int64_t size, int64_t macs) {
   if (macs < kSplitMacs) return 1;
@@ -68,7 +80,7 @@ void split_gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, T a
   const int64_t macs = m * n * std::max<int64_t>(k, 1);
   const bool by_columns = n >= m;
   const int64_t size = by_columns ? n : m;
-  const int64_t blocks = blocks_for(size, macs);
+  const int64_t blocks = openblas_threads() ? 1 : blocks_for(size, macs);
   if (blocks <= 1) {
     if (bias != nullptr) fill_bias(m, n, bias, c, ldc);
     call_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -94,7 +106,8 @@ void split_gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, T a
 }  // namespace
 
 void blas_on_caller_threads() {
-  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+  const int want = openblas_threads() ? thread_budget(current_cpu_device()) : 1;
+  if (openblas_get_num_threads() != want) openblas_set_num_threads(want);
 }
 
 void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -112,7 +125,7 @@ void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, double al
 void gemv_row(Transpose tb, int64_t n, int64_t k, const float* x, int64_t incx, const float* b,
               int64_t ldb, float beta, float* c) {
   blas_on_caller_threads();
-  const int64_t blocks = blocks_for(n, n * std::max<int64_t>(k, 1));
+  const int64_t blocks = openblas_threads() ? 1 : blocks_for(n, n * std::max<int64_t>(k, 1));
   const auto run = [&](int64_t begin, int64_t end) {
     if (tb == Transpose::no)  // B is [k, n]: columns [begin, end)
       cblas_sgemv(CblasRowMajor, CblasTrans, blasint(k), blasint(end - begin), 1.0f, b + begin,

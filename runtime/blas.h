@@ -26,6 +26,9 @@ void gemm(Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, double al
 void gemv_row(Transpose tb, int64_t n, int64_t k, const float* x, int64_t incx, const float* b,
               int64_t ldb, float beta, float* c);
 
+// LIBAI_BLAS_THREADS=openblas in the environment gives each product to OpenBLAS whole, with its
+// own threads (the budget's count), as before: for side-by-side benchmarks only.
+//
 // Puts OpenBLAS on the calling thread only (its own threads idle); the functions above call it
 // first, so code that sets openblas_set_num_threads for its own cblas calls does not change
 // theirs.

