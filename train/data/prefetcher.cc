@@ -22,11 +22,18 @@ Prefetcher::~Prefetcher() {
 void Prefetcher::run() {
   while (true) {
     std::optional<models::TensorMap> batch;
+    std::exception_ptr error;
     try {
       batch = produce_();
     } catch (...) {
+      error = std::current_exception();
+    }
+    // Published after the catch block ended: ending it drops the thrown object's own reference
+    // (inside libstdc++, whose atomics ThreadSanitizer cannot see), so it must come before the
+    // hand-off under the mutex, never after the consumer may have used and dropped the error.
+    if (error) {
       std::lock_guard<std::mutex> lock(mutex_);
-      error_ = std::current_exception();
+      error_ = std::move(error);
       finished_ = true;
       not_empty_.notify_all();
       return;
