@@ -25,9 +25,6 @@ C sigmoid_c(C x) {
   return C(1) / (C(1) + exp_c(-x));
 }
 
-// sqrt(2 / pi) and the cubic coefficient of the tanh approximation of gelu.
-constexpr double kGeluTanhScale = 0.7978845608028654, kGeluTanhCubic = 0.044715;
-
 template <UnaryOp Op, typename C>
 inline C forward_value(C x, C param) {
   if constexpr (Op == UnaryOp::relu)

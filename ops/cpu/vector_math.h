@@ -44,6 +44,16 @@ inline float exp_f32(float x) {
 // Logistic sigmoid 1 / (1 + e^-x); saturates cleanly to 0 and 1.
 inline float sigmoid_f32(float x) { return 1.0f / (1.0f + exp_f32(-x)); }
 
+// sqrt(2 / pi) and the cubic coefficient of the tanh approximation of gelu.
+constexpr double kGeluTanhScale = 0.7978845608028654, kGeluTanhCubic = 0.044715;
+
+// gelu's tanh form 0.5 x (1 + tanh(u)) written x * sigmoid(2u), which does not cancel for
+// negative u.
+inline float gelu_tanh_f32(float x) {
+  const float u = float(kGeluTanhScale) * (x + float(kGeluTanhCubic) * x * x * x);
+  return x * sigmoid_f32(2.0f * u);
+}
+
 // Note [erfc through erfcx]
 // erfc(z) = e^(-z^2) * erfcx(z) for z >= 0, and erfcx(z) / t with t = 1 / (1 + z / 2) is a
 // smooth function of t on [0.174, 1] (z in [0, 9.5]); a degree-10 Chebyshev interpolant
@@ -77,6 +87,9 @@ inline float normal_cdf_f32(float x) {
   float density;
   return normal_cdf_and_density_f32(x, density);
 }
+
+inline float gelu_erf_f32(float x) { return x * normal_cdf_f32(x); }
+inline float silu_f32(float x) { return x * sigmoid_f32(x); }
 
 }  // namespace libai::ops::cpu
 

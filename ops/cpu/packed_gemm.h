@@ -1,0 +1,51 @@
+// A GEMM of our own for products by a fixed weight (inference): the weight is packed once into
+// the layout the inner kernel reads, and every later product reuses it; the bias, an activation
+// and a residual add are applied to each output tile while it is in the core's cache.
+//
+//   PackedMatrix w = pack_weight(weight_data, /*n=*/3072, /*k=*/768, /*ldw=*/768);
+//   packed_gemm(m, x, 768, w, {.bias = b, .act = Act::gelu_tanh}, y, 3072);   // y = gelu(x wᵀ + b)
+//
+// Note [Packed weights] in packed_gemm.cc says why and how.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace libai::ops::cpu {
+
+// The activations an epilogue can apply (ops/activation.h's formulas).
+enum class Act : uint8_t { none, relu, gelu_erf, gelu_tanh, silu };
+
+// B = wᵀ (k x n) from a torch-layout weight w [n, k], in panels of kPanel columns, each panel k
+// rows of kPanel contiguous floats (the last one zero-padded), 64-byte aligned.
+struct PackedMatrix {
+  static constexpr int64_t kPanel = 48;
+  int64_t n = 0, k = 0;
+  std::shared_ptr<float[]> data;  // panels() * k * kPanel floats
+  int64_t panels() const { return (n + kPanel - 1) / kPanel; }
+  const float* panel(int64_t p) const { return data.get() + p * k * kPanel; }
+};
+
+// w: n rows of k floats, ldw apart. Splits the copy over the current device's pool.
+PackedMatrix pack_weight(const float* w, int64_t n, int64_t k, int64_t ldw);
+
+struct Epilogue {
+  const float* bias = nullptr;      // n values added to every row, before the activation
+  Act act = Act::none;
+  const float* residual = nullptr;  // m x n added after the activation, rows ldr apart
+  int64_t ldr = 0;
+};
+
+// C (m x n, rows ldc apart) = act(A Bᵀ... i.e. A (m x k, rows lda apart) · B + bias) + residual.
+// C may alias `residual` exactly (c == residual, ldc == ldr): the in-place residual add.
+void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b,
+                 const Epilogue& epilogue, float* c, int64_t ldc);
+
+// Which inner kernel runs: the widest the CPU has, unless forced (tests and benchmarks run
+// each one on a machine that has them all). `portable` is plain C++.
+enum class PackedKernel { automatic, avx512, avx2, portable };
+void force_packed_kernel(PackedKernel kernel);
+PackedKernel packed_kernel_in_use();
+bool packed_kernel_supported(PackedKernel kernel);
+
+}  // namespace libai::ops::cpu

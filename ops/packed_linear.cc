@@ -1,0 +1,118 @@
+// The packed products run on the CPU kernel directly (ops/cpu/packed_gemm.h): a packed weight
+// exists only on the CPU, so there is no device to dispatch on.
+#include "ops/packed_linear.h"
+
+#include "ops/cpu/packed_gemm.h"
+#include "runtime/autograd.h"
+
+namespace libai::ops {
+
+int64_t PackedWeight::out_features() const { return matrix_ ? matrix_->n : 0; }
+int64_t PackedWeight::in_features() const { return matrix_ ? matrix_->k : 0; }
+
+bool packable(const Tensor& weight) {
+  return weight.defined() && weight.device().is_cpu() && weight.dtype() == DType::f32 &&
+         weight.dim() == 2;
+}
+
+bool fusable(UnaryOp act) {
+  return act == UnaryOp::relu || act == UnaryOp::gelu_erf || act == UnaryOp::gelu_tanh ||
+         act == UnaryOp::silu;
+}
+
+PackedWeight pack_weight(const Tensor& weight) {
+  LIBAI_CHECK(packable(weight), "pack_weight: expected a CPU f32 weight [out, in], got ",
+              weight.defined() ? shape_str(weight.shape()) : std::string("an undefined tensor"));
+  // Rows of k contiguous values are what the packing reads; other layouts are copied first.
+  Tensor w = weight.stride(1) == 1 ? weight : weight.clone_raw();
+  PackedWeight out;
+  out.matrix_ = std::make_shared<const cpu::PackedMatrix>(
+      cpu::pack_weight(w.data<float>(), w.size(0), w.size(1), std::max<int64_t>(w.stride(0), w.size(1))));
+  out.source_ = weight.data_ptr();
+  return out;
+}
+
+namespace {
+
+cpu::Act epilogue_act(const std::optional<UnaryOp>& act) {
+  if (!act) return cpu::Act::none;
+  switch (*act) {
+    case UnaryOp::relu: return cpu::Act::relu;
+    case UnaryOp::gelu_erf: return cpu::Act::gelu_erf;
+    case UnaryOp::gelu_tanh: return cpu::Act::gelu_tanh;
+    case UnaryOp::silu: return cpu::Act::silu;
+    default: break;
+  }
+  throw InvalidArgument("linear_packed: the activation cannot be fused into the product");
+}
+
+// t as a matrix [rows, cols] of its last dim with one stride `ld` between rows: a view when
+// the leading dims collapse into one, else a contiguous copy.
+Tensor as_rows(const Tensor& t, int64_t& ld) {
+  const int64_t cols = t.size(-1);
+  int64_t rows = 1;
+  for (int d = 0; d + 1 < t.dim(); ++d) rows *= t.size(d);
+  if (t.stride(-1) == 1 || cols == 1) {
+    int64_t row_stride = -1, next = -1;  // the innermost leading stride; what the next must be
+    bool ok = true;
+    for (int d = t.dim() - 2; d >= 0 && ok; --d) {
+      if (t.size(d) == 1) continue;
+      ok = row_stride < 0 ? t.stride(d) >= cols : t.stride(d) == next;
+      if (row_stride < 0) row_stride = t.stride(d);
+      next = t.stride(d) * t.size(d);
+    }
+    if (ok) {
+      ld = row_stride < 0 ? cols : row_stride;
+      return t.as_strided({rows, cols}, {ld, 1}, t.offset());
+    }
+  }
+  Tensor c = t.clone_raw();
+  ld = cols;
+  return c.as_strided({rows, cols}, {cols, 1}, c.offset());
+}
+
+}  // namespace
+
+Tensor linear_packed(const Tensor& x, const PackedWeight& weight, const Tensor& bias,
+                     const LinearEpilogue& epilogue) {
+  LIBAI_CHECK(weight.defined(), "linear_packed: the weight is not packed");
+  LIBAI_CHECK(x.defined() && x.device().is_cpu() && x.dtype() == DType::f32 && x.dim() >= 1,
+              "linear_packed: expected a CPU f32 input, got ",
+              x.defined() ? shape_str(x.shape()) : std::string("an undefined tensor"));
+  const int64_t in = weight.in_features(), out_features = weight.out_features();
+  LIBAI_CHECK(x.size(-1) == in, "linear_packed: input ", shape_str(x.shape()),
+              " does not match the packed weight [", out_features, ", ", in, "]");
+  const bool grad = autograd::grad_enabled();
+  LIBAI_CHECK(!grad || (!x.requires_grad() && !(bias.defined() && bias.requires_grad()) &&
+                        !(epilogue.residual.defined() && epilogue.residual.requires_grad())),
+              "linear_packed: no autograd through a packed weight (inputs require gradients)");
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  cpu::Epilogue e{.act = epilogue_act(epilogue.act)};
+  Tensor b;
+  if (bias.defined()) {
+    LIBAI_CHECK(bias.device().is_cpu() && bias.dtype() == DType::f32 && bias.dim() == 1 &&
+                    bias.size(0) == out_features,
+                "linear_packed: bias of shape ", shape_str(bias.shape()), " does not match [",
+                out_features, "]");
+    b = bias.is_contiguous() ? bias : bias.clone_raw();
+    e.bias = b.data<float>();
+  }
+  Tensor residual;
+  if (epilogue.residual.defined()) {
+    LIBAI_CHECK(epilogue.residual.shape() == out_shape && epilogue.residual.dtype() == DType::f32 &&
+                    epilogue.residual.device().is_cpu(),
+                "linear_packed: residual of shape ", shape_str(epilogue.residual.shape()),
+                " does not match the output ", shape_str(out_shape));
+    residual = as_rows(epilogue.residual, e.ldr);
+    e.residual = residual.data<float>();
+  }
+  int64_t lda = in;
+  Tensor a = as_rows(x, lda);
+  Tensor y = Tensor::empty(out_shape, DType::f32, x.device());
+  cpu::packed_gemm(a.size(0), a.data<float>(), lda, weight.matrix(), e, y.data<float>(),
+                   out_features);
+  return y;
+}
+
+}  // namespace libai::ops
