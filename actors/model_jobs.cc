@@ -108,6 +108,7 @@ ComputeFactory model_stage_factory(const std::filesystem::path& folder, const Pi
   return [folder, specs, groups, mutex, tp, dtype](const SlotSpec& slot) -> std::shared_ptr<StageCompute> {
     models::LoadOptions options;
     options.dtype = dtype;
+    options.pack_weights = true;  // inference stages
     if (tp > 1) {
       std::lock_guard lock(*mutex);
       auto& comms = (*groups)[{slot.replica, slot.stage}];

@@ -82,6 +82,7 @@ struct Options {
   int64_t batch = 1, seq = 128, reps = 5, warmup = 1, new_tokens = 128, encode_batch = 32;
   int threads = 0;
   bool encode_in_order = false;
+  bool no_pack = false;  // the weights left as loaded (ops::linear through OpenBLAS)
 };
 
 // CPU seconds of the timed reps of the last time_reps call.
@@ -125,7 +126,7 @@ void print_result(const Options& o, const std::string& shape, const std::vector<
 
 void run_forward(const Options& o) {
   auto t0 = Clock::now();
-  auto model = models::load_model(o.model);
+  auto model = models::load_model(o.model, {.pack_weights = !o.no_pack});
   const double load_s = seconds_since(t0);
   const int64_t vocab = model->config().require_int("vocab_size");
   std::vector<int64_t> ids(o.batch * o.seq);
@@ -149,7 +150,7 @@ void run_forward(const Options& o) {
 
 void run_decode(const Options& o) {
   auto t0 = Clock::now();
-  auto model = models::load_model(o.model);
+  auto model = models::load_model(o.model, {.pack_weights = !o.no_pack});
   const double load_s = seconds_since(t0);
   auto* lm = model->generative();
   LIBAI_CHECK(lm, o.model, ": model has no generation interface");
@@ -185,7 +186,7 @@ void run_encode(const Options& o) {
     if (!line.empty()) texts.push_back(line);
   LIBAI_CHECK(!texts.empty(), "encode: no sentences in ", o.texts);
   auto t0 = Clock::now();
-  auto m = models::pipelines::TextModel::load(o.model);
+  auto m = models::pipelines::TextModel::load(o.model, {.pack_weights = !o.no_pack});
   const double load_s = seconds_since(t0);
   std::vector<std::vector<float>> vectors;
   models::pipelines::EmbedOptions embedding;
@@ -216,6 +217,8 @@ int main(int argc, char** argv) {
   app.add_option("--new-tokens", o.new_tokens, "decode: new tokens per generation");
   app.add_option("--texts", o.texts, "encode: file of sentences, one a line");
   app.add_option("--encode-batch", o.encode_batch, "encode: sentences per forward pass");
+  app.add_flag("--no-pack", o.no_pack,
+               "leave the weights unpacked: every product through OpenBLAS (for comparison)");
   app.add_flag("--encode-in-order", o.encode_in_order,
                "encode: batch in file order instead of longest first");
   app.add_option("--threads", o.threads, "compute threads (default: all cores)");

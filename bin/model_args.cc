@@ -81,6 +81,7 @@ models::LoadOptions load_options(const ModelFlags& flags) {
   models::LoadOptions options;
   options.dtype = parse_dtype_flag(flags.dtype);
   options.tp = flags.tp;
+  options.pack_weights = true;  // every command loading through here only runs forward
   return options;
 }
 

@@ -156,6 +156,9 @@ struct LoadOptions {
   std::shared_ptr<comm::Communicator> tp;
   // Only this part of the model (Note [Model parts]); only its tensors are read. None: whole.
   std::optional<StageSpec> part;
+  // For models that only run forward: packs the CPU f32 weights of the Linear layers and the
+  // tied output tables once loaded (Note [Packed inference weights] in models/layers/linear.h).
+  bool pack_weights = false;
 };
 
 // Builds the model that config.json names (model_type, architectures[0]) without weights; with

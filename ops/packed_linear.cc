@@ -2,10 +2,17 @@
 // exists only on the CPU, so there is no device to dispatch on.
 #include "ops/packed_linear.h"
 
+#include <atomic>
+
 #include "ops/cpu/packed_gemm.h"
 #include "runtime/autograd.h"
 
 namespace libai::ops {
+namespace {
+std::atomic<uint64_t> g_products{0};
+}  // namespace
+
+uint64_t packed_products() { return g_products.load(std::memory_order_relaxed); }
 
 int64_t PackedWeight::out_features() const { return matrix_ ? matrix_->n : 0; }
 int64_t PackedWeight::in_features() const { return matrix_ ? matrix_->k : 0; }
@@ -110,6 +117,7 @@ Tensor linear_packed(const Tensor& x, const PackedWeight& weight, const Tensor& 
   int64_t lda = in;
   Tensor a = as_rows(x, lda);
   Tensor y = Tensor::empty(out_shape, DType::f32, x.device());
+  g_products.fetch_add(1, std::memory_order_relaxed);
   cpu::packed_gemm(a.size(0), a.data<float>(), lda, weight.matrix(), e, y.data<float>(),
                    out_features);
   return y;

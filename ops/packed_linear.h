@@ -56,4 +56,7 @@ struct LinearEpilogue {
 Tensor linear_packed(const Tensor& x, const PackedWeight& weight, const Tensor& bias = Tensor(),
                      const LinearEpilogue& epilogue = {});
 
+// How many linear_packed products this process has run (tests check that a path used them).
+uint64_t packed_products();
+
 }  // namespace libai::ops

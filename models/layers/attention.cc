@@ -247,7 +247,8 @@ Tensor Attention::attend(const Tensor& q, const Tensor& k, const Tensor& v,
   return ops::matmul(probs, v);
 }
 
-Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, KVCache* cache) const {
+Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, KVCache* cache,
+                          const Tensor& residual) const {
   LIBAI_CHECK(x.dim() == 3 && x.size(2) == config_.hidden,
               "attention: expected input [batch, seq, ", config_.hidden, "], got ",
               shape_str(x.shape()));
@@ -282,7 +283,7 @@ Tensor Attention::forward(const Tensor& x, const AttentionInputs& in, KVCache* c
   }
   Tensor o = attend(q, repeat_groups(k, groups), repeat_groups(v, groups), in);  // [b, heads, seq, d]
   o = ops::reshape(ops::transpose(o, 1, 2), {x.size(0), x.size(1), heads * d});
-  return out_->forward(o);
+  return out_->forward(o, std::nullopt, residual);
 }
 
 }  // namespace libai::models

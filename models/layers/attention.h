@@ -99,7 +99,10 @@ class Attention : public Module {
   Attention(const LayerContext& ctx, const AttentionConfig& config);
   // x [batch, seq, hidden] -> [batch, seq, hidden]. With a cache: self-attention appends
   // this call's keys and values; cross-attention computes them from the memory once.
-  Tensor forward(const Tensor& x, const AttentionInputs& in, KVCache* cache = nullptr) const;
+  // With `residual`: residual + attention(x), the add fused into the output projection when
+  // it can be (Note [Packed inference weights] in linear.h).
+  Tensor forward(const Tensor& x, const AttentionInputs& in, KVCache* cache = nullptr,
+                 const Tensor& residual = Tensor()) const;
   const AttentionConfig& config() const { return config_; }
   int64_t local_heads() const { return local_heads_; }  // heads on this tensor-parallel rank
   int64_t local_kv_heads() const { return local_kv_heads_; }

@@ -62,7 +62,69 @@ Tensor Linear::with_shared_grad(const Tensor& t) const {
   return parts.size() == 1 ? parts[0] : ops::cat(parts, 0);
 }
 
+namespace {
+
+// The op the packed kernel fuses for `act`, if it fuses it.
+std::optional<ops::UnaryOp> fused_op(Activation act) {
+  switch (act) {
+    case Activation::gelu: return ops::UnaryOp::gelu_erf;
+    case Activation::gelu_tanh: return ops::UnaryOp::gelu_tanh;
+    case Activation::relu: return ops::UnaryOp::relu;
+    case Activation::silu: return ops::UnaryOp::silu;
+    default: return std::nullopt;
+  }
+}
+
+bool needs_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
+
+// Whether a product by a packed copy of `weight` may stand in for ops::linear here: nothing
+// needs a gradient, no autocast, and the weight is still the tensor that was packed.
+bool packed_applies(const ops::PackedWeight& packed, const Tensor& weight, const Tensor* bias,
+                    const Tensor& x, const Tensor& residual) {
+  if (!packed.defined() || packed.source() != weight.data_ptr()) return false;
+  if (x.dtype() != DType::f32 || !x.device().is_cpu()) return false;
+  const DType autocast = training_mode().autocast;
+  if (autocast == DType::bf16 || autocast == DType::f16) return false;
+  return !autograd::grad_enabled() ||
+         !(needs_grad(x) || needs_grad(weight) || (bias && needs_grad(*bias)) ||
+           needs_grad(residual));
+}
+
+}  // namespace
+
+bool Linear::pack() {
+  if (!ops::packable(weight_)) return false;
+  packed_ = ops::pack_weight(weight_);
+  return true;
+}
+
+// Row-parallel products under tensor parallelism sum partial products first: they keep the
+// ordinary order (the bias and the rest after the all-reduce).
+bool Linear::use_packed(const Tensor& x, const Tensor& residual) const {
+  return (parallel_ != Parallel::row || !tp_) &&
+         packed_applies(packed_, weight_, bias_, x, residual);
+}
+
 Tensor Linear::forward(const Tensor& x) const {
+  if (use_packed(x, Tensor())) return ops::linear_packed(x, packed_, bias_ ? *bias_ : Tensor());
+  return forward_unpacked(x);
+}
+
+Tensor Linear::forward(const Tensor& x, std::optional<Activation> act,
+                       const Tensor& residual) const {
+  if (use_packed(x, residual)) {
+    const Tensor bias = bias_ ? *bias_ : Tensor();
+    const std::optional<ops::UnaryOp> op = act ? fused_op(*act) : std::nullopt;
+    if (!act || op) return ops::linear_packed(x, packed_, bias, {.act = op, .residual = residual});
+    Tensor y = apply_activation(*act, ops::linear_packed(x, packed_, bias));
+    return residual.defined() ? residual + y : y;
+  }
+  Tensor y = forward_unpacked(x);
+  if (act) y = apply_activation(*act, y);
+  return residual.defined() ? residual + y : y;
+}
+
+Tensor Linear::forward_unpacked(const Tensor& x) const {
   switch (parallel_) {
     case Parallel::column:
       if (shared_.group)
@@ -113,6 +175,28 @@ Tensor Embedding::forward(const Tensor& ids) const {
   return ops::reduce_from_group(partial, tp_);
 }
 
+bool Embedding::pack() {
+  if (!ops::packable(weight_)) return false;
+  packed_ = ops::pack_weight(weight_);
+  return true;
+}
+
+int pack_for_inference(Module& root) {
+  int packed = 0;
+  for (auto& [name, module] : root.named_modules()) {
+    if (auto* linear = dynamic_cast<Linear*>(module)) packed += linear->pack() ? 1 : 0;
+    if (auto* table = dynamic_cast<Embedding*>(module)) packed += table->pack() ? 1 : 0;
+  }
+  return packed;
+}
+
+void unpack_weights(Module& root) {
+  for (auto& [name, module] : root.named_modules()) {
+    if (auto* linear = dynamic_cast<Linear*>(module)) linear->unpack();
+    if (auto* table = dynamic_cast<Embedding*>(module)) table->unpack();
+  }
+}
+
 Norm::Norm(const LayerContext& ctx, ops::NormKind kind, int64_t dim, double eps, bool bias)
     : kind_(kind), eps_(eps), weight_(add_parameter("weight", {dim}, ctx)) {
   if (bias && kind == ops::NormKind::layer) bias_ = &add_parameter("bias", {dim}, ctx);
@@ -155,6 +239,9 @@ namespace libai::models {
 
 Tensor vocab_parallel_logits_shard(const Tensor& h, const Embedding& table, const Tensor& bias_shard) {
   auto& weight = const_cast<Embedding&>(table).weight();
+  if (packed_applies(table.packed(), weight, bias_shard.defined() ? &bias_shard : nullptr, h,
+                     Tensor()))
+    return ops::linear_packed(h, table.packed(), bias_shard);  // copy_to_group: identity forward
   return autocast_linear(ops::copy_to_group(h, table.group()), weight, bias_shard);  // [..., rows]
 }
 

@@ -8,10 +8,12 @@
 //   Tensor a = apply_activation(Activation::gelu_tanh, h);
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "models/module.h"
 #include "ops/norm.h"
+#include "ops/packed_linear.h"
 
 namespace libai::models {
 
@@ -37,6 +39,17 @@ struct ReplicatedRows {
   std::shared_ptr<comm::Communicator> group;
 };
 
+enum class Activation { gelu, gelu_tanh, relu, silu, tanh, quick_gelu };
+
+// Note [Packed inference weights]
+// pack() copies a CPU f32 weight into the packed GEMM's layout (ops/packed_linear.h); from
+// then on forward multiplies by that copy whenever nothing needs a gradient (autograd off, or
+// neither input nor parameters require one) and no autocast applies, and fuses the
+// activation and the residual add it is given into the product. Other calls take the
+// ordinary path, so packing never changes what training computes. The copy does not follow
+// later writes into the weight: models are packed after their weights are loaded (LoadOptions
+// ::pack_weights, pack_for_inference), and unpack() drops it. It costs one more copy of the
+// weight's memory.
 class Linear : public Module {
  public:
   Linear(const LayerContext& ctx, int64_t in_features, int64_t out_features, bool bias = true,
@@ -45,18 +58,28 @@ class Linear : public Module {
   Linear(const LayerContext& ctx, int64_t in_features, int64_t out_features, bool bias,
          const ReplicatedRows& rows);
   Tensor forward(const Tensor& x) const;
+  // act(x wᵀ + b) + residual: one fused product when packed, else the ops one after another.
+  Tensor forward(const Tensor& x, std::optional<Activation> act, const Tensor& residual) const;
   Tensor& weight() { return weight_; }
   Tensor* bias() { return bias_; }
+  // Note [Packed inference weights]. pack() returns false (and packs nothing) for a weight
+  // that is not a CPU f32 matrix.
+  bool pack();
+  void unpack() { packed_ = ops::PackedWeight(); }
+  bool packed() const { return packed_.defined(); }
 
  private:
   // t (the weight or the bias) whose shared rows' gradient is summed over shared_.group.
   Tensor with_shared_grad(const Tensor& t) const;
+  Tensor forward_unpacked(const Tensor& x) const;
+  bool use_packed(const Tensor& x, const Tensor& residual) const;
 
   Parallel parallel_;
   std::shared_ptr<comm::Communicator> tp_;
   Tensor& weight_;  // [out, in] (this rank's block)
   Tensor* bias_ = nullptr;
   ReplicatedRows shared_;  // group null: no rows shared
+  ops::PackedWeight packed_;
 };
 
 // An embedding table, whole on every rank, or split over the tensor-parallel group:
@@ -78,12 +101,18 @@ class Embedding : public Module {
   int64_t first_row() const { return first_row_; }
   // The tensor-parallel group the table is split over (null when whole).
   const std::shared_ptr<comm::Communicator>& group() const { return tp_; }
+  // The table packed as an output projection (tied LM heads, vocab_parallel_logits): Note
+  // [Packed inference weights]. Lookups always read the table itself.
+  bool pack();
+  void unpack() { packed_ = ops::PackedWeight(); }
+  const ops::PackedWeight& packed() const { return packed_; }
 
  private:
   EmbeddingParallel parallel_;
   std::shared_ptr<comm::Communicator> tp_;
   int64_t count_, first_row_ = 0;
   Tensor& weight_;  // [count, dim] (this rank's block)
+  ops::PackedWeight packed_;
 };
 
 // LayerNorm (weight and optional bias) or RMSNorm (weight only) over the last dim.
@@ -110,7 +139,12 @@ Tensor vocab_parallel_logits_shard(const Tensor& h, const Embedding& table,
                                    const Tensor& bias_shard = Tensor());
 Tensor gather_vocab_logits(const Tensor& shard, const Embedding& table);
 
-enum class Activation { gelu, gelu_tanh, relu, silu, tanh, quick_gelu };
+// Packs every Linear and Embedding under `root` (Note [Packed inference weights]); returns how
+// many weights were packed.
+int pack_for_inference(Module& root);
+// Drops every packed copy under `root`.
+void unpack_weights(Module& root);
+
 // Hugging Face's names: gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu, silu, swish, tanh,
 // quick_gelu. Throws InvalidArgument naming `name` and `where` for anything else.
 Activation parse_activation(const std::string& name, const std::string& where);

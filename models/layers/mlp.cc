@@ -21,16 +21,16 @@ Mlp::Mlp(const LayerContext& ctx, const MlpConfig& config) : config_(config) {
   first_feature_ = ctx.tp_rank() * (config.intermediate / ctx.tp_size());
 }
 
-Tensor Mlp::forward(const Tensor& x) const {
+Tensor Mlp::forward(const Tensor& x, const Tensor& residual) const {
   Tensor h;  // [..., intermediate]
   if (config_.gated)
-    h = ops::mul(apply_activation(config_.activation, gate_->forward(x)), up_->forward(x));
+    h = ops::mul(gate_->forward(x, config_.activation, Tensor()), up_->forward(x));
   else
-    h = apply_activation(config_.activation, up_->forward(x));
+    h = up_->forward(x, config_.activation, Tensor());
   if (dropout_->active())  // the intermediate is split by columns under tensor parallelism
     h = dropout_->forward(
         h, {.dim = h.dim() - 1, .start = first_feature_, .logical_size = config_.intermediate});
-  return down_->forward(h);
+  return down_->forward(h, std::nullopt, residual);
 }
 
 }  // namespace libai::models

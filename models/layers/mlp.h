@@ -22,7 +22,9 @@ struct MlpConfig {
 class Mlp : public Module {
  public:
   Mlp(const LayerContext& ctx, const MlpConfig& config);
-  Tensor forward(const Tensor& x) const;
+  // With `residual`: residual + mlp(x), the add fused into the last product when it can be
+  // (Note [Packed inference weights] in linear.h).
+  Tensor forward(const Tensor& x, const Tensor& residual = Tensor()) const;
 
  private:
   MlpConfig config_;

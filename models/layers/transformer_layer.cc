@@ -68,21 +68,36 @@ Tensor TransformerLayer::forward_fetched(const Tensor& x, const LayerInputs& in,
 Tensor TransformerLayer::compute(const Tensor& x, const LayerInputs& in, LayerCache* cache) const {
   KVCache* self_cache = cache ? &cache->self : nullptr;
   KVCache* cross_cache = cache ? &cache->cross : nullptr;
+  // residual + dropout(y): with the dropout off, the add happens inside the block's last
+  // product (Attention's and Mlp's `residual`).
+  const auto add = [](const Dropout& dropout, const Tensor& residual, auto&& block) {
+    if (!dropout.active()) return block(residual);
+    return residual + dropout.forward(block(Tensor()));
+  };
   Tensor h = x;  // [batch, seq, hidden]
   if (config_.pre_norm) {
-    h = h + attention_dropout_->forward(
-                attention_->forward(attention_norm_->forward(h), in.self, self_cache));
-    if (cross_attention_)
-      h = h + cross_attention_dropout_->forward(cross_attention_->forward(
-                  cross_attention_norm_->forward(h), in.cross, cross_cache));
-    return h + mlp_dropout_->forward(mlp_->forward(mlp_norm_->forward(h)));
+    const Tensor normed = attention_norm_->forward(h);
+    h = add(*attention_dropout_, h, [&](const Tensor& r) {
+      return attention_->forward(normed, in.self, self_cache, r);
+    });
+    if (cross_attention_) {
+      const Tensor cross_in = cross_attention_norm_->forward(h);
+      h = add(*cross_attention_dropout_, h, [&](const Tensor& r) {
+        return cross_attention_->forward(cross_in, in.cross, cross_cache, r);
+      });
+    }
+    const Tensor mlp_in = mlp_norm_->forward(h);
+    return add(*mlp_dropout_, h, [&](const Tensor& r) { return mlp_->forward(mlp_in, r); });
   }
-  h = attention_norm_->forward(
-      h + attention_dropout_->forward(attention_->forward(h, in.self, self_cache)));
+  h = attention_norm_->forward(add(*attention_dropout_, h, [&](const Tensor& r) {
+    return attention_->forward(h, in.self, self_cache, r);
+  }));
   if (cross_attention_)
-    h = cross_attention_norm_->forward(
-        h + cross_attention_dropout_->forward(cross_attention_->forward(h, in.cross, cross_cache)));
-  return mlp_norm_->forward(h + mlp_dropout_->forward(mlp_->forward(h)));
+    h = cross_attention_norm_->forward(add(*cross_attention_dropout_, h, [&](const Tensor& r) {
+      return cross_attention_->forward(h, in.cross, cross_cache, r);
+    }));
+  return mlp_norm_->forward(
+      add(*mlp_dropout_, h, [&](const Tensor& r) { return mlp_->forward(h, r); }));
 }
 
 }  // namespace libai::models

@@ -33,19 +33,23 @@ TEST(MiniLmPretrained, EmbeddingsMatchSentenceTransformers) {
   ASSERT_EQ(sentences.size(), 20u);
   auto ref = checkpoint::SafetensorsFile::open((data / "reference.safetensors").string());
   Tensor expected = ref.tensor("embeddings");  // [20, 384]
-  auto m = pipelines::TextModel::load(folder);
-  auto got = pipelines::embed(m, sentences, /*batch_size=*/8);
-  ASSERT_EQ(int64_t(got.size()), expected.size(0));
-  auto e = expected.to_vector<float>();
-  const int64_t dim = expected.size(1);
-  double worst = 1.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    std::vector<float> row(e.begin() + i * dim, e.begin() + (i + 1) * dim);
-    const double c = pipelines::cosine(got[i], row);
-    worst = std::min(worst, c);
-    EXPECT_GE(c, 0.99999) << "sentence " << i << ": " << sentences[i];
+  // As loaded, and with the weights packed as the CLI and the server load them.
+  for (const bool pack : {false, true}) {
+    auto m = pipelines::TextModel::load(folder, {.pack_weights = pack});
+    auto got = pipelines::embed(m, sentences, /*batch_size=*/8);
+    ASSERT_EQ(int64_t(got.size()), expected.size(0));
+    auto e = expected.to_vector<float>();
+    const int64_t dim = expected.size(1);
+    double worst = 1.0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      std::vector<float> row(e.begin() + i * dim, e.begin() + (i + 1) * dim);
+      const double c = pipelines::cosine(got[i], row);
+      worst = std::min(worst, c);
+      EXPECT_GE(c, 0.99999) << "sentence " << i << ": " << sentences[i] << (pack ? " (packed)" : "");
+    }
+    std::printf("  worst cosine over %zu sentences%s: %.9f\n", got.size(),
+                pack ? " (packed weights)" : "", worst);
   }
-  std::printf("  worst cosine over %zu sentences: %.9f\n", got.size(), worst);
 }
 
 }  // namespace
