@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <map>
@@ -38,6 +39,7 @@ class ThreadPool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stop_ = true;
+      stopping_.store(true);
     }
     wake_.notify_all();
     for (auto& t : threads_) t.join();
@@ -51,9 +53,11 @@ class ThreadPool {
       std::lock_guard<std::mutex> lock(mutex_);
       region_ = &region;
       ++generation_;
+      published_.store(generation_, std::memory_order_release);
     }
     wake_.notify_all();
     drain(region);
+    spin_until([&] { return region.complete.load(std::memory_order_acquire); });
     std::unique_lock<std::mutex> lock(mutex_);
     finished_.wait(lock, [&] { return region.done == region.chunks && region.active == 0; });
     region_ = nullptr;
@@ -70,7 +74,29 @@ class ThreadPool {
     int64_t done = 0;                // chunks finished; under mutex_
     int active = 0;                  // workers holding this region; under mutex_
     std::exception_ptr error;        // the first chunk's exception; under mutex_
+    std::atomic<bool> complete{false};  // done == chunks && active == 0, set under mutex_
   };
+
+  // Note [Spinning before sleeping]
+  // A forward pass runs hundreds of regions back to back (every product, norm, softmax and
+  // add), each a millisecond or less. Waking a sleeping worker through the condition
+  // variable takes tens of microseconds on a virtual machine, and so does waking the caller
+  // when the worker finishes last. So both first spin, for at most kSpin, on the atomic that
+  // the other side sets, and only then sleep: between back-to-back regions nobody sleeps.
+  // The spin is bounded and ends when its pool is idle, unlike OpenBLAS's long spins on
+  // threads outside the budget (Note [One pool for BLAS] in runtime/blas.cc).
+  static constexpr auto kSpin = std::chrono::microseconds(100);
+
+  template <class Ready>
+  static void spin_until(const Ready& ready) {
+    const auto deadline = std::chrono::steady_clock::now() + kSpin;
+    for (int i = 0; !ready(); ++i) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) return;
+    }
+  }
 
   // Runs chunks of `region` until none is left to claim.
   void drain(Region& region) {
@@ -87,6 +113,9 @@ class ThreadPool {
     if (completed > 0) {
       std::lock_guard<std::mutex> lock(mutex_);
       region.done += completed;
+      if (region.done == region.chunks && region.active == 0) {
+        region.complete.store(true, std::memory_order_release);
+      }
       if (region.done == region.chunks) finished_.notify_all();
     }
   }
@@ -94,6 +123,10 @@ class ThreadPool {
     uint64_t seen = 0;
     for (;;) {
       Region* region;
+      spin_until([&] {
+        return published_.load(std::memory_order_acquire) != seen ||
+               stopping_.load(std::memory_order_relaxed);
+      });
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return stop_ || (generation_ != seen && region_ != nullptr); });
@@ -104,7 +137,10 @@ class ThreadPool {
       }
       drain(*region);
       std::lock_guard<std::mutex> lock(mutex_);
-      if (--region->active == 0 && region->done == region->chunks) finished_.notify_all();
+      if (--region->active == 0 && region->done == region->chunks) {
+        region->complete.store(true, std::memory_order_release);
+        finished_.notify_all();
+      }
     }
   }
 
@@ -114,6 +150,8 @@ class ThreadPool {
   Region* region_ = nullptr;  // the region running now; under mutex_
   uint64_t generation_ = 0;   // regions started; under mutex_
   bool stop_ = false;
+  std::atomic<uint64_t> published_{0};  // generation_, readable without the lock (spinning)
+  std::atomic<bool> stopping_{false};
 };
 
 struct Budgets {
