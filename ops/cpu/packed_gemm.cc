@@ -1,7 +1,5 @@
 #include "ops/cpu/packed_gemm.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -46,7 +44,6 @@ constexpr int64_t kSlice = 256;       // k per slice
 constexpr int64_t kRowBlock = 192;    // rows per block
 constexpr int64_t kPanelGroup = 8;    // panels whose C block stays in L2 over the slices
 constexpr int64_t kSplitMacs = int64_t(1) << 18;  // below: on the calling thread
-constexpr size_t kHugePage = size_t(2) << 20;
 
 // C tile (rows x 48, ldc apart) = A (rows x kc, lda apart) · panel slice (kc x 48), plus C's
 // own values when `accumulate`.
@@ -277,22 +274,22 @@ PackedMatrix pack_weight(const float* w, int64_t n, int64_t k, int64_t ldw) {
   out.n = n;
   out.k = k;
   const size_t floats = size_t(out.panels() * k * kPanel);
-  // Large matrices on 2 MiB pages where the kernel allows it: a panel streams through
-  // memory without a TLB miss (and a stalled prefetcher) every 4 KiB.
-  const size_t align = floats * sizeof(float) >= kHugePage ? kHugePage : 64;
-  const size_t bytes = std::max((floats * sizeof(float) + align - 1) / align * align, align);
-  float* data = static_cast<float*>(std::aligned_alloc(align, bytes));
+  const size_t bytes = std::max<size_t>((floats * sizeof(float) + 63) / 64 * 64, 64);
+  float* data = static_cast<float*>(std::aligned_alloc(64, bytes));
   LIBAI_CHECK(data != nullptr, "pack_weight: could not allocate ", bytes, " bytes");
-  if (align == kHugePage) madvise(data, bytes, MADV_HUGEPAGE);  // advice: failure is harmless
   out.data = std::shared_ptr<float[]>(data, [](float* p) { std::free(p); });
   parallel_for(0, out.panels(), 4, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       float* dst = data + p * k * kPanel;
       const int64_t cols = std::min(kPanel, n - p * kPanel);
-      for (int64_t kk = 0; kk < k; ++kk) {
-        float* row = dst + kk * kPanel;
-        for (int64_t j = 0; j < cols; ++j) row[j] = w[(p * kPanel + j) * ldw + kk];
-        for (int64_t j = cols; j < kPanel; ++j) row[j] = 0.0f;
+      // Each weight row read front to back; its values land kPanel apart, in a panel that
+      // stays in L2 while it is written.
+      for (int64_t j = 0; j < kPanel; ++j) {
+        const float* src = w + (p * kPanel + j) * ldw;
+        if (j < cols)
+          for (int64_t kk = 0; kk < k; ++kk) dst[kk * kPanel + j] = src[kk];
+        else
+          for (int64_t kk = 0; kk < k; ++kk) dst[kk * kPanel + j] = 0.0f;
       }
     }
   });
