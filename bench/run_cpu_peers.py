@@ -1,9 +1,11 @@
-"""CPU inference side by side (issue 19): our model_bench with its one pool (runtime/blas.h),
-the same binary with OpenBLAS's own threads (LIBAI_BLAS_THREADS=openblas, as before the pool),
-ONNX Runtime's CPU provider on graphs exported from the same folders (tools/export_ort_peers.py)
-and PyTorch + transformers / sentence-transformers (bench/peer_models.py), same weights, f32,
-same thread count. Rows: GPT-2 small forward 1 x 128 and 8 x 128 (all logits), MiniLM encode
-(256 sentences, batch 32). Each round runs every implementation once, in an order that rotates
+"""CPU inference side by side (issue 19): our model_bench (weights packed at load,
+ops/packed_linear.h), the same binary with the weights left unpacked (--no-pack: every product
+through OpenBLAS in our pool, runtime/blas.h), ONNX Runtime's CPU provider on graphs exported
+from the same folders (tools/export_ort_peers.py) and PyTorch + transformers /
+sentence-transformers (bench/peer_models.py), same weights, f32, same thread count. Rows:
+GPT-2 small forward 1 x 128 and 8 x 128 (all logits), greedy decode of 64 new tokens after the
+same 8-token prompt (no ONNX Runtime graph with a KV cache: ours and PyTorch only), MiniLM
+encode (256 sentences, batch 32). Each round runs every implementation once, in an order that rotates
 from round to round; each process runs one untimed pass and `--reps` timed ones and reports
 their median. The table gives, per row and implementation, the median over rounds, the
 min-max, the spread (max / min over the rounds' processes) and the ratio of each peer's time
@@ -25,9 +27,10 @@ import time
 ROWS = {
     "gpt2_b1": {"mode": "forward", "batch": 1, "seq": 128, "model": "gpt2"},
     "gpt2_b8": {"mode": "forward", "batch": 8, "seq": 128, "model": "gpt2"},
+    "gpt2_decode": {"mode": "decode", "new_tokens": 64, "model": "gpt2"},
     "minilm": {"mode": "encode", "model": "minilm"},
 }
-IMPLS = ["ours", "ours_openblas_threads", "onnxruntime", "torch"]
+IMPLS = ["ours", "ours_unpacked", "onnxruntime", "torch"]
 
 
 def run(cmd, env=None):
@@ -66,22 +69,26 @@ def main():
     out_path = a.out or os.path.join(work, "cpu_peers.jsonl")
     results = []
     rows = a.rows.split(",")
-    total = a.rounds * len(rows) * len(IMPLS)
+    total = a.rounds * sum(len(IMPLS) - (ROWS[r]["mode"] == "decode") for r in rows)
     done, start = 0, time.time()
     for rnd in range(a.rounds):
         for row in rows:
             spec = ROWS[row]
             order = IMPLS[rnd % len(IMPLS):] + IMPLS[:rnd % len(IMPLS)]
             for impl in order:
+                if impl == "onnxruntime" and spec["mode"] == "decode":
+                    continue
                 shape = (["--batch", str(spec["batch"]), "--seq", str(spec["seq"])]
-                         if spec["mode"] == "forward" else ["--texts", texts, "--encode-batch", "32"])
+                         if spec["mode"] == "forward"
+                         else ["--new-tokens", str(spec["new_tokens"])] if spec["mode"] == "decode"
+                         else ["--texts", texts, "--encode-batch", "32"])
                 common = ["--model", folders[spec["model"]], "--mode", spec["mode"], "--reps",
                           str(a.reps), "--threads", str(a.threads)] + shape
                 e = dict(env)
                 if impl.startswith("ours"):
                     cmd = [os.path.join(a.build, "bench", "model_bench")] + common
-                    if impl == "ours_openblas_threads":
-                        e["LIBAI_BLAS_THREADS"] = "openblas"
+                    if impl == "ours_unpacked":
+                        cmd.append("--no-pack")
                 elif impl == "onnxruntime":
                     cmd = [py, "bench/peer_models.py", "--impl", "onnxruntime", "--onnx",
                            graphs[spec["model"]]] + common
@@ -103,6 +110,8 @@ def main():
         ours = statistics.median(r["median_ms"] for r in results if r["row"] == row and r["impl_name"] == "ours")
         for impl in IMPLS:
             t = [r["median_ms"] for r in results if r["row"] == row and r["impl_name"] == impl]
+            if not t:
+                continue
             m = statistics.median(t)
             print(f"| {row} | {impl} | {m:.1f} ({min(t):.1f}-{max(t):.1f}) | {max(t) / min(t):.2f} | "
                   f"{m / ours:.2f} |")

@@ -73,6 +73,12 @@ endif()
 
 libai_layer_library(libai_ops ops)
 target_link_libraries(libai_ops PUBLIC libai_runtime PRIVATE ${OPENBLAS_LIBRARY})
+if(LIBAI_NATIVE)
+  # GCC vectorises for 256-bit registers on AVX-512 cores unless told otherwise; the kernels'
+  # loops (activations, norms, softmax) run faster on the full 512 bits (bench/RESULTS.md,
+  # issue 19). A no-op on cores without AVX-512.
+  target_compile_options(libai_ops PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-mprefer-vector-width=512>)
+endif()
 if(LIBAI_HAVE_ONEDNN)
   # OpenMP's runtime library only (omp_set_num_threads for oneDNN's thread count), no -fopenmp.
   target_link_libraries(libai_ops PRIVATE ${DNNL_LIBRARY} ${OpenMP_CXX_LIBRARIES})
