@@ -21,6 +21,7 @@
 #include "ops/loss.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
+#include "ops/packed_linear.h"
 #include "ops/reduce.h"
 #include "ops/select.h"
 #include "ops/softmax.h"
