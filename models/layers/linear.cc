@@ -78,11 +78,15 @@ std::optional<ops::UnaryOp> fused_op(Activation act) {
 bool needs_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
 
 // Whether a product by a packed copy of `weight` may stand in for ops::linear here: nothing
-// needs a gradient, no autocast, and the weight is still the tensor that was packed.
+// needs a gradient, no autocast, and the weight is still the tensor that was packed. A single
+// row (one sequence decoding) reads the whole weight for one row of output either way, at the
+// memory's rate; OpenBLAS's gemv on the weight as stored measured a few percent faster there
+// than the packed kernel (bench/RESULTS.md, issue 19), so it keeps the ordinary path.
 bool packed_applies(const ops::PackedWeight& packed, const Tensor& weight, const Tensor* bias,
                     const Tensor& x, const Tensor& residual) {
   if (!packed.defined() || packed.source() != weight.data_ptr()) return false;
   if (x.dtype() != DType::f32 || !x.device().is_cpu()) return false;
+  if (x.dim() == 0 || x.numel() <= x.size(-1)) return false;  // one row
   const DType autocast = training_mode().autocast;
   if (autocast == DType::bf16 || autocast == DType::f16) return false;
   return !autograd::grad_enabled() ||

@@ -1,6 +1,7 @@
-// CPU kernels of ops/norm.h. Rows run in parallel; each row is loaded once into an f32
-// (f64) buffer, and the statistics take two passes over that buffer in L1 (mean, then the
-// centred sum of squares), which avoids the cancellation of sum(x^2) - sum(x)^2.
+// CPU kernels of ops/norm.h. Rows run in parallel; the statistics take two passes over a row
+// in L1 (mean, then the centred sum of squares), which avoids the cancellation of sum(x^2) -
+// sum(x)^2. f32 rows are read where they lie; 16-bit and f64 rows go through an f32 (f64)
+// buffer.
 #include <cmath>
 #include <vector>
 
@@ -52,6 +53,21 @@ std::pair<C, C> normalize_row(NormKind kind, C* row, int64_t hidden, C eps) {
   return {mean, rstd};
 }
 
+// normalize_row, then the weight and the bias, from x to y directly (f32).
+void normalize_row_f32(NormKind kind, const float* x, float* y, int64_t hidden, float eps,
+                       const float* w, const float* b, float& mean, float& rstd) {
+  const float inv_n = 1.0f / float(hidden);
+  mean = kind == NormKind::layer ? dot_f32(x, nullptr, hidden) * inv_n : 0.0f;
+  rstd = 1.0f / std::sqrt(centred_square_sum_f32(x, mean, hidden) * inv_n + eps);
+  const float m = mean, s = rstd;
+  if (w && b)
+    for (int64_t j = 0; j < hidden; ++j) y[j] = (x[j] - m) * s * w[j] + b[j];
+  else if (w)
+    for (int64_t j = 0; j < hidden; ++j) y[j] = (x[j] - m) * s * w[j];
+  else
+    for (int64_t j = 0; j < hidden; ++j) y[j] = (x[j] - m) * s;
+}
+
 void norm_forward_cpu(NormKind kind, const Tensor& x, const Tensor& weight, const Tensor& bias,
                       double eps, Tensor& y, Tensor& mean, Tensor& rstd) {
   dispatch_floating(x.dtype(), "norm", [&]<typename T>() {
@@ -63,6 +79,18 @@ void norm_forward_cpu(NormKind kind, const Tensor& x, const Tensor& weight, cons
     C* mp = mean.data<C>();
     C* rp = rstd.data<C>();
     const int64_t grain = std::max<int64_t>(1, kGrainElements / hidden);
+    if constexpr (std::is_same_v<T, float>) {
+      // f32 rows need no staging: the two statistics passes read x (in L1 after the first)
+      // and one pass writes y.
+      const float* wp = w.empty() ? nullptr : w.data();
+      const float* bp = b.empty() ? nullptr : b.data();
+      parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r)
+          normalize_row_f32(kind, xp + r * hidden, yp + r * hidden, hidden, float(eps), wp, bp,
+                            mp[r], rp[r]);
+      });
+      return;
+    }
     parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
       std::vector<C> buf(static_cast<size_t>(hidden));
       C* row = buf.data();

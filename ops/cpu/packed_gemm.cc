@@ -263,8 +263,11 @@ void run_block(TileFn tile, int64_t row_begin, int64_t row_end, int64_t p_begin,
   for (int64_t i0 = row_begin; i0 < row_end; i0 += kRowBlock) {
     const int64_t i1 = std::min(row_end, i0 + kRowBlock);
     const int64_t tiles = (i1 - i0 + kRows - 1) / kRows;
-    for (int64_t g0 = p_begin; g0 < p_end; g0 += kPanelGroup) {
-      const int64_t g1 = std::min(p_end, g0 + kPanelGroup);
+    // One tile of rows (decoding): a panel's slices one after another, so that each thread
+    // streams its weights front to back.
+    const int64_t group = tiles == 1 ? 1 : kPanelGroup;
+    for (int64_t g0 = p_begin; g0 < p_end; g0 += group) {
+      const int64_t g1 = std::min(p_end, g0 + group);
       for (int64_t k0 = 0; k0 < k; k0 += kSlice) {
         const int64_t kc = std::min(kSlice, k - k0);
         const bool first = k0 == 0, last = k0 + kSlice >= k;

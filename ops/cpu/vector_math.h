@@ -10,6 +10,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace libai::ops::cpu {
 
@@ -96,15 +97,38 @@ inline float silu_f32(float x) { return x * sigmoid_f32(x); }
 namespace libai::ops::cpu {
 
 // Row reductions with 16 independent lanes: without -ffast-math the compiler keeps one
-// sequential accumulator (IEEE order), so the lanes are written out to let it vectorise.
+// sequential accumulator (IEEE order), so the lanes are written out to let it vectorise. The
+// lanes are a GCC vector (one AVX-512 register, or two or four narrower ones): as a float[16]
+// array they were kept on the stack, stored and reloaded at every step (issue 19).
 constexpr int kLanes = 16;
+using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
+
+inline Lanes load_lanes(const float* p) {
+  Lanes v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline Lanes splat_lanes(float x) {
+  Lanes v;
+  for (int l = 0; l < kLanes; ++l) v[l] = x;
+  return v;
+}
+
+// Lanes summed in order 0, 1, ..., 15.
+inline float sum_lanes(Lanes v) {
+  float s = 0.0f;
+  for (int l = 0; l < kLanes; ++l) s += v[l];
+  return s;
+}
 
 inline float max_f32(const float* x, int64_t n) {
-  float acc[kLanes];
-  for (int l = 0; l < kLanes; ++l) acc[l] = -INFINITY;
+  Lanes acc = splat_lanes(-INFINITY);
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+  for (; j + kLanes <= n; j += kLanes) {
+    const Lanes v = load_lanes(x + j);
+    acc = v > acc ? v : acc;
+  }
   float m = -INFINITY;
   for (int l = 0; l < kLanes; ++l) m = acc[l] > m ? acc[l] : m;
   for (; j < n; ++j) m = x[j] > m ? x[j] : m;
@@ -113,33 +137,43 @@ inline float max_f32(const float* x, int64_t n) {
 
 // sum_j a[j] * b[j] (b == nullptr: sum_j a[j]).
 inline float dot_f32(const float* a, const float* b, int64_t n) {
-  float acc[kLanes] = {};
+  Lanes acc = {};
   int64_t j = 0;
   if (b) {
-    for (; j + kLanes <= n; j += kLanes)
-      for (int l = 0; l < kLanes; ++l) acc[l] += a[j + l] * b[j + l];
+    for (; j + kLanes <= n; j += kLanes) acc += load_lanes(a + j) * load_lanes(b + j);
   } else {
-    for (; j + kLanes <= n; j += kLanes)
-      for (int l = 0; l < kLanes; ++l) acc[l] += a[j + l];
+    for (; j + kLanes <= n; j += kLanes) acc += load_lanes(a + j);
   }
-  float s = 0.0f;
-  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  float s = sum_lanes(acc);
   for (; j < n; ++j) s += b ? a[j] * b[j] : a[j];
+  return s;
+}
+
+// sum_j (x[j] - shift)^2.
+inline float centred_square_sum_f32(const float* x, float shift, int64_t n) {
+  Lanes acc = {};
+  const Lanes c = splat_lanes(shift);
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    const Lanes d = load_lanes(x + j) - c;
+    acc += d * d;
+  }
+  float s = sum_lanes(acc);
+  for (; j < n; ++j) s += (x[j] - shift) * (x[j] - shift);
   return s;
 }
 
 // out[j] = e^(x[j] - shift) (out == nullptr: not stored); returns their sum.
 inline float exp_sum_f32(const float* x, float shift, float* out, int64_t n) {
-  float acc[kLanes] = {};
+  Lanes acc = {};
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      const float e = exp_f32(x[j + l] - shift);
-      if (out) out[j + l] = e;
-      acc[l] += e;
-    }
-  float s = 0.0f;
-  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  for (; j + kLanes <= n; j += kLanes) {
+    float e[kLanes];
+    for (int l = 0; l < kLanes; ++l) e[l] = exp_f32(x[j + l] - shift);
+    if (out) std::memcpy(out + j, e, sizeof e);
+    acc += load_lanes(e);
+  }
+  float s = sum_lanes(acc);
   for (; j < n; ++j) {
     const float e = exp_f32(x[j] - shift);
     if (out) out[j] = e;
