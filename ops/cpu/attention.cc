@@ -24,6 +24,8 @@ namespace {
 
 constexpr int64_t kQueryTile = 32;
 constexpr int64_t kKeyTile = 64;
+// Queries whose score and value products run together (register blocking).
+constexpr int kRowBlock = 4;
 
 // e^x, exactly 0 for x = -inf (masked scores, or rows whose lse is +inf). f32 uses the
 // vectorisable exp so that the softmax loops stay SIMD; f64 keeps <cmath> for gradcheck.
@@ -110,22 +112,31 @@ struct Problem {
     }
   }
 
+  // s [R, kKeyTile] = qs [R, d] kt [d, kKeyTile]: local rows of kKeyTile sums stay in vector
+  // registers across the d loop, each row of kt loaded once for R queries.
+  template <int R>
+  void products(const C* qs, const C* kt, C* s) const {
+    C row[R][kKeyTile] = {};
+    for (int64_t c = 0; c < d; ++c) {
+      const C* kc = kt + c * kKeyTile;
+      for (int r = 0; r < R; ++r) {
+        const C qv = qs[r * d + c];
+        for (int64_t j = 0; j < kKeyTile; ++j) row[r][j] += qv * kc[j];
+      }
+    }
+    for (int r = 0; r < R; ++r) std::copy(row[r], row[r] + kKeyTile, s + r * kKeyTile);
+  }
+
   // s [rows, kKeyTile] = qs kᵀ + bias for queries i0.. and keys j0..; -inf where masked.
   // qs [rows, d] is already scaled; kt [d, kKeyTile].
   void scores(int64_t b, int64_t h, int64_t i0, int64_t rows, int64_t j0, int64_t cols, const C* qs,
               const C* kt, C* s) const {
     constexpr C kNegInf = -std::numeric_limits<C>::infinity();
-    for (int64_t r = 0; r < rows; ++r) {
-      // A local row of kKeyTile sums stays in vector registers across the d loop.
-      C row[kKeyTile] = {};
-      const C* qr = qs + r * d;
-      for (int64_t c = 0; c < d; ++c) {
-        const C qv = qr[c];
-        const C* kc = kt + c * kKeyTile;
-        for (int64_t j = 0; j < kKeyTile; ++j) row[j] += qv * kc[j];
-      }
+    int64_t r = 0;
+    for (; r + kRowBlock <= rows; r += kRowBlock) products<kRowBlock>(qs + r * d, kt, s + r * kKeyTile);
+    for (; r < rows; ++r) products<1>(qs + r * d, kt, s + r * kKeyTile);
+    for (r = 0; r < rows; ++r) {
       C* sr = s + r * kKeyTile;
-      std::copy(row, row + kKeyTile, sr);
       const int64_t i = i0 + r;
       if (bias != nullptr) {
         const T* br = bias + b * bias_s[0] + h * bias_s[1] + i * bias_s[2] + j0 * bias_s[3];
@@ -143,23 +154,27 @@ struct Problem {
   }
 };
 
-// out [dv] += Σ_j p[j] · v[j, :] for v [cols, dv]. Full 64-wide column blocks go through a
-// local array that the compiler keeps in vector registers across the j loop.
-template <typename C>
+// out[r] [dv] += Σ_j p[r][j] · v[j, :] for R rows (p's kKeyTile apart, out's dv apart) and v
+// [cols, dv]. Full 64-wide column blocks go through local arrays that the compiler keeps in
+// vector registers across the j loop; each row of v loaded serves R rows.
+template <int R, typename C>
 void accumulate_pv(const C* p, const C* v, int64_t cols, int64_t dv, C* out) {
   int64_t c0 = 0;
   for (; c0 + kKeyTile <= dv; c0 += kKeyTile) {
-    C part[kKeyTile];
-    std::copy(out + c0, out + c0 + kKeyTile, part);
+    C part[R][kKeyTile];
+    for (int r = 0; r < R; ++r) std::copy(out + r * dv + c0, out + r * dv + c0 + kKeyTile, part[r]);
     for (int64_t j = 0; j < cols; ++j) {
-      const C pj = p[j];
       const C* vr = v + j * dv + c0;
-      for (int64_t c = 0; c < kKeyTile; ++c) part[c] += pj * vr[c];
+      for (int r = 0; r < R; ++r) {
+        const C pj = p[r * kKeyTile + j];
+        for (int64_t c = 0; c < kKeyTile; ++c) part[r][c] += pj * vr[c];
+      }
     }
-    std::copy(part, part + kKeyTile, out + c0);
+    for (int r = 0; r < R; ++r) std::copy(part[r], part[r] + kKeyTile, out + r * dv + c0);
   }
-  for (int64_t j = 0; j < cols; ++j)
-    for (int64_t c = c0; c < dv; ++c) out[c] += p[j] * v[j * dv + c];
+  for (int r = 0; r < R; ++r)
+    for (int64_t j = 0; j < cols; ++j)
+      for (int64_t c = c0; c < dv; ++c) out[r * dv + c] += p[r * kKeyTile + j] * v[j * dv + c];
 }
 
 template <typename T>
@@ -175,6 +190,7 @@ void forward_typed(const Tensor& tq, const Tensor& tk, const Tensor& tv, const A
     std::vector<C> qs(size_t(kQueryTile * d)), kt(size_t(d * kKeyTile), C(0));
     std::vector<C> vt(size_t(kKeyTile * dv)), s(size_t(kQueryTile * kKeyTile));
     std::vector<C> acc(size_t(kQueryTile * dv)), m(kQueryTile), l(kQueryTile);
+    std::vector<char> live(kQueryTile);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t bh = item / q_tiles, b = bh / pr.heads, h = bh % pr.heads;
       const int64_t i0 = (item % q_tiles) * kQueryTile;
@@ -194,7 +210,8 @@ void forward_typed(const Tensor& tq, const Tensor& tk, const Tensor& tv, const A
           C tile_max = -std::numeric_limits<C>::infinity();
           for (int64_t j = 0; j < cols; ++j) tile_max = std::max(tile_max, sr[j]);
           const C m_new = std::max(m[r], tile_max);
-          if (m_new == -std::numeric_limits<C>::infinity()) continue;  // all masked so far
+          live[r] = m_new != -std::numeric_limits<C>::infinity();
+          if (!live[r]) continue;  // all masked so far: nothing to add
           const C alpha = exp_or_zero(m[r] - m_new);
           for (int64_t j = 0; j < cols; ++j) sr[j] = exp_or_zero(sr[j] - m_new);
           C sum = 0;
@@ -203,8 +220,24 @@ void forward_typed(const Tensor& tq, const Tensor& tk, const Tensor& tv, const A
           m[r] = m_new;
           C* ar = acc.data() + r * dv;
           for (int64_t c = 0; c < dv; ++c) ar[c] *= alpha;
-          accumulate_pv(sr, vt.data(), cols, dv, ar);
         }
+        // The value products, kRowBlock live rows at a time.
+        int64_t r = 0;
+        for (; r + kRowBlock <= rows; r += kRowBlock) {
+          bool all_live = true;
+          for (int64_t q = r; q < r + kRowBlock; ++q) all_live = all_live && live[q];
+          if (all_live) {
+            accumulate_pv<kRowBlock>(s.data() + r * kKeyTile, vt.data(), cols, dv,
+                                     acc.data() + r * dv);
+            continue;
+          }
+          for (int64_t q = r; q < r + kRowBlock; ++q)
+            if (live[q])
+              accumulate_pv<1>(s.data() + q * kKeyTile, vt.data(), cols, dv, acc.data() + q * dv);
+        }
+        for (; r < rows; ++r)
+          if (live[r])
+            accumulate_pv<1>(s.data() + r * kKeyTile, vt.data(), cols, dv, acc.data() + r * dv);
       }
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t row = bh * pr.q_len + i0 + r;
