@@ -115,11 +115,22 @@ inline Lanes splat_lanes(float x) {
   return v;
 }
 
-// Lanes summed in order 0, 1, ..., 15.
+// The lanes summed pairwise (lane l with l + 8, then l + 4, ...): four dependent adds where
+// a left-to-right sum had fifteen, which on a 128-wide softmax row cost as much as its exps.
 inline float sum_lanes(Lanes v) {
-  float s = 0.0f;
-  for (int l = 0; l < kLanes; ++l) s += v[l];
-  return s;
+  float s[kLanes];
+  std::memcpy(s, &v, sizeof s);
+  for (int width = kLanes / 2; width >= 1; width /= 2)
+    for (int l = 0; l < width; ++l) s[l] += s[l + width];
+  return s[0];
+}
+
+inline float max_lanes(Lanes v) {
+  float s[kLanes];
+  std::memcpy(s, &v, sizeof s);
+  for (int width = kLanes / 2; width >= 1; width /= 2)
+    for (int l = 0; l < width; ++l) s[l] = s[l + width] > s[l] ? s[l + width] : s[l];
+  return s[0];
 }
 
 inline float max_f32(const float* x, int64_t n) {
@@ -129,8 +140,7 @@ inline float max_f32(const float* x, int64_t n) {
     const Lanes v = load_lanes(x + j);
     acc = v > acc ? v : acc;
   }
-  float m = -INFINITY;
-  for (int l = 0; l < kLanes; ++l) m = acc[l] > m ? acc[l] : m;
+  float m = max_lanes(acc);
   for (; j < n; ++j) m = x[j] > m ? x[j] : m;
   return m;
 }
@@ -167,10 +177,10 @@ inline float centred_square_sum_f32(const float* x, float shift, int64_t n) {
 inline float exp_sum_f32(const float* x, float shift, float* out, int64_t n) {
   Lanes acc = {};
   int64_t j = 0;
+  alignas(64) float scratch[kLanes];
   for (; j + kLanes <= n; j += kLanes) {
-    float e[kLanes];
+    float* e = out ? out + j : scratch;
     for (int l = 0; l < kLanes; ++l) e[l] = exp_f32(x[j + l] - shift);
-    if (out) std::memcpy(out + j, e, sizeof e);
     acc += load_lanes(e);
   }
   float s = sum_lanes(acc);
