@@ -114,17 +114,28 @@ struct Problem {
 
   // s [R, kKeyTile] = qs [R, d] kt [d, kKeyTile]: local rows of kKeyTile sums stay in vector
   // registers across the d loop, each row of kt loaded once for R queries.
-  template <int R>
+  // Only the first W keys of the tile are computed (W: the tile's keys rounded up to 16).
+  template <int R, int W = kKeyTile>
   void products(const C* qs, const C* kt, C* s) const {
-    C row[R][kKeyTile] = {};
+    C row[R][W] = {};
     for (int64_t c = 0; c < d; ++c) {
       const C* kc = kt + c * kKeyTile;
       for (int r = 0; r < R; ++r) {
         const C qv = qs[r * d + c];
-        for (int64_t j = 0; j < kKeyTile; ++j) row[r][j] += qv * kc[j];
+        for (int64_t j = 0; j < W; ++j) row[r][j] += qv * kc[j];
       }
     }
-    for (int r = 0; r < R; ++r) std::copy(row[r], row[r] + kKeyTile, s + r * kKeyTile);
+    for (int r = 0; r < R; ++r) std::copy(row[r], row[r] + W, s + r * kKeyTile);
+  }
+
+  template <int R>
+  void products_upto(int64_t cols, const C* qs, const C* kt, C* s) const {
+    switch ((cols + 15) / 16) {
+      case 1: return products<R, 16>(qs, kt, s);
+      case 2: return products<R, 32>(qs, kt, s);
+      case 3: return products<R, 48>(qs, kt, s);
+      default: return products<R, kKeyTile>(qs, kt, s);
+    }
   }
 
   // s [rows, kKeyTile] = qs kᵀ + bias for queries i0.. and keys j0..; -inf where masked.
@@ -133,8 +144,9 @@ struct Problem {
               const C* kt, C* s) const {
     constexpr C kNegInf = -std::numeric_limits<C>::infinity();
     int64_t r = 0;
-    for (; r + kRowBlock <= rows; r += kRowBlock) products<kRowBlock>(qs + r * d, kt, s + r * kKeyTile);
-    for (; r < rows; ++r) products<1>(qs + r * d, kt, s + r * kKeyTile);
+    for (; r + kRowBlock <= rows; r += kRowBlock)
+      products_upto<kRowBlock>(cols, qs + r * d, kt, s + r * kKeyTile);
+    for (; r < rows; ++r) products_upto<1>(cols, qs + r * d, kt, s + r * kKeyTile);
     for (r = 0; r < rows; ++r) {
       C* sr = s + r * kKeyTile;
       const int64_t i = i0 + r;
@@ -155,23 +167,28 @@ struct Problem {
 };
 
 // out[r] [dv] += Σ_j p[r][j] · v[j, :] for R rows (p's kKeyTile apart, out's dv apart) and v
-// [cols, dv]. Full 64-wide column blocks go through local arrays that the compiler keeps in
-// vector registers across the j loop; each row of v loaded serves R rows.
+// [cols, dv]. Blocks of 64 columns, then of 16 (MiniLM's heads are 32 wide), go through local
+// arrays that the compiler keeps in vector registers across the j loop; each row of v loaded
+// serves R rows.
+template <int R, int W, typename C>
+void accumulate_pv_columns(const C* p, const C* v, int64_t cols, int64_t dv, int64_t c0, C* out) {
+  C part[R][W];
+  for (int r = 0; r < R; ++r) std::copy(out + r * dv + c0, out + r * dv + c0 + W, part[r]);
+  for (int64_t j = 0; j < cols; ++j) {
+    const C* vr = v + j * dv + c0;
+    for (int r = 0; r < R; ++r) {
+      const C pj = p[r * kKeyTile + j];
+      for (int64_t c = 0; c < W; ++c) part[r][c] += pj * vr[c];
+    }
+  }
+  for (int r = 0; r < R; ++r) std::copy(part[r], part[r] + W, out + r * dv + c0);
+}
+
 template <int R, typename C>
 void accumulate_pv(const C* p, const C* v, int64_t cols, int64_t dv, C* out) {
   int64_t c0 = 0;
-  for (; c0 + kKeyTile <= dv; c0 += kKeyTile) {
-    C part[R][kKeyTile];
-    for (int r = 0; r < R; ++r) std::copy(out + r * dv + c0, out + r * dv + c0 + kKeyTile, part[r]);
-    for (int64_t j = 0; j < cols; ++j) {
-      const C* vr = v + j * dv + c0;
-      for (int r = 0; r < R; ++r) {
-        const C pj = p[r * kKeyTile + j];
-        for (int64_t c = 0; c < kKeyTile; ++c) part[r][c] += pj * vr[c];
-      }
-    }
-    for (int r = 0; r < R; ++r) std::copy(part[r], part[r] + kKeyTile, out + r * dv + c0);
-  }
+  for (; c0 + 64 <= dv; c0 += 64) accumulate_pv_columns<R, 64>(p, v, cols, dv, c0, out);
+  for (; c0 + 16 <= dv; c0 += 16) accumulate_pv_columns<R, 16>(p, v, cols, dv, c0, out);
   for (int r = 0; r < R; ++r)
     for (int64_t j = 0; j < cols; ++j)
       for (int64_t c = c0; c < dv; ++c) out[r * dv + c] += p[r * kKeyTile + j] * v[j * dv + c];

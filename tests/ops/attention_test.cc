@@ -75,6 +75,8 @@ TEST(Attention, ForwardMatchesNaiveReference) {
       {1, 2, 45, 150, 5, 9, true, true, true},    {2, 1, 13, 7, 4, 4, true, false, false},
       {1, 1, 1, 100, 8, 8, true, true, false},  // one decoding step against a KV cache
       {1, 2, 9, 70, 8, 80, true, true, true},   // dv = one 64-wide block + a tail
+      {2, 2, 21, 19, 32, 32, false, true, false},  // MiniLM's heads: 16-wide value blocks
+      {1, 2, 6, 40, 8, 40, true, false, true},     // dv = two 16-wide blocks + a tail
   };
   uint64_t seed = 1;
   for (const Case& c : cases) {
