@@ -1,7 +1,8 @@
 // ops::matmul against raw cblas_sgemm, side by side in one run, at the GEMM shapes of
-// GPT-2 small (hidden 768) and medium (hidden 1024) layers with 1024 tokens (8 x 128), plus
-// the bf16 path at the same shapes. The summary printed at the end gives each op's
-// GFLOP/s as a fraction of sgemm's at the same shape.
+// GPT-2 small (hidden 768) and medium (hidden 1024) layers with 1024 tokens (8 x 128) and 128
+// tokens (1 x 128), GPT-2's LM head, the bf16 path, and the packed inference product
+// (ops::linear_packed: weight packed once, bias fused). The summary printed at the end gives
+// each op's GFLOP/s as a fraction of sgemm's at the same shape.
 //
 //   build/bench/bench_matmul --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include "ops/matmul.h"
+#include "ops/packed_linear.h"
 #include "runtime/device_copy.h"
 #include "runtime/rng.h"
 #include "runtime/threads.h"
@@ -21,8 +23,9 @@ namespace libai {
 
 // {k, n} of [1024, k] x [k, n]: GPT-2 small (hidden 768) then medium (hidden 1024) layers.
 constexpr std::pair<int64_t, int64_t> kShapes[] = {
-    {768, 2304}, {768, 768}, {768, 3072}, {3072, 768}, {1024, 3072}, {1024, 4096}, {4096, 1024}};
-constexpr int64_t kTokens = 1024;  // 8 sequences x 128
+    {768, 2304}, {768, 768},   {768, 3072},  {3072, 768},
+    {1024, 3072}, {1024, 4096}, {4096, 1024}, {768, 50257}};
+constexpr int64_t kTokens[] = {1024, 128};  // 8 sequences x 128, one sequence
 
 Tensor random_tensor(const Shape& shape, uint64_t seed, DType dtype = DType::f32) {
   Tensor t = Tensor::empty(shape, DType::f32);
@@ -63,6 +66,16 @@ void BM_Linear(benchmark::State& state) {
   Tensor x = random_tensor({8, m / 8, k}, 1), w = random_tensor({n, k}, 2);
   Tensor bias = random_tensor({n}, 3);
   for (auto _ : state) benchmark::DoNotOptimize(ops::linear(x, w, bias).data_ptr());
+  set_flops(state, m, k, n);
+}
+
+// linear with the weight packed once (ops/packed_linear.h), as inference runs it.
+void BM_PackedLinear(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  Tensor x = random_tensor({m, k}, 1), w = random_tensor({n, k}, 2);
+  Tensor bias = random_tensor({n}, 3);
+  const ops::PackedWeight packed = ops::pack_weight(w);
+  for (auto _ : state) benchmark::DoNotOptimize(ops::linear_packed(x, packed, bias).data_ptr());
   set_flops(state, m, k, n);
 }
 
@@ -107,18 +120,21 @@ class RatioReporter : public benchmark::ConsoleReporter {
 int main(int argc, char** argv) {
   using namespace libai;
   // One shape after another, each op beside raw sgemm, so load drift hits them alike.
-  for (auto [k, n] : kShapes) {
-    std::string shape = std::to_string(kTokens) + "x" + std::to_string(k) + "x" + std::to_string(n);
-    for (auto* b :
-         {benchmark::RegisterBenchmark(("sgemm/" + shape).c_str(), BM_Sgemm),
-          benchmark::RegisterBenchmark(("matmul_f32/" + shape).c_str(), BM_Matmul, DType::f32),
-          benchmark::RegisterBenchmark(("linear_f32/" + shape).c_str(), BM_Linear),
-          benchmark::RegisterBenchmark(("matmul_bf16/" + shape).c_str(), BM_Matmul, DType::bf16)})
-      b->Args({kTokens, k, n})
-          ->Unit(benchmark::kMillisecond)
-          ->UseRealTime()
-          ->MeasureProcessCPUTime();
-  }
+  for (int64_t m : kTokens)
+    for (auto [k, n] : kShapes) {
+      std::string shape =
+          std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
+      for (auto* b :
+           {benchmark::RegisterBenchmark(("sgemm/" + shape).c_str(), BM_Sgemm),
+            benchmark::RegisterBenchmark(("matmul_f32/" + shape).c_str(), BM_Matmul, DType::f32),
+            benchmark::RegisterBenchmark(("linear_f32/" + shape).c_str(), BM_Linear),
+            benchmark::RegisterBenchmark(("linear_packed/" + shape).c_str(), BM_PackedLinear),
+            benchmark::RegisterBenchmark(("matmul_bf16/" + shape).c_str(), BM_Matmul, DType::bf16)})
+        b->Args({m, k, n})
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime()
+            ->MeasureProcessCPUTime();
+    }
   benchmark::Initialize(&argc, argv);
   libai::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);

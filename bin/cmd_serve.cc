@@ -43,6 +43,7 @@ struct ServeOptions {
   int max_batch = 16;
   int max_queue = 256;
   size_t max_body_bytes = 1 << 20;
+  bool no_pack = false;
 };
 
 // Note [Stopping the server]: SIGINT and SIGTERM set a flag that the serving thread polls.
@@ -142,6 +143,7 @@ int serve(const ServeOptions& o) {
   service_options.threads = o.threads;
   service_options.max_batch = o.max_batch;
   service_options.max_queue = o.max_queue;
+  service_options.pack_weights = !o.no_pack;
   auto service = Service::open(service_options);
 
   HttpServer server(*service, server_options(o, o.model));
@@ -180,6 +182,9 @@ CommandAction setup_serve(CLI::App& command) {
       ->capture_default_str();
   command.add_option("--max-queue", o->max_queue, "requests waiting beyond the running ones")
       ->capture_default_str();
+  command.add_flag("--no-pack-weights", o->no_pack,
+                   "do not pack the weights for the CPU's inference kernel (--model; saves a copy "
+                   "of the linear weights' memory)");
   command.add_option("--max-body-bytes", o->max_body_bytes, "larger request bodies get 413")
       ->capture_default_str();
   return [o] { return serve(*o); };

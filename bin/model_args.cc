@@ -25,6 +25,9 @@ void add_model_flags(CLI::App& command, ModelFlags& flags, bool with_dtype) {
   command.add_option("--tensor-parallel-size", flags.tensor_parallel_size,
                      "split the model over N ranks (threads of this process)")
       ->check(CLI::Range(1, 64));
+  command.add_flag("--no-pack-weights", flags.no_pack,
+                   "do not pack the weights for the CPU's inference kernel (saves a copy of the "
+                   "linear weights' memory; slower)");
   if (with_dtype)
     command.add_option("--dtype", flags.dtype, "parameter and activation dtype: f32 or bf16");
 }
@@ -81,7 +84,7 @@ models::LoadOptions load_options(const ModelFlags& flags) {
   models::LoadOptions options;
   options.dtype = parse_dtype_flag(flags.dtype);
   options.tp = flags.tp;
-  options.pack_weights = true;  // every command loading through here only runs forward
+  options.pack_weights = !flags.no_pack;  // every command loading through here only runs forward
   return options;
 }
 

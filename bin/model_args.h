@@ -32,11 +32,13 @@ struct ModelFlags {
   std::string folder;
   std::string dtype = "f32";
   int tensor_parallel_size = 1;
+  bool no_pack = false;  // --no-pack-weights: keep one copy of the weights (less memory)
   // Set per rank by run_on_ranks: the rank's tensor-parallel group, and whether it prints.
   std::shared_ptr<comm::Communicator> tp;
   bool leader = true;
 };
-// --model DIR (required), --tensor-parallel-size N and, when `with_dtype`, --dtype f32|bf16.
+// --model DIR (required), --tensor-parallel-size N, --no-pack-weights and, when `with_dtype`,
+// --dtype f32|bf16.
 void add_model_flags(CLI::App& command, ModelFlags& flags, bool with_dtype = true);
 
 // Runs `command` once per tensor-parallel rank (threads of this process sharing the local

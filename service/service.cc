@@ -40,7 +40,8 @@ namespace pipelines = models::pipelines;
 class ModelService final : public Service {
  public:
   explicit ModelService(const ServiceOptions& options)
-      : model_(pipelines::TextModel::load(options.model_dir, {.pack_weights = true})) {
+      : model_(pipelines::TextModel::load(options.model_dir,
+                                          {.pack_weights = options.pack_weights})) {
     const models::Task task = model_.model().task();
     info_.model_type = model_.config_json().value("model_type", std::string());
     info_.task = models::task_name(task);

@@ -38,6 +38,9 @@ struct ServiceOptions {
   int max_batch = 16;               // sequences decoded together (generation)
   int max_queue = 256;              // requests waiting beyond the running ones; more: overloaded
   int embed_batch = 32;             // texts per forward pass (embed, classify)
+  // The weights packed for the CPU's inference kernel (Note [Packed inference weights] in
+  // models/layers/linear.h): faster, and one more copy of the linear weights in memory.
+  bool pack_weights = true;
 };
 
 // A piece of generated text, in order. `text` is the new text since the previous event (empty
