@@ -7,6 +7,7 @@
 #include <set>
 #include <variant>
 
+#include "models/layers/linear.h"
 #include "ops/ops.h"
 #include "runtime/autograd.h"
 #include "runtime/checkpoint/torch_zip.h"
@@ -229,6 +230,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 LoadReport load_parameters(Module& module, const WeightSource& source, const WeightMap& map) {
   autograd::NoGradGuard no_grad;
+  // Packed copies would keep the old values (Note [Packed inference weights]): new weights
+  // drop them; the caller packs again if it wants.
+  unpack_weights(module);
   std::map<std::string, const WeightRule*> by_parameter;
   for (const auto& rule : map.rules) by_parameter[rule.parameter] = &rule;
   auto resolve = [&](const std::string& name) -> std::string {

@@ -94,6 +94,18 @@ TEST(PackedTensorParallel, OutputsMatchOneDevice) {
   }
 }
 
+// Loading weights into a packed model drops its packed copies (they would keep the old
+// values), so its products take the ordinary path until it is packed again.
+TEST(PackedWeights, LoadingNewWeightsDropsThePackedCopies) {
+  const auto dir = model_fixture("gpt2");
+  auto model = load_model(dir, {.pack_weights = true});
+  ASSERT_GT(packed_linears(*model), 0);
+  load_parameters(*model, WeightSource::open(dir), model->weight_map());
+  EXPECT_EQ(packed_linears(*model), 0);
+  EXPECT_GT(pack_for_inference(*model), 0);
+  EXPECT_GT(packed_linears(*model), 0);
+}
+
 // With gradients wanted, a packed model computes exactly what the unpacked one does.
 TEST(PackedTraining, GradientsAreTheUnpackedModelsBitForBit) {
   const auto dir = model_fixture("gpt2");
