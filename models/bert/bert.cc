@@ -127,13 +127,16 @@ class Bert : public Model {
   Bert(const HfConfig& hf, const LayerContext& ctx, bool roberta, Head head, const StageSpec& part)
       : Model(hf), c_(hf, roberta), head_(head) {
     part_ = part;
+    Embedding* word = nullptr;
     if (part.is_first()) {
       embed_ = &add_module("embed", std::make_unique<BertEmbeddings>(ctx, c_));
-      word_ = &embed_->word();
+      word = &embed_->word();
     } else if (part.is_last() && has_mlm()) {  // the masked-LM decoder is tied to it
-      word_ = &add_module("embed.word", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden,
-                                                                    EmbeddingParallel::vocab));
+      word = &add_module("embed.word", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden,
+                                                                   EmbeddingParallel::vocab));
     }
+    if (part.is_last() && has_mlm()) word->serve_as_output();
+    word_ = word;
     for (int i = part.first_layer; i < part.last_layer; ++i)
       layers_.push_back(&add_module("layers." + std::to_string(i),
                                     std::make_unique<TransformerLayer>(ctx, c_.layer())));

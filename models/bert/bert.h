@@ -45,6 +45,7 @@ class BertEmbeddings : public Module {
   // RoBERTa's pad + cumsum(ids != pad) (pad for pads).
   Tensor forward(const Tensor& ids, Tensor types = Tensor(), Tensor positions = Tensor()) const;
   const Embedding& word() const { return *word_; }  // the tied masked-LM decoder
+  Embedding& word() { return *word_; }
 
  private:
   Tensor position_ids(const Tensor& ids) const;

@@ -89,6 +89,7 @@ class Gpt2 : public DecoderLm {
     if (part.is_last()) {
       final_norm_ = &add_module(
           "final_norm", std::make_unique<Norm>(ctx, ops::NormKind::layer, c_.hidden, c_.eps));
+      wte_->serve_as_output();
       head_ = wte_;
     }
   }

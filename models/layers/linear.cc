@@ -180,7 +180,7 @@ Tensor Embedding::forward(const Tensor& ids) const {
 }
 
 bool Embedding::pack() {
-  if (!ops::packable(weight_)) return false;
+  if (!output_ || !ops::packable(weight_)) return false;
   packed_ = ops::pack_weight(weight_);
   return true;
 }

@@ -102,8 +102,13 @@ class Embedding : public Module {
   int64_t first_row() const { return first_row_; }
   // The tensor-parallel group the table is split over (null when whole).
   const std::shared_ptr<comm::Communicator>& group() const { return tp_; }
-  // The table packed as an output projection (tied LM heads, vocab_parallel_logits): Note
-  // [Packed inference weights]. Lookups always read the table itself.
+  // Marks the table as an output projection too (an LM head, tied or not, through
+  // vocab_parallel_logits): the models mark their heads.
+  void serve_as_output() { output_ = true; }
+  bool serves_as_output() const { return output_; }
+  // Packs an output table for the products of vocab_parallel_logits (Note [Packed inference
+  // weights]); false, packing nothing, for a table that is not an output projection (nobody
+  // would multiply by the copy) or not CPU f32. Lookups always read the table itself.
   bool pack();
   void unpack() { packed_ = ops::PackedWeight(); }
   const ops::PackedWeight& packed() const { return packed_; }
@@ -113,6 +118,7 @@ class Embedding : public Module {
   std::shared_ptr<comm::Communicator> tp_;
   int64_t count_, first_row_ = 0;
   Tensor& weight_;  // [count, dim] (this rank's block)
+  bool output_ = false;
   ops::PackedWeight packed_;
 };
 

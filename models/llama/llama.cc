@@ -238,7 +238,9 @@ class Llama : public DecoderLm {
       if (!c_.tied)
         lm_head_ = &add_module("lm_head", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden,
                                                                       EmbeddingParallel::vocab));
-      head_ = c_.tied ? embed_ : lm_head_;
+      Embedding* head = c_.tied ? embed_ : lm_head_;
+      head->serve_as_output();
+      head_ = head;
     }
   }
 

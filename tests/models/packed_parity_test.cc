@@ -94,6 +94,27 @@ TEST(PackedTensorParallel, OutputsMatchOneDevice) {
   }
 }
 
+// Only tables that serve as output projections are packed: a packed copy of an input-only
+// table (positions, token types, an untied model's input embeddings) would be memory for
+// nothing.
+TEST(PackedWeights, OnlyOutputTablesArePacked) {
+  const auto packed_tables = [](Module& model) {
+    std::vector<std::string> names;
+    for (auto& [name, module] : model.named_modules())
+      if (auto* table = dynamic_cast<Embedding*>(module); table && table->packed().defined())
+        names.push_back(name);
+    return names;
+  };
+  auto gpt2 = load_model(model_fixture("gpt2"), {.pack_weights = true});
+  EXPECT_EQ(packed_tables(*gpt2), std::vector<std::string>{"embed"});  // wte, tied
+  auto bert_cls = load_model(model_fixture("bert_cls"), {.pack_weights = true});
+  EXPECT_TRUE(packed_tables(*bert_cls).empty());
+  auto bert_mlm = load_model(model_fixture("bert"), {.pack_weights = true});
+  EXPECT_EQ(packed_tables(*bert_mlm).size(), 1u);
+  auto t5v11 = load_model(model_fixture("t5v11"), {.pack_weights = true});  // untied head
+  EXPECT_EQ(packed_tables(*t5v11), std::vector<std::string>{"lm_head"});
+}
+
 // Loading weights into a packed model drops its packed copies (they would keep the old
 // values), so its products take the ordinary path until it is packed again.
 TEST(PackedWeights, LoadingNewWeightsDropsThePackedCopies) {
