@@ -25,24 +25,6 @@ Tensor transpose_last(const Tensor& t) {
   return t.as_strided(shape, strides, t.offset());
 }
 
-// Merges the dims `dims` of t (in order) into one when their strides allow it; returns the
-// merged stride, or -1 when they do not collapse. Size-1 dims never block a merge.
-int64_t collapsed_stride(const Tensor& t, const std::vector<int>& dims) {
-  int64_t stride = -1, extent = 0;  // stride/size of the merged run so far (innermost last)
-  for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
-    int64_t size = t.shape()[*it], s = t.strides()[*it];
-    if (size == 1) continue;
-    if (stride < 0) {
-      stride = s;
-      extent = size;
-    } else {
-      if (s != stride * extent) return -1;
-      extent *= size;
-    }
-  }
-  return stride < 0 ? 1 : stride;
-}
-
 std::vector<int> dims_with(int batch_rank, int extra) {
   std::vector<int> d(static_cast<size_t>(batch_rank));
   std::iota(d.begin(), d.end(), 0);

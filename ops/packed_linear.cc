@@ -3,6 +3,7 @@
 #include "ops/packed_linear.h"
 
 #include <atomic>
+#include <numeric>
 
 #include "ops/cpu/packed_gemm.h"
 #include "runtime/autograd.h"
@@ -22,10 +23,22 @@ bool packable(const Tensor& weight) {
          weight.dim() == 2;
 }
 
-bool fusable(UnaryOp act) {
-  return act == UnaryOp::relu || act == UnaryOp::gelu_erf || act == UnaryOp::gelu_tanh ||
-         act == UnaryOp::silu;
+namespace {
+
+// The kernel's epilogue for `op`; none for the ops it does not fuse.
+std::optional<cpu::Act> kernel_act(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::relu: return cpu::Act::relu;
+    case UnaryOp::gelu_erf: return cpu::Act::gelu_erf;
+    case UnaryOp::gelu_tanh: return cpu::Act::gelu_tanh;
+    case UnaryOp::silu: return cpu::Act::silu;
+    default: return std::nullopt;
+  }
 }
+
+}  // namespace
+
+bool fusable(UnaryOp act) { return kernel_act(act).has_value(); }
 
 PackedWeight pack_weight(const Tensor& weight) {
   LIBAI_CHECK(packable(weight), "pack_weight: expected a CPU f32 weight [out, in], got ",
@@ -43,35 +56,23 @@ namespace {
 
 cpu::Act epilogue_act(const std::optional<UnaryOp>& act) {
   if (!act) return cpu::Act::none;
-  switch (*act) {
-    case UnaryOp::relu: return cpu::Act::relu;
-    case UnaryOp::gelu_erf: return cpu::Act::gelu_erf;
-    case UnaryOp::gelu_tanh: return cpu::Act::gelu_tanh;
-    case UnaryOp::silu: return cpu::Act::silu;
-    default: break;
-  }
-  throw InvalidArgument("linear_packed: the activation cannot be fused into the product");
+  const std::optional<cpu::Act> fused = kernel_act(*act);
+  LIBAI_CHECK(fused, "linear_packed: the activation cannot be fused into the product");
+  return *fused;
 }
 
 // t as a matrix [rows, cols] of its last dim with one stride `ld` between rows: a view when
-// the leading dims collapse into one, else a contiguous copy.
+// the leading dims collapse into one (rows not overlapping), else a contiguous copy.
 Tensor as_rows(const Tensor& t, int64_t& ld) {
   const int64_t cols = t.size(-1);
+  std::vector<int> leading(size_t(t.dim() - 1));
+  std::iota(leading.begin(), leading.end(), 0);
   int64_t rows = 1;
-  for (int d = 0; d + 1 < t.dim(); ++d) rows *= t.size(d);
-  if (t.stride(-1) == 1 || cols == 1) {
-    int64_t row_stride = -1, next = -1;  // the innermost leading stride; what the next must be
-    bool ok = true;
-    for (int d = t.dim() - 2; d >= 0 && ok; --d) {
-      if (t.size(d) == 1) continue;
-      ok = row_stride < 0 ? t.stride(d) >= cols : t.stride(d) == next;
-      if (row_stride < 0) row_stride = t.stride(d);
-      next = t.stride(d) * t.size(d);
-    }
-    if (ok) {
-      ld = row_stride < 0 ? cols : row_stride;
-      return t.as_strided({rows, cols}, {ld, 1}, t.offset());
-    }
+  for (int d : leading) rows *= t.size(d);
+  const int64_t stride = t.stride(-1) == 1 || cols == 1 ? collapsed_stride(t, leading) : -1;
+  if (stride >= 0 && (rows <= 1 || stride >= cols)) {
+    ld = rows <= 1 ? cols : stride;
+    return t.as_strided({rows, cols}, {ld, 1}, t.offset());
   }
   Tensor c = t.clone_raw();
   ld = cols;

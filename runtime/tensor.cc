@@ -15,6 +15,22 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
+int64_t collapsed_stride(const Tensor& t, const std::vector<int>& dims) {
+  int64_t stride = -1, extent = 0;  // stride/size of the merged run so far (innermost last)
+  for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
+    int64_t size = t.shape()[*it], s = t.strides()[*it];
+    if (size == 1) continue;
+    if (stride < 0) {
+      stride = s;
+      extent = size;
+    } else {
+      if (s != stride * extent) return -1;
+      extent *= size;
+    }
+  }
+  return stride < 0 ? 1 : stride;
+}
+
 Shape contiguous_strides(const Shape& shape) {
   Shape strides(shape.size());
   int64_t s = 1;

@@ -167,6 +167,11 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
+// Merges the dims `dims` of t (in order) into one when their strides allow it; returns the
+// merged stride, or -1 when they do not collapse. Size-1 dims never block a merge (all of
+// size 1: 1).
+int64_t collapsed_stride(const Tensor& t, const std::vector<int>& dims);
+
 // Calls fn(element_offset) for every element of a strided layout, in row-major order.
 template <typename Fn>
 void for_each_offset(const Shape& shape, const Shape& strides, int64_t offset, Fn&& fn) {

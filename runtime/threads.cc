@@ -39,7 +39,6 @@ class ThreadPool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stop_ = true;
-      stopping_.store(true);
     }
     wake_.notify_all();
     for (auto& t : threads_) t.join();
@@ -53,7 +52,6 @@ class ThreadPool {
       std::lock_guard<std::mutex> lock(mutex_);
       region_ = &region;
       ++generation_;
-      published_.store(generation_, std::memory_order_release);
     }
     wake_.notify_all();
     drain(region);
@@ -123,10 +121,7 @@ class ThreadPool {
     uint64_t seen = 0;
     for (;;) {
       Region* region;
-      spin_until([&] {
-        return published_.load(std::memory_order_acquire) != seen ||
-               stopping_.load(std::memory_order_relaxed);
-      });
+      spin_until([&] { return generation_.load() != seen || stop_.load(); });
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return stop_ || (generation_ != seen && region_ != nullptr); });
@@ -148,10 +143,9 @@ class ThreadPool {
   std::mutex region_mutex_, mutex_;
   std::condition_variable wake_, finished_;
   Region* region_ = nullptr;  // the region running now; under mutex_
-  uint64_t generation_ = 0;   // regions started; under mutex_
-  bool stop_ = false;
-  std::atomic<uint64_t> published_{0};  // generation_, readable without the lock (spinning)
-  std::atomic<bool> stopping_{false};
+  // Written under mutex_, atomic so that idle workers can spin on them without it.
+  std::atomic<uint64_t> generation_{0};  // regions started
+  std::atomic<bool> stop_{false};
 };
 
 struct Budgets {

@@ -64,15 +64,18 @@ Tensor Linear::with_shared_grad(const Tensor& t) const {
 
 namespace {
 
-// The op the packed kernel fuses for `act`, if it fuses it.
+// The op the packed kernel fuses for `act`, if it fuses it (quick_gelu is no single op).
 std::optional<ops::UnaryOp> fused_op(Activation act) {
+  std::optional<ops::UnaryOp> op;
   switch (act) {
-    case Activation::gelu: return ops::UnaryOp::gelu_erf;
-    case Activation::gelu_tanh: return ops::UnaryOp::gelu_tanh;
-    case Activation::relu: return ops::UnaryOp::relu;
-    case Activation::silu: return ops::UnaryOp::silu;
-    default: return std::nullopt;
+    case Activation::gelu: op = ops::UnaryOp::gelu_erf; break;
+    case Activation::gelu_tanh: op = ops::UnaryOp::gelu_tanh; break;
+    case Activation::relu: op = ops::UnaryOp::relu; break;
+    case Activation::silu: op = ops::UnaryOp::silu; break;
+    case Activation::tanh: op = ops::UnaryOp::tanh; break;
+    case Activation::quick_gelu: break;
   }
+  return op && ops::fusable(*op) ? op : std::nullopt;
 }
 
 bool needs_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }

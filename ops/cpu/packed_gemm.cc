@@ -376,8 +376,6 @@ void force_packed_kernel(PackedKernel kernel) {
   g_forced.store(kernel, std::memory_order_relaxed);
 }
 
-PackedKernel packed_kernel_in_use() { return resolve(); }
-
 bool packed_kernel_supported(PackedKernel kernel) {
   return kernel == PackedKernel::automatic || cpu_has(kernel);
 }

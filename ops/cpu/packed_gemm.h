@@ -45,7 +45,6 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b,
 // each one on a machine that has them all). `portable` is plain C++.
 enum class PackedKernel { automatic, avx512, avx2, portable };
 void force_packed_kernel(PackedKernel kernel);
-PackedKernel packed_kernel_in_use();
 bool packed_kernel_supported(PackedKernel kernel);
 
 }  // namespace libai::ops::cpu
