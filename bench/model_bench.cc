@@ -83,6 +83,16 @@ struct Options {
   int threads = 0;
   bool encode_in_order = false;
   bool no_pack = false;  // the weights left as loaded (ops::linear through OpenBLAS)
+  std::string dtype = "f32";
+  std::string packed_dtype = "f32";
+
+  models::LoadOptions load_options() const {
+    models::LoadOptions options;
+    options.pack_weights = !no_pack;
+    options.dtype = dtype == "bf16" ? DType::bf16 : DType::f32;
+    options.pack_dtype = packed_dtype == "bf16" ? DType::bf16 : DType::f32;
+    return options;
+  }
 };
 
 // CPU seconds of the timed reps of the last time_reps call.
@@ -113,11 +123,11 @@ void print_result(const Options& o, const std::string& shape, const std::vector<
                   const std::string& extra) {
   Stats s = stats(seconds);
   std::printf(
-      "{\"impl\": \"libai\", \"mode\": \"%s\", %s, \"threads\": %d, \"reps\": %lld, "
+      "{\"impl\": \"libai\", \"mode\": \"%s\", %s, \"dtype\": \"%s\", \"packed_dtype\": \"%s\", \"threads\": %d, \"reps\": %lld, "
       "\"median_ms\": %.3f, \"min_ms\": %.3f, \"max_ms\": %.3f, \"cpu_ms\": %.3f, \"%s\": %.3f, "
       "\"load_s\": %.3f, "
       "\"times_ms\": %s%s}\n",
-      o.mode.c_str(), shape.c_str(), thread_budget(Device::cpu()), (long long)o.reps,
+      o.mode.c_str(), shape.c_str(), o.dtype.c_str(), o.no_pack ? "none" : o.packed_dtype.c_str(), thread_budget(Device::cpu()), (long long)o.reps,
       s.median * 1e3, s.min * 1e3, s.max * 1e3, stats(g_cpu_seconds).median * 1e3,
       rate_name.c_str(), units_per_rep / s.median, load_s, times_json(seconds).c_str(),
       extra.c_str());
@@ -126,7 +136,7 @@ void print_result(const Options& o, const std::string& shape, const std::vector<
 
 void run_forward(const Options& o) {
   auto t0 = Clock::now();
-  auto model = models::load_model(o.model, {.pack_weights = !o.no_pack});
+  auto model = models::load_model(o.model, o.load_options());
   const double load_s = seconds_since(t0);
   const int64_t vocab = model->config().require_int("vocab_size");
   std::vector<int64_t> ids(o.batch * o.seq);
@@ -150,7 +160,7 @@ void run_forward(const Options& o) {
 
 void run_decode(const Options& o) {
   auto t0 = Clock::now();
-  auto model = models::load_model(o.model, {.pack_weights = !o.no_pack});
+  auto model = models::load_model(o.model, o.load_options());
   const double load_s = seconds_since(t0);
   auto* lm = model->generative();
   LIBAI_CHECK(lm, o.model, ": model has no generation interface");
@@ -186,7 +196,7 @@ void run_encode(const Options& o) {
     if (!line.empty()) texts.push_back(line);
   LIBAI_CHECK(!texts.empty(), "encode: no sentences in ", o.texts);
   auto t0 = Clock::now();
-  auto m = models::pipelines::TextModel::load(o.model, {.pack_weights = !o.no_pack});
+  auto m = models::pipelines::TextModel::load(o.model, o.load_options());
   const double load_s = seconds_since(t0);
   std::vector<std::vector<float>> vectors;
   models::pipelines::EmbedOptions embedding;
@@ -219,6 +229,10 @@ int main(int argc, char** argv) {
   app.add_option("--encode-batch", o.encode_batch, "encode: sentences per forward pass");
   app.add_flag("--no-pack", o.no_pack,
                "leave the weights unpacked: every product through OpenBLAS (for comparison)");
+  app.add_option("--dtype", o.dtype, "parameter and activation dtype")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  app.add_option("--packed-dtype", o.packed_dtype, "dtype of the packed weight copies")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_flag("--encode-in-order", o.encode_in_order,
                "encode: batch in file order instead of longest first");
   app.add_option("--threads", o.threads, "compute threads (default: all cores)");

@@ -1,7 +1,7 @@
 """The PyTorch + transformers side of bench/run_model_bench.sh.
 
 Same flags, same work and the same JSON line per measurement as build/bench/model_bench
-(bench/model_bench.cc): float32, eval(), torch.inference_mode(), torch.set_num_threads.
+(bench/model_bench.cc): float32 (or bfloat16 with --dtype bf16), eval(), torch.inference_mode(), torch.set_num_threads.
 
   .venv/bin/python bench/peer_models.py --model DIR --mode forward --batch 8 --seq 128 --reps 5
   .venv/bin/python bench/peer_models.py --model DIR --mode decode --new-tokens 128 --reps 3
@@ -62,7 +62,7 @@ CPU_SECONDS = []  # process CPU seconds of the timed reps (all threads)
 
 
 def print_result(args, shape, seconds, units_per_rep, rate_name, load_s, extra, impl="torch"):
-    row = {"impl": impl, "mode": args.mode, **shape, "threads": torch.get_num_threads(),
+    row = {"impl": impl, "mode": args.mode, **shape, "dtype": args.dtype, "threads": torch.get_num_threads(),
            "reps": args.reps, "median_ms": statistics.median(seconds) * 1e3,
            "min_ms": min(seconds) * 1e3, "max_ms": max(seconds) * 1e3,
            "cpu_ms": statistics.median(CPU_SECONDS) * 1e3,
@@ -71,10 +71,11 @@ def print_result(args, shape, seconds, units_per_rep, rate_name, load_s, extra, 
     print(json.dumps(row), flush=True)
 
 
-def load_causal_lm(folder):
+def load_causal_lm(folder, dtype="f32"):
     from transformers import AutoModelForCausalLM
     t0 = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(
+        folder, dtype=torch.bfloat16 if dtype == "bf16" else torch.float32)
     model.eval()
     return model, time.perf_counter() - t0
 
@@ -147,7 +148,7 @@ def run_encode_ort(args):
 
 
 def run_forward(args):
-    model, load_s = load_causal_lm(args.model)
+    model, load_s = load_causal_lm(args.model, args.dtype)
     vocab = model.config.vocab_size
     ids = torch.tensor([[input_id(b, s, vocab) for s in range(args.seq)] for b in range(args.batch)])
     out = {}
@@ -164,7 +165,7 @@ def run_forward(args):
 
 
 def run_decode(args):
-    model, load_s = load_causal_lm(args.model)
+    model, load_s = load_causal_lm(args.model, args.dtype)
     ids = torch.tensor([PROMPT])
     mask = torch.ones_like(ids)
     eos = model.config.eos_token_id
@@ -242,6 +243,8 @@ def main():
     p.add_argument("--texts")
     p.add_argument("--encode-batch", type=int, default=32)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
+                   help="forward / decode: the model's dtype (bf16: torch.bfloat16 weights and activations)")
     p.add_argument("--impl", default="torch", choices=["torch", "onnxruntime"])
     p.add_argument("--onnx", help="the graph for --impl onnxruntime (tools/export_ort_peers.py)")
     args = p.parse_args()

@@ -23,6 +23,7 @@
 #include "actors/cluster.h"
 #include "actors/cluster_service.h"
 #include "bin/commands.h"
+#include "bin/model_args.h"
 #include "runtime/config/libai_schema.h"
 #include "runtime/error.h"
 #include "service/http_server.h"
@@ -44,6 +45,7 @@ struct ServeOptions {
   int max_queue = 256;
   size_t max_body_bytes = 1 << 20;
   bool no_pack = false;
+  std::string packed_dtype = "f32";
 };
 
 // Note [Stopping the server]: SIGINT and SIGTERM set a flag that the serving thread polls.
@@ -144,6 +146,9 @@ int serve(const ServeOptions& o) {
   service_options.max_batch = o.max_batch;
   service_options.max_queue = o.max_queue;
   service_options.pack_weights = !o.no_pack;
+  service_options.bf16_weights = parse_packed_dtype_flag(o.packed_dtype) == DType::bf16;
+  LIBAI_CHECK(!service_options.bf16_weights || service_options.pack_weights,
+              "--packed-dtype bf16 needs packed weights (drop --no-pack-weights)");
   auto service = Service::open(service_options);
 
   HttpServer server(*service, server_options(o, o.model));
@@ -185,6 +190,10 @@ CommandAction setup_serve(CLI::App& command) {
   command.add_flag("--no-pack-weights", o->no_pack,
                    "do not pack the weights for the CPU's inference kernel (--model; saves a copy "
                    "of the linear weights' memory)");
+  command.add_option("--packed-dtype", o->packed_dtype,
+                     "dtype of the packed weight copies (--model): f32, or bf16 (rounds the "
+                     "linear and output weights to bf16: half the bytes per decoded token)")
+      ->capture_default_str();
   command.add_option("--max-body-bytes", o->max_body_bytes, "larger request bodies get 413")
       ->capture_default_str();
   return [o] { return serve(*o); };

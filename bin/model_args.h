@@ -33,12 +33,13 @@ struct ModelFlags {
   std::string dtype = "f32";
   int tensor_parallel_size = 1;
   bool no_pack = false;  // --no-pack-weights: keep one copy of the weights (less memory)
+  std::string packed_dtype = "f32";  // --packed-dtype f32|bf16
   // Set per rank by run_on_ranks: the rank's tensor-parallel group, and whether it prints.
   std::shared_ptr<comm::Communicator> tp;
   bool leader = true;
 };
-// --model DIR (required), --tensor-parallel-size N, --no-pack-weights and, when `with_dtype`,
-// --dtype f32|bf16.
+// --model DIR (required), --tensor-parallel-size N, --no-pack-weights, --packed-dtype f32|bf16
+// and, when `with_dtype`, --dtype f32|bf16.
 void add_model_flags(CLI::App& command, ModelFlags& flags, bool with_dtype = true);
 
 // Runs `command` once per tensor-parallel rank (threads of this process sharing the local
@@ -61,6 +62,8 @@ std::function<int()> on_ranks(std::shared_ptr<Options> options, Command command)
 }
 // "f32" | "bf16" (and their long names); InvalidArgument naming --dtype otherwise.
 DType parse_dtype_flag(const std::string& text);
+// --packed-dtype: "f32" | "bf16" (and their long names); InvalidArgument naming the flag.
+DType parse_packed_dtype_flag(const std::string& text);
 // NotFound when `folder` (given by `flag`) is missing or has no config.json.
 void check_model_folder(const std::string& folder, const std::string& flag = "--model");
 

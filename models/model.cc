@@ -76,7 +76,7 @@ std::unique_ptr<Model> load_model(const std::filesystem::path& folder, const Loa
   // belongs to the other parts, not "unexpected".
   if (options.part) map.ignore("");
   load_parameters(*model, source, map);
-  if (options.pack_weights) pack_for_inference(*model);
+  if (options.pack_weights) pack_for_inference(*model, options.pack_dtype);
   return model;
 }
 

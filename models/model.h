@@ -159,6 +159,9 @@ struct LoadOptions {
   // For models that only run forward: packs the CPU f32 weights of the Linear layers and the
   // tied output tables once loaded (Note [Packed inference weights] in models/layers/linear.h).
   bool pack_weights = false;
+  // The packed copies' dtype: f32, or bf16 (rounds those weights to bf16: half the bytes a
+  // decoding step reads; Note [Packed inference weights]).
+  DType pack_dtype = DType::f32;
 };
 
 // Builds the model that config.json names (model_type, architectures[0]) without weights; with

@@ -17,6 +17,9 @@ uint64_t packed_products() { return g_products.load(std::memory_order_relaxed); 
 
 int64_t PackedWeight::out_features() const { return matrix_ ? matrix_->n : 0; }
 int64_t PackedWeight::in_features() const { return matrix_ ? matrix_->k : 0; }
+DType PackedWeight::dtype() const {
+  return matrix_ && matrix_->format == cpu::PanelFormat::bf16 ? DType::bf16 : DType::f32;
+}
 
 bool packable(const Tensor& weight) {
   return weight.defined() && weight.device().is_cpu() && weight.dtype() == DType::f32 &&
@@ -40,14 +43,17 @@ std::optional<cpu::Act> kernel_act(UnaryOp op) {
 
 bool fusable(UnaryOp act) { return kernel_act(act).has_value(); }
 
-PackedWeight pack_weight(const Tensor& weight) {
+PackedWeight pack_weight(const Tensor& weight, DType dtype) {
   LIBAI_CHECK(packable(weight), "pack_weight: expected a CPU f32 weight [out, in], got ",
               weight.defined() ? shape_str(weight.shape()) : std::string("an undefined tensor"));
+  LIBAI_CHECK(dtype == DType::f32 || dtype == DType::bf16, "pack_weight: weights pack as f32 or ",
+              "bf16, not ", dtype_name(dtype));
   // Rows of k contiguous values are what the packing reads; other layouts are copied first.
   Tensor w = weight.stride(1) == 1 ? weight : weight.clone_raw();
   PackedWeight out;
   out.matrix_ = std::make_shared<const cpu::PackedMatrix>(
-      cpu::pack_weight(w.data<float>(), w.size(0), w.size(1), std::max<int64_t>(w.stride(0), w.size(1))));
+      cpu::pack_weight(w.data<float>(), w.size(0), w.size(1), std::max<int64_t>(w.stride(0), w.size(1)),
+                       dtype == DType::bf16 ? cpu::PanelFormat::bf16 : cpu::PanelFormat::f32));
   out.source_ = weight.data_ptr();
   return out;
 }

@@ -10,6 +10,11 @@
 // loading new values). The activations the kernel fuses are relu, gelu_erf, gelu_tanh and
 // silu (fusable() says); with the same f32 formulas as ops/activation.h's, so results equal
 // the unfused ops up to the GEMM's summation order.
+//
+// A weight packed as bf16 (pack_weight(w, DType::bf16)) holds each value rounded to nearest
+// even: half the bytes of f32 to read, for products bound by reading the weight (one row at a
+// time, decoding). The product is the f32 product by the rounded weight (activations, sums
+// and epilogue stay f32).
 #pragma once
 
 #include <memory>
@@ -30,19 +35,21 @@ class PackedWeight {
   bool defined() const { return matrix_ != nullptr; }
   int64_t out_features() const;
   int64_t in_features() const;
+  DType dtype() const;  // of the packed values: f32 or bf16
   // The weight's first element when it was packed: a weight tensor that now points elsewhere
   // (reassigned, not updated in place) is no longer this one.
   const void* source() const { return source_; }
   const cpu::PackedMatrix& matrix() const { return *matrix_; }
 
  private:
-  friend PackedWeight pack_weight(const Tensor& weight);
+  friend PackedWeight pack_weight(const Tensor& weight, DType dtype);
   std::shared_ptr<const cpu::PackedMatrix> matrix_;
   const void* source_ = nullptr;
 };
 
-// weight: a CPU f32 [out, in] (any strides); InvalidArgument otherwise.
-PackedWeight pack_weight(const Tensor& weight);
+// weight: a CPU f32 [out, in] (any strides); dtype: of the packed copy, f32 or bf16.
+// InvalidArgument otherwise.
+PackedWeight pack_weight(const Tensor& weight, DType dtype = DType::f32);
 // True when `weight` can be packed (CPU, f32, 2-D).
 bool packable(const Tensor& weight);
 bool fusable(UnaryOp act);

@@ -35,13 +35,20 @@ namespace {
 
 namespace pipelines = models::pipelines;
 
+models::LoadOptions load_options(const ServiceOptions& options) {
+  LIBAI_CHECK(!options.bf16_weights || options.pack_weights,
+              "ServiceOptions.bf16_weights needs ServiceOptions.pack_weights");
+  return {.pack_weights = options.pack_weights,
+          .pack_dtype = options.bf16_weights ? DType::bf16 : DType::f32};
+}
+
 // One model folder: a generation engine for a model that generates, an encoder queue for the
 // others (sentence embeddings, classification).
 class ModelService final : public Service {
  public:
   explicit ModelService(const ServiceOptions& options)
       : model_(pipelines::TextModel::load(options.model_dir,
-                                          {.pack_weights = options.pack_weights})) {
+                                          load_options(options))) {
     const models::Task task = model_.model().task();
     info_.model_type = model_.config_json().value("model_type", std::string());
     info_.task = models::task_name(task);

@@ -83,13 +83,14 @@ bool needs_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
 // Whether a product by a packed copy of `weight` may stand in for ops::linear here: nothing
 // needs a gradient, no autocast, and the weight is still the tensor that was packed. A single
 // row (one sequence decoding) reads the whole weight for one row of output either way, at the
-// memory's rate; OpenBLAS's gemv on the weight as stored measured a few percent faster there
-// than the packed kernel (bench/RESULTS.md, issue 19), so it keeps the ordinary path.
+// memory's rate; OpenBLAS's gemv on the f32 weight as stored measured a few percent faster
+// there than f32 panels (bench/RESULTS.md, issue 19), so it keeps the ordinary path; bf16
+// panels are half the bytes, and take single rows too.
 bool packed_applies(const ops::PackedWeight& packed, const Tensor& weight, const Tensor* bias,
                     const Tensor& x, const Tensor& residual) {
   if (!packed.defined() || packed.source() != weight.data_ptr()) return false;
-  if (x.dtype() != DType::f32 || !x.device().is_cpu()) return false;
-  if (x.dim() == 0 || x.numel() <= x.size(-1)) return false;  // one row
+  if (x.dtype() != DType::f32 || !x.device().is_cpu() || x.dim() == 0) return false;
+  if (packed.dtype() == DType::f32 && x.numel() <= x.size(-1)) return false;  // one row
   const DType autocast = training_mode().autocast;
   if (autocast == DType::bf16 || autocast == DType::f16) return false;
   return !autograd::grad_enabled() ||
@@ -97,11 +98,24 @@ bool packed_applies(const ops::PackedWeight& packed, const Tensor& weight, const
            needs_grad(residual));
 }
 
+// The weight's values replaced by the nearest bf16 ones (Note [Packed inference weights]).
+void round_to_bf16(Tensor& weight) {
+  autograd::NoGradGuard no_grad;
+  weight.copy_from(ops::cast(ops::cast(weight, DType::bf16), DType::f32));
+}
+
+ops::PackedWeight pack_as(Tensor& weight, DType dtype) {
+  LIBAI_CHECK(dtype == DType::f32 || dtype == DType::bf16,
+              "packed weights are f32 or bf16, not ", dtype_name(dtype));
+  if (dtype == DType::bf16) round_to_bf16(weight);
+  return ops::pack_weight(weight, dtype);
+}
+
 }  // namespace
 
-bool Linear::pack() {
+bool Linear::pack(DType dtype) {
   if (!ops::packable(weight_)) return false;
-  packed_ = ops::pack_weight(weight_);
+  packed_ = pack_as(weight_, dtype);
   return true;
 }
 
@@ -182,17 +196,17 @@ Tensor Embedding::forward(const Tensor& ids) const {
   return ops::reduce_from_group(partial, tp_);
 }
 
-bool Embedding::pack() {
+bool Embedding::pack(DType dtype) {
   if (!output_ || !ops::packable(weight_)) return false;
-  packed_ = ops::pack_weight(weight_);
+  packed_ = pack_as(weight_, dtype);
   return true;
 }
 
-int pack_for_inference(Module& root) {
+int pack_for_inference(Module& root, DType dtype) {
   int packed = 0;
   for (auto& [name, module] : root.named_modules()) {
-    if (auto* linear = dynamic_cast<Linear*>(module)) packed += linear->pack() ? 1 : 0;
-    if (auto* table = dynamic_cast<Embedding*>(module)) packed += table->pack() ? 1 : 0;
+    if (auto* linear = dynamic_cast<Linear*>(module)) packed += linear->pack(dtype) ? 1 : 0;
+    if (auto* table = dynamic_cast<Embedding*>(module)) packed += table->pack(dtype) ? 1 : 0;
   }
   return packed;
 }

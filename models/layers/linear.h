@@ -51,6 +51,12 @@ enum class Activation { gelu, gelu_tanh, relu, silu, tanh, quick_gelu };
 // ::pack_weights, pack_for_inference), load_parameters drops the copies of the module it loads
 // into, and unpack() drops one. A single row (one sequence decoding) keeps OpenBLAS's gemv on
 // the weight as stored, as fast there. It costs one more copy of the weight's memory.
+//
+// pack(DType::bf16) first rounds the f32 weight in place to bf16 values, then packs those as
+// bf16: the products read half the bytes (decoding is bound by reading the weights), and every
+// path, packed or not, single rows included, multiplies by the same rounded weight in f32,
+// as a float32 model holding bf16 weights would (transformers' model.to(bfloat16) then
+// .to(float32)). Single rows take the packed kernel too: it is their half of the bytes.
 class Linear : public Module {
  public:
   Linear(const LayerContext& ctx, int64_t in_features, int64_t out_features, bool bias = true,
@@ -64,8 +70,8 @@ class Linear : public Module {
   Tensor& weight() { return weight_; }
   Tensor* bias() { return bias_; }
   // Note [Packed inference weights]. pack() returns false (and packs nothing) for a weight
-  // that is not a CPU f32 matrix.
-  bool pack();
+  // that is not a CPU f32 matrix; dtype: of the copy, f32 or bf16 (rounds the weight).
+  bool pack(DType dtype = DType::f32);
   void unpack() { packed_ = ops::PackedWeight(); }
   bool packed() const { return packed_.defined(); }
 
@@ -108,8 +114,10 @@ class Embedding : public Module {
   bool serves_as_output() const { return output_; }
   // Packs an output table for the products of vocab_parallel_logits (Note [Packed inference
   // weights]); false, packing nothing, for a table that is not an output projection (nobody
-  // would multiply by the copy) or not CPU f32. Lookups always read the table itself.
-  bool pack();
+  // would multiply by the copy) or not CPU f32. Lookups always read the table itself (with
+  // dtype bf16, rounded in place like a Linear's weight: a tied table's lookups see the same
+  // rounded values).
+  bool pack(DType dtype = DType::f32);
   void unpack() { packed_ = ops::PackedWeight(); }
   const ops::PackedWeight& packed() const { return packed_; }
 
@@ -146,9 +154,9 @@ Tensor vocab_parallel_logits_shard(const Tensor& h, const Embedding& table,
                                    const Tensor& bias_shard = Tensor());
 Tensor gather_vocab_logits(const Tensor& shard, const Embedding& table);
 
-// Packs every Linear and Embedding under `root` (Note [Packed inference weights]); returns how
-// many weights were packed.
-int pack_for_inference(Module& root);
+// Packs every Linear and Embedding under `root` (Note [Packed inference weights]) as `dtype`
+// (f32 or bf16); returns how many weights were packed.
+int pack_for_inference(Module& root, DType dtype = DType::f32);
 // Drops every packed copy under `root`.
 void unpack_weights(Module& root);
 

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "ops/cpu/vector_math.h"
+#include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "runtime/threads.h"
 
@@ -40,6 +43,12 @@ namespace libai::ops::cpu {
 // GPT-2's and BERT's widths (768, 2304, 3072, 1536) are multiples of 48; other widths end in
 // a zero-padded panel whose tile goes through a small buffer. The AVX2 kernel covers the same
 // tile as 4 x 24 halves (12 accumulators); a plain C++ kernel runs elsewhere.
+//
+// bf16 panels (PanelFormat::bf16) hold the weight rounded to bf16: half the bytes to stream,
+// which is what a single row's product (decoding) is bound by. Each kernel is the same loop
+// over either format; a bf16 value is widened to the f32 it stands for (a 16-bit shift) as it
+// is loaded, and the FMAs, the accumulators and the activations stay f32, so a product by bf16
+// panels equals the f32 product by the rounded weight up to summation order.
 namespace {
 
 constexpr int64_t kPanel = PackedMatrix::kPanel;
@@ -49,17 +58,23 @@ constexpr int64_t kRowBlock = 192;    // rows per block
 constexpr int64_t kPanelGroup = 8;    // panels whose C block stays in L2 over the slices
 constexpr int64_t kSplitMacs = int64_t(1) << 18;  // below: on the calling thread
 
-// C tile (rows x 48, ldc apart) = A (rows x kc, lda apart) · panel slice (kc x 48), plus C's
-// own values when `accumulate`. Along the way the kernel may fetch `prefetch.lines` cache lines
-// from `prefetch.next` into L2, one every few steps of k (the next slice, for the next tiles).
+// C tile (rows x 48, ldc apart) = A (rows x kc, lda apart) · panel slice (kc x 48 values of W:
+// float or bf16 bits), plus C's own values when `accumulate`. Along the way the kernel may
+// fetch `prefetch.lines` cache lines from `prefetch.next` into L2, one every few steps of k
+// (the next slice, for the next tiles).
 struct Prefetch {
-  const float* next = nullptr;
+  const char* next = nullptr;
   int64_t lines = 0;
 };
-using TileFn = void (*)(int rows, int64_t kc, const float* a, int64_t lda, const float* b,
-                        float* c, int64_t ldc, bool accumulate, Prefetch prefetch);
+template <class W>
+using TileFn = void (*)(int rows, int64_t kc, const float* a, int64_t lda, const W* b, float* c,
+                        int64_t ldc, bool accumulate, Prefetch prefetch);
 
-void tile_portable(int rows, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
+inline float widen(float v) { return v; }
+inline float widen(uint16_t bf16_bits) { return std::bit_cast<float>(uint32_t(bf16_bits) << 16); }
+
+template <class W>
+void tile_portable(int rows, int64_t kc, const float* a, int64_t lda, const W* b, float* c,
                    int64_t ldc, bool accumulate, Prefetch) {
   float t[kRows][kPanel];
   for (int r = 0; r < rows; ++r)
@@ -67,18 +82,37 @@ void tile_portable(int rows, int64_t kc, const float* a, int64_t lda, const floa
   for (int64_t k = 0; k < kc; ++k)
     for (int r = 0; r < rows; ++r) {
       const float av = a[r * lda + k];
-      for (int64_t j = 0; j < kPanel; ++j) t[r][j] += av * b[k * kPanel + j];
+      for (int64_t j = 0; j < kPanel; ++j) t[r][j] += av * widen(b[k * kPanel + j]);
     }
   for (int r = 0; r < rows; ++r) std::memcpy(c + r * ldc, t[r], sizeof(t[r]));
 }
 
 #if defined(__x86_64__)
 
-template <int R>
+// 16 values of a panel row as f32.
+__attribute__((target("avx512f"), always_inline)) inline __m512 load16(const float* p) {
+  return _mm512_load_ps(p);  // f32 panel rows are 192 bytes: every 16th value is 64-byte aligned
+}
+__attribute__((target("avx512f"), always_inline)) inline __m512 load16(const uint16_t* p) {
+  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  // Zero-masked forms: the unmasked ones trip GCC 12's -Wmaybe-uninitialized in its header.
+  return _mm512_castsi512_ps(
+      _mm512_maskz_slli_epi32(0xffff, _mm512_maskz_cvtepu16_epi32(0xffff, bits), 16));
+}
+// 8 values as f32.
+__attribute__((target("avx2"), always_inline)) inline __m256 load8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+__attribute__((target("avx2"), always_inline)) inline __m256 load8(const uint16_t* p) {
+  const __m128i bits = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+
+template <int R, class W>
 __attribute__((target("avx512f,fma"))) void tile_avx512_rows(int64_t kc, const float* a,
-                                                              int64_t lda, const float* b,
-                                                              float* c, int64_t ldc,
-                                                              bool accumulate, Prefetch pf) {
+                                                              int64_t lda, const W* b, float* c,
+                                                              int64_t ldc, bool accumulate,
+                                                              Prefetch pf) {
   __m512 c0[R], c1[R], c2[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -93,11 +127,11 @@ __attribute__((target("avx512f,fma"))) void tile_avx512_rows(int64_t kc, const f
   for (int64_t k = 0; k < kc; ++k, b += kPanel) {
     // One line every 4 steps: a burst of prefetches would fill the line-fill buffers and stall.
     if ((k & 3) == 0 && pf.lines > 0) {
-      _mm_prefetch(reinterpret_cast<const char*>(pf.next), _MM_HINT_T1);
-      pf.next += 16;
+      _mm_prefetch(pf.next, _MM_HINT_T1);
+      pf.next += 64;
       --pf.lines;
     }
-    const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16), b2 = _mm512_load_ps(b + 32);
+    const __m512 b0 = load16(b), b1 = load16(b + 16), b2 = load16(b + 32);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 av = _mm512_set1_ps(a[r * lda + k]);
@@ -114,7 +148,8 @@ __attribute__((target("avx512f,fma"))) void tile_avx512_rows(int64_t kc, const f
   }
 }
 
-void tile_avx512(int rows, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
+template <class W>
+void tile_avx512(int rows, int64_t kc, const float* a, int64_t lda, const W* b, float* c,
                  int64_t ldc, bool accumulate, Prefetch pf) {
   switch (rows) {
     case 8: return tile_avx512_rows<8>(kc, a, lda, b, c, ldc, accumulate, pf);
@@ -129,9 +164,9 @@ void tile_avx512(int rows, int64_t kc, const float* a, int64_t lda, const float*
 }
 
 // R rows x 24 columns (half a panel; b and c point at the half).
-template <int R>
+template <int R, class W>
 __attribute__((target("avx2,fma"))) void tile_avx2_rows(int64_t kc, const float* a, int64_t lda,
-                                                         const float* b, float* c, int64_t ldc,
+                                                         const W* b, float* c, int64_t ldc,
                                                          bool accumulate) {
   __m256 c0[R], c1[R], c2[R];
 #pragma GCC unroll 4
@@ -145,7 +180,7 @@ __attribute__((target("avx2,fma"))) void tile_avx2_rows(int64_t kc, const float*
     }
   }
   for (int64_t k = 0; k < kc; ++k, b += kPanel) {
-    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8), b2 = _mm256_loadu_ps(b + 16);
+    const __m256 b0 = load8(b), b1 = load8(b + 8), b2 = load8(b + 16);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m256 av = _mm256_broadcast_ss(a + r * lda + k);
@@ -162,7 +197,8 @@ __attribute__((target("avx2,fma"))) void tile_avx2_rows(int64_t kc, const float*
   }
 }
 
-void tile_avx2(int rows, int64_t kc, const float* a, int64_t lda, const float* b, float* c,
+template <class W>
+void tile_avx2(int rows, int64_t kc, const float* a, int64_t lda, const W* b, float* c,
                int64_t ldc, bool accumulate, Prefetch) {
   for (int r0 = 0; r0 < rows; r0 += 4) {
     const int r = std::min(4, rows - r0);
@@ -201,12 +237,13 @@ PackedKernel resolve() {
   return best;
 }
 
-TileFn tile_fn(PackedKernel kernel) {
+template <class W>
+TileFn<W> tile_fn(PackedKernel kernel) {
 #if defined(__x86_64__)
-  if (kernel == PackedKernel::avx512) return tile_avx512;
-  if (kernel == PackedKernel::avx2) return tile_avx2;
+  if (kernel == PackedKernel::avx512) return tile_avx512<W>;
+  if (kernel == PackedKernel::avx2) return tile_avx2<W>;
 #endif
-  return tile_portable;
+  return tile_portable<W>;
 }
 
 template <class F>
@@ -244,20 +281,25 @@ void finish_tile(int rows, int64_t cols, float* c, int64_t ldc, const Epilogue& 
 
 // Where run_block goes after the slice (p, k0) of a group of panels [g0, g1): the next panel's
 // same slice, else the group's next slice, else the next group's first slice.
+template <class W>
 Prefetch slice_after(const PackedMatrix& b, int64_t p, int64_t k0, int64_t g0, int64_t g1,
                      int64_t p_end) {
   const int64_t k = b.k;
-  if (p + 1 < g1) return {b.panel(p + 1) + k0 * kPanel, std::min(kSlice, k - k0) * kPanel / 16};
-  if (k0 + kSlice < k)
-    return {b.panel(g0) + (k0 + kSlice) * kPanel, std::min(kSlice, k - k0 - kSlice) * kPanel / 16};
-  if (g1 < p_end) return {b.panel(g1), std::min(kSlice, k) * kPanel / 16};
+  const auto at = [&](int64_t panel, int64_t row, int64_t rows) {
+    return Prefetch{reinterpret_cast<const char*>(b.panel<W>(panel) + row * kPanel),
+                    (rows * kPanel * int64_t(sizeof(W)) + 63) / 64};
+  };
+  if (p + 1 < g1) return at(p + 1, k0, std::min(kSlice, k - k0));
+  if (k0 + kSlice < k) return at(g0, k0 + kSlice, std::min(kSlice, k - k0 - kSlice));
+  if (g1 < p_end) return at(g1, 0, std::min(kSlice, k));
   return {};
 }
 
 // Rows [row_begin, row_end) x panels [p_begin, p_end) of C.
-void run_block(TileFn tile, int64_t row_begin, int64_t row_end, int64_t p_begin, int64_t p_end,
-               const float* a, int64_t lda, const PackedMatrix& b, const Epilogue& e, float* c,
-               int64_t ldc) {
+template <class W>
+void run_block(TileFn<W> tile, int64_t row_begin, int64_t row_end, int64_t p_begin,
+               int64_t p_end, const float* a, int64_t lda, const PackedMatrix& b,
+               const Epilogue& e, float* c, int64_t ldc) {
   const int64_t k = b.k, n = b.n;
   alignas(64) float edge[kRows * kPanel];
   for (int64_t i0 = row_begin; i0 < row_end; i0 += kRowBlock) {
@@ -273,13 +315,13 @@ void run_block(TileFn tile, int64_t row_begin, int64_t row_end, int64_t p_begin,
         const bool first = k0 == 0, last = k0 + kSlice >= k;
         for (int64_t p = g0; p < g1; ++p) {
           const int64_t col0 = p * kPanel, cols = std::min(kPanel, n - col0);
-          const float* slice = b.panel(p) + k0 * kPanel;
+          const W* slice = b.panel<W>(p) + k0 * kPanel;
           // The next slice comes into L2 a share at a time, with each tile of this one.
-          const Prefetch next = slice_after(b, p, k0, g0, g1, p_end);
+          const Prefetch next = slice_after<W>(b, p, k0, g0, g1, p_end);
           const int64_t share = (next.lines + tiles - 1) / tiles;
           int64_t fetched = 0;
           for (int64_t i = i0; i < i1; i += kRows) {
-            const Prefetch pf{next.next + fetched * 16, std::min(share, next.lines - fetched)};
+            const Prefetch pf{next.next + fetched * 64, std::min(share, next.lines - fetched)};
             fetched += pf.lines;
             const int rows = int(std::min<int64_t>(kRows, i1 - i));
             float* ct = c + i * ldc + col0;
@@ -304,32 +346,53 @@ void run_block(TileFn tile, int64_t row_begin, int64_t row_end, int64_t p_begin,
 
 }  // namespace
 
-PackedMatrix pack_weight(const float* w, int64_t n, int64_t k, int64_t ldw) {
-  LIBAI_CHECK(n >= 0 && k >= 0 && ldw >= k, "pack_weight: bad shape n=", n, " k=", k,
-              " ldw=", ldw);
-  PackedMatrix out;
-  out.n = n;
-  out.k = k;
-  const size_t floats = size_t(out.panels() * k * kPanel);
-  const size_t bytes = std::max<size_t>((floats * sizeof(float) + 63) / 64 * 64, 64);
-  float* data = static_cast<float*>(std::aligned_alloc(64, bytes));
-  LIBAI_CHECK(data != nullptr, "pack_weight: could not allocate ", bytes, " bytes");
-  out.data = std::shared_ptr<float[]>(data, [](float* p) { std::free(p); });
+namespace {
+
+template <class W>
+void pack_panels(const float* w, int64_t ldw, PackedMatrix& out) {
+  const int64_t n = out.n, k = out.k;
+  W* data = static_cast<W*>(out.data.get());
+  const auto narrow = [](float v) {
+    if constexpr (std::is_same_v<W, float>)
+      return v;
+    else
+      return bf16(v).bits;
+  };
   parallel_for(0, out.panels(), 4, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
-      float* dst = data + p * k * kPanel;
+      W* dst = data + p * k * kPanel;
       const int64_t cols = std::min(kPanel, n - p * kPanel);
       // Each weight row read front to back; its values land kPanel apart, in a panel that
       // stays in L2 while it is written.
       for (int64_t j = 0; j < kPanel; ++j) {
         const float* src = w + (p * kPanel + j) * ldw;
         if (j < cols)
-          for (int64_t kk = 0; kk < k; ++kk) dst[kk * kPanel + j] = src[kk];
+          for (int64_t kk = 0; kk < k; ++kk) dst[kk * kPanel + j] = narrow(src[kk]);
         else
-          for (int64_t kk = 0; kk < k; ++kk) dst[kk * kPanel + j] = 0.0f;
+          for (int64_t kk = 0; kk < k; ++kk) dst[kk * kPanel + j] = W(0);
       }
     }
   });
+}
+
+}  // namespace
+
+PackedMatrix pack_weight(const float* w, int64_t n, int64_t k, int64_t ldw, PanelFormat format) {
+  LIBAI_CHECK(n >= 0 && k >= 0 && ldw >= k, "pack_weight: bad shape n=", n, " k=", k,
+              " ldw=", ldw);
+  PackedMatrix out;
+  out.n = n;
+  out.k = k;
+  out.format = format;
+  const size_t values = size_t(out.panels() * k * kPanel);
+  const size_t bytes = std::max<size_t>((values * size_t(out.value_bytes()) + 63) / 64 * 64, 64);
+  void* data = std::aligned_alloc(64, bytes);
+  LIBAI_CHECK(data != nullptr, "pack_weight: could not allocate ", bytes, " bytes");
+  out.data = std::shared_ptr<void>(data, [](void* p) { std::free(p); });
+  if (format == PanelFormat::f32)
+    pack_panels<float>(w, ldw, out);
+  else
+    pack_panels<uint16_t>(w, ldw, out);
   return out;
 }
 
@@ -344,7 +407,7 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b,
                     c + i * ldc + p * kPanel, ldc, epilogue, i, p * kPanel);
     return;
   }
-  const TileFn tile = tile_fn(resolve());
+  const PackedKernel kernel = resolve();
   const int64_t panels = b.panels();
   const int64_t macs = m * b.n * b.k;
   const int64_t threads = macs < kSplitMacs ? 1 : thread_budget(current_cpu_device());
@@ -360,8 +423,13 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b,
       const int64_t p_begin = panels * pp / panel_parts, p_end = panels * (pp + 1) / panel_parts;
       const int64_t rows_each = ((m + row_parts - 1) / row_parts + kRows - 1) / kRows * kRows;
       const int64_t r_begin = std::min(m, rp * rows_each), r_end = std::min(m, r_begin + rows_each);
-      if (p_begin < p_end && r_begin < r_end)
-        run_block(tile, r_begin, r_end, p_begin, p_end, a, lda, b, epilogue, c, ldc);
+      if (p_begin >= p_end || r_begin >= r_end) continue;
+      if (b.format == PanelFormat::f32)
+        run_block(tile_fn<float>(kernel), r_begin, r_end, p_begin, p_end, a, lda, b, epilogue, c,
+                  ldc);
+      else
+        run_block(tile_fn<uint16_t>(kernel), r_begin, r_end, p_begin, p_end, a, lda, b, epilogue,
+                  c, ldc);
     }
   };
   if (tasks <= 1)

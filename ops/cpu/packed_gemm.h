@@ -16,18 +16,29 @@ namespace libai::ops::cpu {
 // The activations an epilogue can apply (ops/activation.h's formulas).
 enum class Act : uint8_t { none, relu, gelu_erf, gelu_tanh, silu };
 
+// How a panel holds its values: f32, or bf16 (the weight rounded to nearest even; the kernels
+// widen each value exactly to f32 before its FMA, so the activations stay f32).
+enum class PanelFormat : uint8_t { f32, bf16 };
+
 // B = wᵀ (k x n) from a torch-layout weight w [n, k], in panels of kPanel columns, each panel k
-// rows of kPanel contiguous floats (the last one zero-padded), 64-byte aligned.
+// rows of kPanel contiguous values (the last one zero-padded), 64-byte aligned.
 struct PackedMatrix {
   static constexpr int64_t kPanel = 48;
   int64_t n = 0, k = 0;
-  std::shared_ptr<float[]> data;  // panels() * k * kPanel floats
+  PanelFormat format = PanelFormat::f32;
+  std::shared_ptr<void> data;  // panels() * k * kPanel values of `format`
   int64_t panels() const { return (n + kPanel - 1) / kPanel; }
-  const float* panel(int64_t p) const { return data.get() + p * k * kPanel; }
+  int64_t value_bytes() const { return format == PanelFormat::f32 ? 4 : 2; }
+  // W: float for f32 panels, uint16_t (bf16 bits) for bf16 panels.
+  template <class W>
+  const W* panel(int64_t p) const {
+    return static_cast<const W*>(data.get()) + p * k * kPanel;
+  }
 };
 
 // w: n rows of k floats, ldw apart. Splits the copy over the current device's pool.
-PackedMatrix pack_weight(const float* w, int64_t n, int64_t k, int64_t ldw);
+PackedMatrix pack_weight(const float* w, int64_t n, int64_t k, int64_t ldw,
+                         PanelFormat format = PanelFormat::f32);
 
 struct Epilogue {
   const float* bias = nullptr;      // n values added to every row, before the activation

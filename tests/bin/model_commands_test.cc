@@ -77,6 +77,15 @@ TEST_F(ModelCommands, GenerateGreedyMatchesReference) {
   EXPECT_EQ(keys, (std::vector<std::string>{"prompt", "token_ids", "text"}));
 }
 
+// --packed-dtype bf16 on a checkpoint of bf16 values: the same tokens as the unpacked model.
+TEST_F(ModelCommands, Bf16PackedWeightsGenerateTheUnpackedTokens) {
+  const std::string args = " --prompt-ids 5,17,300,42 --max-new-tokens 10";
+  const json packed = run_json("generate --model " + kModels + "gpt2_bf16 --packed-dtype bf16" + args);
+  const json plain = run_json("generate --model " + kModels + "gpt2_bf16 --no-pack-weights" + args);
+  EXPECT_EQ(packed["sequences"][0]["token_ids"], plain["sequences"][0]["token_ids"]);
+  EXPECT_EQ(packed["sequences"][0]["token_ids"].size(), 14u);
+}
+
 TEST_F(ModelCommands, GenerateEveryReferenceCase) {
   const auto json_of = [this](const std::string& args) { return run_json(args); };
   check_generation_cases("gpt2", true, json_of);
@@ -380,6 +389,10 @@ TEST_F(ModelCommands, ErrorsAreOneLineAndExitOne) {
   expect_error("classify --model " + kModels + "vit --text hi",
                {"sequence-classification", "image-classification"});
   expect_error("embed --model " + kModels + "gpt2 --text a --dtype f8", {"--dtype", "f8"});
+  expect_error("embed --model " + kModels + "gpt2 --text a --packed-dtype f16",
+               {"--packed-dtype", "f16"});
+  expect_error("embed --model " + kModels + "gpt2 --text a --packed-dtype bf16 --no-pack-weights",
+               {"--packed-dtype", "--no-pack-weights"});
   expect_error("convert --from /no/such/model --to " + scratch_.file("x"), {"--from"});
   // Usage mistakes stay exit 2.
   EXPECT_EQ(run("generate --prompt hi").exit_code, 2);

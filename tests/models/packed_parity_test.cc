@@ -4,6 +4,7 @@
 // packing.
 #include <gtest/gtest.h>
 
+#include "models/generation/generate.h"
 #include "models/layers/linear.h"
 #include "ops/ops.h"
 #include "ops/packed_linear.h"
@@ -146,6 +147,88 @@ TEST(PackedTraining, GradientsAreTheUnpackedModelsBitForBit) {
   }
   ASSERT_FALSE(grads[0].empty());
   EXPECT_EQ(grads[0], grads[1]);
+}
+
+// bf16 packed copies (LoadOptions::pack_dtype): a checkpoint whose weights are bf16 values
+// (the gpt2_bf16 fixture, saved by transformers in bfloat16) loses nothing to the rounding, so
+// its forward equals transformers' float32 forward of those weights.
+TEST(PackedBf16, Bf16CheckpointMatchesTransformers) {
+  auto model = load_model(model_fixture("gpt2_bf16"), {.pack_weights = true, .pack_dtype = DType::bf16});
+  auto ref = reference_of("gpt2_bf16");
+  TensorMap inputs{{"input_ids", ref.tensor("input_ids")},
+                   {"attention_mask", ref.tensor("attention_mask")}};
+  autograd::NoGradGuard no_grad;
+  const uint64_t before = ops::packed_products();
+  auto out = model->forward(inputs);
+  EXPECT_GT(ops::packed_products(), before);
+  testing::expect_outputs_match(out, ref, testing::output_names(ref), 1e-4);
+}
+
+// The f32 values nearest each of the products' weights in bf16, written into `model`'s own
+// tensors (the rounding done here, not by the library).
+void round_product_weights(Module& model) {
+  autograd::NoGradGuard no_grad;
+  const auto round = [](Tensor& w) {
+    std::vector<float> v = w.to_vector<float>();
+    for (float& x : v) x = float(bf16(x));
+    w.copy_from(Tensor::from_vector(v, w.shape()));
+  };
+  for (auto& [name, module] : model.named_modules()) {
+    if (auto* linear = dynamic_cast<Linear*>(module)) round(linear->weight());
+    if (auto* table = dynamic_cast<Embedding*>(module); table && table->serves_as_output())
+      round(table->weight());
+  }
+}
+
+// Every family packed as bf16 computes what the unpacked model computes with the same
+// weights rounded: the rounding is in place, so paths that stay unpacked agree.
+TEST(PackedBf16, EveryFamilyEqualsItsRoundedUnpackedModel) {
+  for (const auto& family : testing::families()) {
+    SCOPED_TRACE(family.name);
+    const auto dir = testing::save_random_model(family);
+    TensorMap inputs;
+    if (family.name == "vit") {
+      inputs["pixel_values"] = testing::normal_tensor({2, 3, 16, 16}, 99);
+    } else {
+      inputs["input_ids"] = testing::ids_tensor({2, 7}, 98, 37);
+      if (family.name.rfind("t5", 0) == 0)
+        inputs["decoder_input_ids"] = testing::ids_tensor({2, 5}, 97, 37);
+    }
+    autograd::NoGradGuard no_grad;
+    auto plain = load_model(dir);
+    const Tensor unrounded = plain->forward(inputs).at("logits");
+    round_product_weights(*plain);
+    const Tensor expected = plain->forward(inputs).at("logits");
+    auto packed = load_model(dir, {.pack_weights = true, .pack_dtype = DType::bf16});
+    const Tensor got = packed->forward(inputs).at("logits");
+    EXPECT_LE(testing::relative_error(got, expected), 1e-5);
+    EXPECT_GT(testing::relative_error(got, unrounded), 1e-4);  // the rounding is really there
+  }
+}
+
+// Decoding runs single rows through the bf16 panels; greedy tokens and scores equal the
+// unpacked model's on the same (bf16-valued) weights.
+TEST(PackedBf16, GreedyDecodingEqualsUnpackedModel) {
+  const auto dir = model_fixture("gpt2_bf16");
+  auto packed = load_model(dir, {.pack_weights = true, .pack_dtype = DType::bf16});
+  auto plain = load_model(dir);
+  generation::GenerationConfig config;
+  config.max_new_tokens = config.min_new_tokens = 12;
+  const std::vector<std::vector<int64_t>> prompts = {{5, 17, 300, 42}};
+  const uint64_t before = ops::packed_products();
+  const auto a = generation::generate(*packed->generative(), prompts, config);
+  const uint64_t products = ops::packed_products() - before;
+  const auto b = generation::generate(*plain->generative(), prompts, config);
+  EXPECT_EQ(ops::packed_products() - before, products);  // none from the unpacked model
+  // Every step's products ran packed: prefill and the 11 single-row steps.
+  EXPECT_GE(products, 12u * 2u);
+  EXPECT_EQ(a.at(0).at(0).tokens, b.at(0).at(0).tokens);
+  EXPECT_NEAR(a.at(0).at(0).score, b.at(0).at(0).score, 1e-4);
+}
+
+TEST(PackedBf16, RefusesOtherDtypes) {
+  EXPECT_THROW(load_model(model_fixture("gpt2"), {.pack_weights = true, .pack_dtype = DType::f16}),
+               InvalidArgument);
 }
 
 }  // namespace

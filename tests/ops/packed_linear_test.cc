@@ -82,6 +82,46 @@ TEST(PackedLinear, MatchesF64ReferenceOnEveryKernelAndEdge) {
   }
 }
 
+// The weight rounded to bf16 values (round to nearest even), as f32.
+Tensor rounded_to_bf16(const Tensor& w) {
+  std::vector<float> v = w.clone_raw().to_vector<float>();
+  for (float& x : v) x = float(bf16(x));
+  return Tensor::from_vector(v, w.shape());
+}
+
+// bf16 panels: the f32 product by the rounded weight, on every kernel and edge, single rows
+// (decoding) included; the rounding itself is visible against the unrounded weight.
+TEST(PackedLinear, Bf16PanelsMatchF64ReferenceOfRoundedWeight) {
+  const int64_t shapes[][3] = {{1, 1, 1},    {1, 768, 96},   {1, 300, 145}, {3, 5, 47},
+                               {9, 257, 49}, {200, 513, 145}, {17, 64, 2}};
+  for (PackedKernel kernel : kernels()) {
+    KernelScope scope(kernel);
+    for (const auto& s : shapes) {
+      const int64_t m = s[0], k = s[1], n = s[2];
+      Tensor x = random({m, k}, 21, DType::f32), w = random({n, k}, 22, DType::f32);
+      Tensor bias = random({n}, 23, DType::f32), residual = random({m, n}, 24, DType::f32);
+      const ops::PackedWeight pw = ops::pack_weight(w, DType::bf16);
+      EXPECT_EQ(pw.dtype(), DType::bf16);
+      SCOPED_TRACE(std::string(name(kernel)) + " " + std::to_string(m) + "x" +
+                   std::to_string(k) + "x" + std::to_string(n));
+      const Tensor wr = rounded_to_bf16(w);
+      Tensor y = ops::linear_packed(x, pw, bias);
+      expect_close(y, reference(x, wr, bias, std::nullopt, Tensor()), 2e-6 * std::sqrt(double(k)));
+      Tensor fused = ops::linear_packed(x, pw, bias, {.act = ops::UnaryOp::gelu_erf, .residual = residual});
+      expect_close(fused, reference(x, wr, bias, ops::UnaryOp::gelu_erf, residual),
+                   3e-6 * std::sqrt(double(k)));
+    }
+  }
+  // Rounding to 8 significant bits moves a 768-term product by far more than f32 sums do.
+  Tensor x = random({4, 768}, 25, DType::f32), w = random({96, 768}, 26, DType::f32);
+  Tensor exact = reference(x, w, Tensor(), std::nullopt, Tensor());
+  Tensor bf = ops::linear_packed(x, ops::pack_weight(w, DType::bf16));
+  double worst = 0;
+  const auto e = exact.to_vector<double>(), b = bf.to_vector<double>();
+  for (size_t i = 0; i < e.size(); ++i) worst = std::max(worst, std::fabs(e[i] - b[i]));
+  EXPECT_GT(worst, 1e-3);
+}
+
 TEST(PackedLinear, FusedEpiloguesMatchReference) {
   Tensor x = random({2, 37, 96}, 4, DType::f32), w = random({100, 96}, 5, DType::f32);
   Tensor bias = random({100}, 6, DType::f32), residual = random({2, 37, 100}, 7, DType::f32);
@@ -152,6 +192,7 @@ TEST(PackedLinear, RefusesAutogradAndMismatches) {
                                   {.act = ops::UnaryOp::tanh}),
                InvalidArgument);
   EXPECT_THROW(ops::pack_weight(random({8, 4}, 1, DType::f64)), InvalidArgument);
+  EXPECT_THROW(ops::pack_weight(w, DType::f16), InvalidArgument);
   EXPECT_THROW(ops::linear_packed(random({2, 4}, 18, DType::f32), ops::PackedWeight()),
                InvalidArgument);
 }
