@@ -124,8 +124,35 @@ void map(const T* a, const T* b, T* out, int64_t n, Fn fn) {
   });
 }
 
+// The ops whose f32 forward runs 16 lanes at a time (vector_math's generic functions): the
+// same formulas as forward_value's, with the values kept in vector registers.
+template <UnaryOp Op>
+constexpr bool kLaneOp = Op == UnaryOp::gelu_erf || Op == UnaryOp::gelu_tanh ||
+                         Op == UnaryOp::silu || Op == UnaryOp::sigmoid || Op == UnaryOp::exp;
+
+template <UnaryOp Op>
+void forward_lanes(const float* x, float* out, int64_t n) {
+  parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+    map_lanes(x + begin, out + begin, end - begin, [](auto v) {
+      if constexpr (Op == UnaryOp::gelu_erf)
+        return gelu_erf_v(v);
+      else if constexpr (Op == UnaryOp::gelu_tanh)
+        return gelu_tanh_v(v);
+      else if constexpr (Op == UnaryOp::silu)
+        return silu_v(v);
+      else if constexpr (Op == UnaryOp::sigmoid)
+        return sigmoid_v(v);
+      else
+        return exp_v(v);
+    });
+  });
+}
+
 template <UnaryOp Op>
 void forward_op(double param, const Tensor& x, Tensor& out) {
+  if constexpr (kLaneOp<Op>) {
+    if (x.dtype() == DType::f32) return forward_lanes<Op>(x.data<float>(), out.data<float>(), x.numel());
+  }
   dispatch_floating(x.dtype(), "unary", [&]<typename T>() {
     using C = compute_t<T>;
     const C p = C(param);

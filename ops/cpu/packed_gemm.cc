@@ -246,19 +246,29 @@ TileFn<W> tile_fn(PackedKernel kernel) {
   return tile_portable<W>;
 }
 
+// Each row of the tile: c = act(c + bias) + residual, 16 lanes at a time (act: a generic
+// callable of vector_math, for float and Lanes alike).
 template <class F>
 void apply_rows(int rows, int64_t cols, float* c, int64_t ldc, const Epilogue& e, int64_t row0,
                 int64_t col0, F act) {
+  const float* bias = e.bias ? e.bias + col0 : nullptr;
   for (int r = 0; r < rows; ++r) {
     float* cr = c + r * ldc;
-    const float* bias = e.bias ? e.bias + col0 : nullptr;
     const float* res = e.residual ? e.residual + (row0 + r) * e.ldr + col0 : nullptr;
-    if (bias)
-      for (int64_t j = 0; j < cols; ++j) cr[j] = act(cr[j] + bias[j]);
-    else
-      for (int64_t j = 0; j < cols; ++j) cr[j] = act(cr[j]);
-    if (res)
-      for (int64_t j = 0; j < cols; ++j) cr[j] += res[j];
+    int64_t j = 0;
+    for (; j + kLanes <= cols; j += kLanes) {
+      Lanes v = load_lanes(cr + j);
+      if (bias) v += load_lanes(bias + j);
+      v = act(v);
+      if (res) v += load_lanes(res + j);
+      store_lanes(cr + j, v);
+    }
+    for (; j < cols; ++j) {
+      float v = cr[j];
+      if (bias) v += bias[j];
+      v = act(v);
+      cr[j] = res ? v + res[j] : v;
+    }
   }
 }
 
@@ -268,14 +278,19 @@ void finish_tile(int rows, int64_t cols, float* c, int64_t ldc, const Epilogue& 
   switch (e.act) {
     case Act::none:
       if (e.bias || e.residual)
-        apply_rows(rows, cols, c, ldc, e, row0, col0, [](float x) { return x; });
+        apply_rows(rows, cols, c, ldc, e, row0, col0, [](auto x) { return x; });
       return;
     case Act::relu:
-      return apply_rows(rows, cols, c, ldc, e, row0, col0,
-                        [](float x) { return x < 0.0f ? 0.0f : x; });
-    case Act::gelu_erf: return apply_rows(rows, cols, c, ldc, e, row0, col0, gelu_erf_f32);
-    case Act::gelu_tanh: return apply_rows(rows, cols, c, ldc, e, row0, col0, gelu_tanh_f32);
-    case Act::silu: return apply_rows(rows, cols, c, ldc, e, row0, col0, silu_f32);
+      return apply_rows(rows, cols, c, ldc, e, row0, col0, [](auto x) {
+        using V = decltype(x);
+        return x < 0.0f ? splat<V>(0.0f) : x;
+      });
+    case Act::gelu_erf:
+      return apply_rows(rows, cols, c, ldc, e, row0, col0, [](auto x) { return gelu_erf_v(x); });
+    case Act::gelu_tanh:
+      return apply_rows(rows, cols, c, ldc, e, row0, col0, [](auto x) { return gelu_tanh_v(x); });
+    case Act::silu:
+      return apply_rows(rows, cols, c, ldc, e, row0, col0, [](auto x) { return silu_v(x); });
   }
 }
 

@@ -117,6 +117,29 @@ TEST(Activation, GeluF32RelativeErrorIsUlpLevel) {
   EXPECT_LT(worst_grad, 1e-6);
 }
 
+// The vectorised f32 exp (ops/cpu/vector_math.h): ulp error against f64 over its whole
+// normal range, in full vectors and in a padded tail; results below e^-86 flush to 0.
+TEST(Activation, ExpF32IsUlpLevelAndFlushesTinyResults) {
+  std::vector<float> xs;
+  for (float v = -86.0f; v < 88.72f; v += 0.00731f) xs.push_back(v);
+  xs.resize(xs.size() / 16 * 16 + 7);  // a partial last vector
+  const auto got = ops::exp(Tensor::from_vector<float>(xs)).to_vector<float>();
+  double worst = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double e = std::exp(double(xs[i]));
+    const double ulp = std::ldexp(1.0, std::ilogb(e) - 23);
+    worst = std::max(worst, std::abs(got[i] - e) / ulp);
+  }
+  EXPECT_LE(worst, 1.5);
+  const auto edge = ops::exp(Tensor::from_vector<float>({-86.5f, -85.9f, 88.72f, 88.73f, -INFINITY}))
+                        .to_vector<float>();
+  EXPECT_EQ(edge[0], 0.0f);  // e^-86.5 = 2.7e-38: flushed
+  EXPECT_NEAR(edge[1] / std::exp(double(-85.9f)), 1.0, 1e-6);
+  EXPECT_TRUE(std::isfinite(edge[2]));
+  EXPECT_TRUE(std::isinf(edge[3]));
+  EXPECT_EQ(edge[4], 0.0f);
+}
+
 TEST(Activation, StridedInputAndSpecialValues) {
   Tensor x = random({4, 6}, 14, DType::f64);
   Tensor t = x.as_strided({6, 4}, {1, 6}, 0);  // a transposed view
