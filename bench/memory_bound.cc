@@ -1,8 +1,9 @@
 // Memory-bound ops in GB/s (bytes read + written) beside memcpy of the same bytes, in one
-// run, at GPT-2 small shapes with 1024 tokens (8 x 128): layer_norm [1024, 768], gelu
-// [1024, 3072], softmax [8, 12, 128, 128] (causal too), all f32. memcpy runs on the same
-// thread budget as the ops (split by parallel_for), so the ratio compares like with like.
-// The summary at the end gives each op's GB/s as a fraction of memcpy's at its shape.
+// run, at GPT-2 small shapes with 1024 tokens (8 x 128): layer_norm and a residual add
+// [1024, 768], gelu [1024, 3072], softmax [8, 12, 128, 128] (causal too), all f32. memcpy
+// runs on the same thread budget as the ops (split by parallel_for), so the ratio compares
+// like with like. The summary at the end gives each op's GB/s as a fraction of memcpy's at
+// its shape.
 //
 //   build/bench/bench_memory_bound --benchmark_min_time=0.2
 #include <benchmark/benchmark.h>
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "ops/activation.h"
+#include "ops/elementwise.h"
 #include "ops/norm.h"
 #include "ops/softmax.h"
 #include "runtime/rng.h"
@@ -53,6 +55,13 @@ void BM_LayerNorm(benchmark::State& state, Shape shape) {
   Tensor b = random_tensor({shape.back()}, 3);
   for (auto _ : state) benchmark::DoNotOptimize(ops::layer_norm(x, w, b).data_ptr());
   set_bandwidth(state, 2.0 * double(x.nbytes()) + 2.0 * double(w.nbytes()));
+}
+
+// A residual add: two inputs read, one output written.
+void BM_Add(benchmark::State& state, Shape shape) {
+  Tensor x = random_tensor(shape, 1), y = random_tensor(shape, 2);
+  for (auto _ : state) benchmark::DoNotOptimize(ops::add(x, y).data_ptr());
+  set_bandwidth(state, 3.0 * double(x.nbytes()));
 }
 
 void BM_Gelu(benchmark::State& state, Shape shape, ops::GeluApprox approx) {
@@ -110,6 +119,7 @@ int main(int argc, char** argv) {
   std::vector<benchmark::internal::Benchmark*> all = {
       RegisterBenchmark("memcpy/1024x768", BM_Memcpy, norm_shape),
       RegisterBenchmark("layer_norm/1024x768", BM_LayerNorm, norm_shape),
+      RegisterBenchmark("residual_add/1024x768", BM_Add, norm_shape),
       RegisterBenchmark("memcpy/1024x3072", BM_Memcpy, gelu_shape),
       RegisterBenchmark("gelu_erf/1024x3072", BM_Gelu, gelu_shape, ops::GeluApprox::none),
       RegisterBenchmark("gelu_tanh/1024x3072", BM_Gelu, gelu_shape, ops::GeluApprox::tanh),

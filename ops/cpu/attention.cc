@@ -225,14 +225,21 @@ void forward_typed(const Tensor& tq, const Tensor& tk, const Tensor& tv, const A
         for (int64_t r = 0; r < rows; ++r) {
           C* sr = s.data() + r * kKeyTile;
           C tile_max = -std::numeric_limits<C>::infinity();
-          for (int64_t j = 0; j < cols; ++j) tile_max = std::max(tile_max, sr[j]);
+          if constexpr (std::is_same_v<C, float>)
+            tile_max = max_f32(sr, cols);
+          else
+            for (int64_t j = 0; j < cols; ++j) tile_max = std::max(tile_max, sr[j]);
           const C m_new = std::max(m[r], tile_max);
           live[r] = m_new != -std::numeric_limits<C>::infinity();
           if (!live[r]) continue;  // all masked so far: nothing to add
           const C alpha = exp_or_zero(m[r] - m_new);
-          for (int64_t j = 0; j < cols; ++j) sr[j] = exp_or_zero(sr[j] - m_new);
           C sum = 0;
-          for (int64_t j = 0; j < cols; ++j) sum += sr[j];
+          if constexpr (std::is_same_v<C, float>) {
+            sum = exp_sum_f32(sr, m_new, sr, cols);  // in vector registers; e^-inf = 0
+          } else {
+            for (int64_t j = 0; j < cols; ++j) sr[j] = exp_or_zero(sr[j] - m_new);
+            for (int64_t j = 0; j < cols; ++j) sum += sr[j];
+          }
           l[r] = l[r] * alpha + sum;
           m[r] = m_new;
           C* ar = acc.data() + r * dv;
