@@ -190,6 +190,8 @@ def run_encode(args):
         texts = [line.rstrip("\n") for line in f if line.strip()]
     t0 = time.perf_counter()
     model = SentenceTransformer(args.model, device="cpu")
+    if args.dtype == "bf16":
+        model = model.to(torch.bfloat16)
     model.eval()
     load_s = time.perf_counter() - t0
     out = {}
@@ -244,7 +246,7 @@ def main():
     p.add_argument("--encode-batch", type=int, default=32)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
-                   help="forward / decode: the model's dtype (bf16: torch.bfloat16 weights and activations)")
+                   help="the model's dtype (bf16: torch.bfloat16 weights and activations)")
     p.add_argument("--impl", default="torch", choices=["torch", "onnxruntime"])
     p.add_argument("--onnx", help="the graph for --impl onnxruntime (tools/export_ort_peers.py)")
     args = p.parse_args()

@@ -2,15 +2,17 @@
 ops/packed_linear.h), the same binary with the weights left unpacked (--no-pack: every product
 through OpenBLAS in our pool, runtime/blas.h), ONNX Runtime's CPU provider on graphs exported
 from the same folders (tools/export_ort_peers.py) and PyTorch + transformers /
-sentence-transformers (bench/peer_models.py), same weights, f32, same thread count. Rows:
+sentence-transformers (bench/peer_models.py), same weights, same thread count. f32 rows:
 GPT-2 small forward 1 x 128 and 8 x 128 (all logits), greedy decode of 64 new tokens after the
 same 8-token prompt (no ONNX Runtime graph with a KV cache: ours and PyTorch only), MiniLM
 encode (256 sentences, batch 32), and the first 64 of them encoded one at a time (10-14 words:
-where per-call overheads show). Each round runs every implementation once, in an order that rotates
-from round to round; each process runs one untimed pass and `--reps` timed ones and reports
-their median. The table gives, per row and implementation, the median over rounds, the
-min-max, the spread (max / min over the rounds' processes) and the ratio of each peer's time
-to ours.
+where per-call overheads show). bf16 rows: decode with our weights packed as bf16 (f32
+activations) against PyTorch in f32 and bf16, and (--rows) forward and encode with whole bf16
+models on both sides. Each round runs every implementation of a row once, in an order that
+rotates from round to round; each process runs one untimed pass and `--reps` timed ones and
+reports their median. The table gives, per row and implementation, the median over rounds,
+the min-max, the spread (max / min over the rounds' processes) and the ratio of each time to
+the row's first implementation (ours).
 
   python bench/run_cpu_peers.py --build build --rounds 5          # PYTHON env: the venv's python
 
@@ -25,14 +27,33 @@ import subprocess
 import sys
 import time
 
+F32 = ["ours", "ours_unpacked", "onnxruntime", "torch"]
 ROWS = {
-    "gpt2_b1": {"mode": "forward", "batch": 1, "seq": 128, "model": "gpt2"},
-    "gpt2_b8": {"mode": "forward", "batch": 8, "seq": 128, "model": "gpt2"},
-    "gpt2_decode": {"mode": "decode", "new_tokens": 64, "model": "gpt2"},
-    "minilm": {"mode": "encode", "model": "minilm"},
-    "minilm_one_by_one": {"mode": "encode", "model": "minilm", "encode_batch": 1, "lines": 64},
+    "gpt2_b1": {"mode": "forward", "batch": 1, "seq": 128, "model": "gpt2", "impls": F32},
+    "gpt2_b8": {"mode": "forward", "batch": 8, "seq": 128, "model": "gpt2", "impls": F32},
+    # No ONNX Runtime graph with a KV cache: ours and PyTorch only.
+    "gpt2_decode": {"mode": "decode", "new_tokens": 64, "model": "gpt2",
+                    "impls": ["ours", "ours_unpacked", "torch"]},
+    "gpt2_decode_bf16": {"mode": "decode", "new_tokens": 64, "model": "gpt2",
+                         "impls": ["ours_bf16_weights", "torch", "torch_bf16"]},
+    "gpt2_b1_bf16": {"mode": "forward", "batch": 1, "seq": 128, "model": "gpt2",
+                     "impls": ["ours_bf16", "torch_bf16"]},
+    "gpt2_b8_bf16": {"mode": "forward", "batch": 8, "seq": 128, "model": "gpt2",
+                     "impls": ["ours_bf16", "torch_bf16"]},
+    "minilm": {"mode": "encode", "model": "minilm", "impls": F32},
+    "minilm_bf16": {"mode": "encode", "model": "minilm",
+                    "impls": ["ours_bf16", "ours_bf16_weights", "torch", "torch_bf16"]},
+    "minilm_one_by_one": {"mode": "encode", "model": "minilm", "encode_batch": 1, "lines": 64,
+                          "impls": F32},
 }
-IMPLS = ["ours", "ours_unpacked", "onnxruntime", "torch"]
+DEFAULT_ROWS = ["gpt2_b1", "gpt2_b8", "gpt2_decode", "gpt2_decode_bf16", "minilm",
+                "minilm_one_by_one"]
+# What each implementation adds to the common flags: ours_bf16 is the whole model in bf16
+# (oneDNN's bf16 products), ours_bf16_weights f32 activations with the packed weights rounded to
+# bf16 (--packed-dtype bf16), torch_bf16 the transformers / sentence-transformers model in
+# torch.bfloat16.
+EXTRA = {"ours_unpacked": ["--no-pack"], "ours_bf16": ["--dtype", "bf16"],
+         "ours_bf16_weights": ["--packed-dtype", "bf16"], "torch_bf16": ["--dtype", "bf16"]}
 
 
 def run(cmd, env=None):
@@ -49,7 +70,7 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--rows", default=",".join(ROWS))
+    p.add_argument("--rows", default=",".join(DEFAULT_ROWS), help=f"of {', '.join(ROWS)}")
     p.add_argument("--out", help="JSON lines of every process (default BUILD/model_bench/cpu_peers.jsonl)")
     a = p.parse_args()
     py = os.environ.get("PYTHON", sys.executable)
@@ -74,15 +95,14 @@ def main():
     out_path = a.out or os.path.join(work, "cpu_peers.jsonl")
     results = []
     rows = a.rows.split(",")
-    total = a.rounds * sum(len(IMPLS) - (ROWS[r]["mode"] == "decode") for r in rows)
+    total = a.rounds * sum(len(ROWS[r]["impls"]) for r in rows)
     done, start = 0, time.time()
     for rnd in range(a.rounds):
         for row in rows:
             spec = ROWS[row]
-            order = IMPLS[rnd % len(IMPLS):] + IMPLS[:rnd % len(IMPLS)]
+            impls = spec["impls"]
+            order = impls[rnd % len(impls):] + impls[:rnd % len(impls)]
             for impl in order:
-                if impl == "onnxruntime" and spec["mode"] == "decode":
-                    continue
                 shape = (["--batch", str(spec["batch"]), "--seq", str(spec["seq"])]
                          if spec["mode"] == "forward"
                          else ["--new-tokens", str(spec["new_tokens"])] if spec["mode"] == "decode"
@@ -90,17 +110,14 @@ def main():
                                "--encode-batch", str(spec.get("encode_batch", 32))])
                 common = ["--model", folders[spec["model"]], "--mode", spec["mode"], "--reps",
                           str(a.reps), "--threads", str(a.threads)] + shape
-                e = dict(env)
                 if impl.startswith("ours"):
                     cmd = [os.path.join(a.build, "bench", "model_bench")] + common
-                    if impl == "ours_unpacked":
-                        cmd.append("--no-pack")
                 elif impl == "onnxruntime":
                     cmd = [py, "bench/peer_models.py", "--impl", "onnxruntime", "--onnx",
                            graphs[spec["model"]]] + common
                 else:
                     cmd = [py, "bench/peer_models.py"] + common
-                r = run(cmd, e)
+                r = run(cmd + EXTRA.get(impl, []), dict(env))
                 r.update(row=row, impl_name=impl, round=rnd, load=os.getloadavg()[0])
                 results.append(r)
                 done += 1
@@ -110,17 +127,17 @@ def main():
     with open(out_path, "w") as f:
         for r in results:
             f.write(json.dumps(r) + "\n")
-    print("| row | implementation | median ms (min-max) | spread max/min | peer time / ours |")
+    print("| row | implementation | median ms (min-max) | spread max/min | time / first |")
     print("|---|---|---:|---:|---:|")
     for row in rows:
-        ours = statistics.median(r["median_ms"] for r in results if r["row"] == row and r["impl_name"] == "ours")
-        for impl in IMPLS:
+        first = ROWS[row]["impls"][0]  # ours, in the precision the row compares
+        base = statistics.median(r["median_ms"] for r in results
+                                 if r["row"] == row and r["impl_name"] == first)
+        for impl in ROWS[row]["impls"]:
             t = [r["median_ms"] for r in results if r["row"] == row and r["impl_name"] == impl]
-            if not t:
-                continue
             m = statistics.median(t)
             print(f"| {row} | {impl} | {m:.1f} ({min(t):.1f}-{max(t):.1f}) | {max(t) / min(t):.2f} | "
-                  f"{m / ours:.2f} |")
+                  f"{m / base:.2f} |")
     loads = [r["load"] for r in results]
     print(f"\nload average during the run: {min(loads):.2f}-{max(loads):.2f}")
 

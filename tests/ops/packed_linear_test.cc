@@ -63,10 +63,12 @@ const char* name(PackedKernel k) {
   return k == PackedKernel::avx512 ? "avx512" : k == PackedKernel::avx2 ? "avx2" : "portable";
 }
 
-// Shapes around the tile (8 rows x 48 columns), the k slice (256) and the row block (192).
+// Shapes around the tile (8 rows x 48 columns), the k slice (256) and the row block (192;
+// 601 rows: several blocks and a partial tile).
 TEST(PackedLinear, MatchesF64ReferenceOnEveryKernelAndEdge) {
-  const int64_t shapes[][3] = {{1, 1, 1},   {1, 768, 96},  {3, 5, 47},    {8, 48, 48},
-                               {9, 257, 49}, {13, 300, 100}, {200, 513, 145}, {17, 64, 2}};
+  const int64_t shapes[][3] = {{1, 1, 1},      {1, 768, 96},   {3, 5, 47},     {8, 48, 48},
+                               {9, 257, 49},   {13, 300, 100}, {200, 513, 145}, {17, 64, 2},
+                               {601, 300, 97}, {256, 40, 48}};
   for (PackedKernel kernel : kernels()) {
     KernelScope scope(kernel);
     for (const auto& s : shapes) {
