@@ -117,6 +117,29 @@ struct Problem {
   // Only the first W keys of the tile are computed (W: the tile's keys rounded up to 16).
   template <int R, int W = kKeyTile>
   void products(const C* qs, const C* kt, C* s) const {
+    if constexpr (std::is_same_v<C, float>) {
+      // Written with vector_math's Lanes: left to itself, GCC vectorised the d loop of the
+      // plain arrays below with 128-bit shuffles (a tenth of MiniLM's encode time).
+      constexpr int V = W / kLanes;
+      Lanes acc[R][V] = {};
+      for (int64_t c = 0; c < d; ++c) {
+        const float* kc = kt + c * kKeyTile;
+        Lanes kv[V];
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) kv[v] = load_lanes(kc + v * kLanes);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          const Lanes qv = splat_lanes(qs[r * d + c]);
+#pragma GCC unroll 4
+          for (int v = 0; v < V; ++v) acc[r][v] += qv * kv[v];
+        }
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v) store_lanes(s + r * kKeyTile + v * kLanes, acc[r][v]);
+      return;
+    }
     C row[R][W] = {};
     for (int64_t c = 0; c < d; ++c) {
       const C* kc = kt + c * kKeyTile;

@@ -30,9 +30,7 @@ inline V splat(float x) {
   if constexpr (std::is_same_v<V, float>) {
     return x;
   } else {
-    V v;
-    for (int l = 0; l < kLanes; ++l) v[l] = x;
-    return v;
+    return x - V{};  // a broadcast (x - 0 is x, -0 included); an element loop was not one
   }
 }
 
