@@ -1,6 +1,7 @@
 // ops::matmul against raw cblas_sgemm, side by side in one run, at the GEMM shapes of
 // GPT-2 small (hidden 768) and medium (hidden 1024) layers with 1024 tokens (8 x 128) and 128
-// tokens (1 x 128), GPT-2's LM head, the bf16 path, and the packed inference product
+// tokens (1 x 128), GPT-2's LM head, all-MiniLM-L6-v2's layers (hidden 384) with 640 tokens
+// (a batch of 32 sentences of 20 tokens), the bf16 path, and the packed inference product
 // (ops::linear_packed: weight packed once, bias fused). The summary printed at the end gives
 // each op's GFLOP/s as a fraction of sgemm's at the same shape.
 //
@@ -9,9 +10,11 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "ops/matmul.h"
 #include "ops/packed_linear.h"
@@ -26,6 +29,10 @@ constexpr std::pair<int64_t, int64_t> kShapes[] = {
     {768, 2304}, {768, 768},   {768, 3072},  {3072, 768},
     {1024, 3072}, {1024, 4096}, {4096, 1024}, {768, 50257}};
 constexpr int64_t kTokens[] = {1024, 128};  // 8 sequences x 128, one sequence
+// MiniLM's {k, n} (q, k, v together; out; up; down) at 640 tokens.
+constexpr std::pair<int64_t, int64_t> kMiniLmShapes[] = {
+    {384, 1152}, {384, 384}, {384, 1536}, {1536, 384}};
+constexpr int64_t kMiniLmTokens = 640;
 
 Tensor random_tensor(const Shape& shape, uint64_t seed, DType dtype = DType::f32) {
   Tensor t = Tensor::empty(shape, DType::f32);
@@ -120,21 +127,20 @@ class RatioReporter : public benchmark::ConsoleReporter {
 int main(int argc, char** argv) {
   using namespace libai;
   // One shape after another, each op beside raw sgemm, so load drift hits them alike.
+  std::vector<std::array<int64_t, 3>> shapes;
   for (int64_t m : kTokens)
-    for (auto [k, n] : kShapes) {
-      std::string shape =
-          std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
-      for (auto* b :
-           {benchmark::RegisterBenchmark(("sgemm/" + shape).c_str(), BM_Sgemm),
-            benchmark::RegisterBenchmark(("matmul_f32/" + shape).c_str(), BM_Matmul, DType::f32),
-            benchmark::RegisterBenchmark(("linear_f32/" + shape).c_str(), BM_Linear),
-            benchmark::RegisterBenchmark(("linear_packed/" + shape).c_str(), BM_PackedLinear),
-            benchmark::RegisterBenchmark(("matmul_bf16/" + shape).c_str(), BM_Matmul, DType::bf16)})
-        b->Args({m, k, n})
-            ->Unit(benchmark::kMillisecond)
-            ->UseRealTime()
-            ->MeasureProcessCPUTime();
-    }
+    for (auto [k, n] : kShapes) shapes.push_back({m, k, n});
+  for (auto [k, n] : kMiniLmShapes) shapes.push_back({kMiniLmTokens, k, n});
+  for (auto [m, k, n] : shapes) {
+    std::string shape = std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n);
+    for (auto* b :
+         {benchmark::RegisterBenchmark(("sgemm/" + shape).c_str(), BM_Sgemm),
+          benchmark::RegisterBenchmark(("matmul_f32/" + shape).c_str(), BM_Matmul, DType::f32),
+          benchmark::RegisterBenchmark(("linear_f32/" + shape).c_str(), BM_Linear),
+          benchmark::RegisterBenchmark(("linear_packed/" + shape).c_str(), BM_PackedLinear),
+          benchmark::RegisterBenchmark(("matmul_bf16/" + shape).c_str(), BM_Matmul, DType::bf16)})
+      b->Args({m, k, n})->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+  }
   benchmark::Initialize(&argc, argv);
   libai::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
