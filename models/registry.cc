@@ -4,6 +4,7 @@
 #include "models/family.h"
 #include "models/gpt2/gpt2.h"
 #include "models/llama/llama.h"
+#include "models/swin/swin.h"
 #include "models/t5/t5.h"
 #include "models/vit/vit.h"
 #include "runtime/logging.h"
@@ -13,7 +14,7 @@ namespace libai::models {
 const std::vector<const Family*>& families() {
   static const std::vector<const Family*> table = {
       &gpt2_family(), &bert_family(), &roberta_family(), &vit_family(), &t5_family(), &mt5_family(),
-      &llama_family(), &mistral_family(), &qwen2_family(),
+      &llama_family(), &mistral_family(), &qwen2_family(), &swin_family(),
   };
   return table;
 }

@@ -26,12 +26,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 from safetensors import safe_open  # noqa: E402
-from safetensors.torch import save_file  # noqa: E402
+from safetensors.torch import load_file, save_file  # noqa: E402
 
 import transformers  # noqa: E402
 from transformers import (AutoTokenizer, BertConfig, BertForMaskedLM,  # noqa: E402
                           BertForSequenceClassification, GPT2Config, GPT2LMHeadModel, MT5Config, MT5ForConditionalGeneration,
-                          RobertaConfig, RobertaForMaskedLM, RobertaForSequenceClassification, T5Config,
+                          RobertaConfig, RobertaForMaskedLM, RobertaForSequenceClassification, SwinConfig,
+                          SwinForImageClassification, T5Config,
                           T5ForConditionalGeneration, ViTConfig, ViTForImageClassification, ViTModel)
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -64,7 +65,7 @@ T5_PAD, T5_EOS = 0, 1
 BIN_FOLDERS = {"gpt2", "t5"}
 
 SEEDS = {"gpt2": 101, "bert": 202, "bert_cls": 303, "roberta": 404, "roberta_cls": 505,
-         "t5": 615, "t5v11": 707, "mt5": 808, "vit": 909}
+         "t5": 615, "t5v11": 707, "mt5": 808, "vit": 909, "swin": 1010}
 
 TOKENIZER_TEXTS = [
     "Hello, world!",
@@ -925,6 +926,57 @@ def make_vit_backbone():
     return []
 
 
+SWIN_HIDDEN = ("hidden_states.0 is the patch embedding after its norm [batch, patches, embed_dim]; "
+               "hidden_states.i (i >= 1) the output of stage i - 1, after its patch merging when it has one")
+
+
+def make_swin():
+    """SwinForImageClassification: two stages (8 x 8 then 4 x 4 patches, window 4), so stage 0's
+    second block runs shifted windows with the cyclic-shift mask and stage 0 ends in a patch
+    merging. pytorch_model.bin holds the checkpoint's own names (the safetensors' ones, as the hub's
+    Swin .bin files do)."""
+    seed = SEEDS["swin"]
+    folder = os.path.join(OUT, "swin")
+    shutil.rmtree(folder, ignore_errors=True)
+    labels = {i: n for i, n in enumerate(["cat", "dog", "bird"])}
+    cfg = SwinConfig(image_size=32, patch_size=4, num_channels=3, embed_dim=16, depths=[2, 2],
+                     num_heads=[2, 4], window_size=4, mlp_ratio=2.0, hidden_act="gelu", layer_norm_eps=1e-5,
+                     qkv_bias=True, drop_path_rate=0.0, num_labels=3, id2label=labels,
+                     label2id={v: k for k, v in labels.items()})
+    torch.manual_seed(seed)
+    model = reinit(SwinForImageClassification(cfg), seed)
+    save_model(model, folder, with_bin=False)
+    torch.save(load_file(os.path.join(folder, "model.safetensors")), os.path.join(folder, "pytorch_model.bin"))
+    write_json(os.path.join(folder, "preprocessor_config.json"), {
+        "image_processor_type": "ViTImageProcessor",
+        "do_resize": True, "size": {"height": 32, "width": 32}, "resample": 3,
+        "do_rescale": True, "rescale_factor": 1 / 255,
+        "do_normalize": True, "image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225],
+    })
+    gen = torch.Generator().manual_seed(seed + 1)
+    inputs = {"pixel_values": torch.randn((2, 3, 32, 32), generator=gen)}
+    m = reload(SwinForImageClassification, folder)
+    with torch.no_grad():
+        out = m(**inputs, output_hidden_states=True)
+        check_same_outputs("swin", out.logits, model(**inputs).logits)
+        base = m.swin(**inputs)
+    reload_bin_check(SwinForImageClassification, folder, inputs, out.logits)
+    logit_stats("swin", out.logits[:, None, :])
+    tensors = dict(inputs)
+    tensors["logits"] = out.logits
+    tensors["last_hidden_state"] = base.last_hidden_state
+    tensors["pooler_output"] = base.pooler_output
+    add_hidden(tensors, "hidden_states", out.hidden_states)
+    write_reference(folder, tensors, base_info("SwinForImageClassification", seed, {
+        "inputs": {"pixel_values": "float32 [2, 3, 32, 32], standard normal (already normalised)"},
+        "forward": "model(pixel_values, output_hidden_states=True); last_hidden_state and pooler_output from "
+                   "model.swin(pixel_values) (after the final layernorm; pooler_output its mean over the patches); "
+                   "logits = classifier(pooler_output)",
+        "hidden_states": SWIN_HIDDEN,
+    }))
+    return []
+
+
 # ----------------------------------------------------------------------------------------------
 
 def check_no_local_paths():
@@ -957,6 +1009,7 @@ def main():
         "mt5": lambda: make_t5("mt5"),
         "vit": make_vit,
         "vit_backbone": make_vit_backbone,
+        "swin": make_swin,
     }
     only = [s for s in args.only.split(",") if s]
     problems = []

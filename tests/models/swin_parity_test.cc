@@ -1,0 +1,81 @@
+// Swin (models/swin/swin.h) against transformers' SwinForImageClassification on the random
+// fixture tests/data/models/swin (tools/make_fixtures.py): two stages, shifted windows with their
+// mask in stage 0, a patch merging; from safetensors and from pytorch_model.bin, packed too.
+#include <gtest/gtest.h>
+
+#include "models/swin/swin.h"
+#include "parity_util.h"
+#include "runtime/autograd.h"
+
+namespace libai::models {
+namespace {
+
+using testing::model_fixture;
+using testing::reference_of;
+
+void expect_matches_transformers(const LoadOptions& options) {
+  auto model = load_model(model_fixture("swin"), options);
+  EXPECT_EQ(model->task(), Task::image_classification);
+  auto ref = reference_of("swin");
+  autograd::NoGradGuard no_grad;
+  auto out = model->forward({{"pixel_values", ref.tensor("pixel_values")}});
+  const auto names = testing::output_names(ref);
+  // logits, last_hidden_state, pooler_output and hidden_states.0-2
+  ASSERT_EQ(names.size(), 6u);
+  testing::expect_outputs_match(out, ref, names, 1e-4);
+}
+
+TEST(SwinParity, SafetensorsMatchTransformers) {
+  expect_matches_transformers({.format = WeightFormat::safetensors});
+}
+
+TEST(SwinParity, PytorchBinMatchesTransformers) {
+  expect_matches_transformers({.format = WeightFormat::torch});
+}
+
+TEST(SwinParity, PackedWeightsMatchTransformers) {
+  expect_matches_transformers({.pack_weights = true});
+}
+
+HfConfig swin_config(nlohmann::json edits) {
+  nlohmann::json j = {{"model_type", "swin"},   {"architectures", {"SwinForImageClassification"}},
+                      {"image_size", 32},       {"patch_size", 4},
+                      {"embed_dim", 16},        {"depths", {2, 2}},
+                      {"num_heads", {2, 4}},    {"window_size", 4},
+                      {"drop_path_rate", 0.0},  {"num_labels", 3}};
+  j.update(edits);
+  return HfConfig::from_json(j);
+}
+
+TEST(SwinConfigErrors, NameWhatIsWrong) {
+  const auto message = [](const nlohmann::json& edits) {
+    try {
+      SwinConfig c(swin_config(edits));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // Stage 1 is 2 x 2 at image 16: smaller than the window (Note [Swin windows]).
+  EXPECT_NE(message({{"image_size", 16}}).find("smaller than window_size 4"), std::string::npos);
+  EXPECT_NE(message({{"use_absolute_embeddings", true}}).find("use_absolute_embeddings"),
+            std::string::npos);
+  EXPECT_NE(message({{"num_heads", {2}}}).find("same nonzero length"), std::string::npos);
+  EXPECT_NE(message({{"num_heads", {3, 4}}}).find("heads must divide"), std::string::npos);
+  EXPECT_NE(message({{"image_size", 30}}).find("not a multiple of patch_size"), std::string::npos);
+  EXPECT_EQ(message(nlohmann::json::object()), "no error");
+}
+
+TEST(SwinConfigErrors, WrongImageSizeIsRefused) {
+  auto model = load_model(model_fixture("swin"));
+  autograd::NoGradGuard no_grad;
+  try {
+    model->forward({{"pixel_values", Tensor::zeros({1, 3, 64, 64})}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("image_size 32x32"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace libai::models
