@@ -33,7 +33,8 @@ from safetensors.torch import save_file  # noqa: E402
 
 import transformers  # noqa: E402
 from transformers import (BertConfig, BertForPreTraining, GPT2Config, GPT2LMHeadModel,  # noqa: E402
-                          T5Config, T5ForConditionalGeneration, ViTConfig, ViTForImageClassification)
+                          SwinConfig, SwinForImageClassification, T5Config, T5ForConditionalGeneration,
+                          ViTConfig, ViTForImageClassification)
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 OUT = os.path.join(REPO, "tests", "data", "training")
@@ -81,6 +82,15 @@ def vit():
     return ViTForImageClassification(config)
 
 
+def swin():
+    """Two stages (8 x 8 patches with shifted windows of 4, then 4 x 4), a patch merging; no
+    stochastic depth (drop_path_rate 0: its per-sample draws are not ours to match)."""
+    config = SwinConfig(image_size=16, patch_size=2, num_channels=3, embed_dim=16, depths=[2, 2],
+                        num_heads=[2, 4], window_size=4, mlp_ratio=2.0, hidden_dropout_prob=0.0,
+                        attention_probs_dropout_prob=0.0, drop_path_rate=0.0, num_labels=3)
+    return SwinForImageClassification(config)
+
+
 # ----------------------------------------------------------------------------------------------
 # batches: micro-batch k of step s, as the model's forward takes them (labels included)
 
@@ -122,6 +132,11 @@ def t5_batch(gen):
     labels[0, -1] = 1
     labels[1, -2:] = -100
     return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+def swin_batch(gen):
+    return {"pixel_values": torch.randn((MICRO, 3, 16, 16), generator=gen),
+            "labels": ids(gen, (MICRO,), 0, 3)}
 
 
 def vit_batch(gen):
@@ -182,6 +197,7 @@ RUNS = {
     "bert_pretraining_adamw": (bert_pretraining, bert_batch, 12, {}),
     "t5_adamw": (t5, t5_batch, 13, {}),
     "vit_adamw": (vit, vit_batch, 14, {}),
+    "swin_adamw": (swin, swin_batch, 17, {}),
     "gpt2_sgd": (gpt2, gpt2_batch, 15, {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "dampening": 0.0,
                                         "nesterov": True}),
     # GradScaler (growing every 3 clean steps) over crafted overflows: an inf pixel in one

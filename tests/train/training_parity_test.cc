@@ -48,6 +48,16 @@ Tensor without_key_bias(const std::string& name, const Tensor& t, int64_t heads)
   return Tensor::from_vector(v, t.shape());
 }
 
+// The attention heads of the layer `name` belongs to: Swin's differ by stage ("num_heads",
+// parameters named stages.<s>....).
+int64_t heads_of(const models::HfConfig& config, const std::string& name) {
+  if (config.has("num_heads") && name.starts_with("stages.")) {
+    const size_t stage = std::stoul(name.substr(7, name.find('.', 7) - 7));
+    return config.get_int_list("num_heads").at(stage);
+  }
+  return config.get_int("n_head", config.get_int("num_attention_heads", 1));
+}
+
 class TrainingParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TrainingParity, EveryStepAndTheFinalWeightsMatchTorch) {
@@ -81,11 +91,10 @@ TEST_P(TrainingParity, EveryStepAndTheFinalWeightsMatchTorch) {
   models::LoadOptions final_weights;
   final_weights.weights = f.folder / "final.safetensors";
   auto expected = models::load_model(f.folder, final_weights);
-  const int64_t heads =
-      model->config().get_int("n_head", model->config().get_int("num_attention_heads", 1));
   double worst_weight = 0;
   for (const auto& [name, tensor] : model->named_parameters()) {
     std::string worst;
+    const int64_t heads = heads_of(model->config(), name);
     const double e =
         relative_error(without_key_bias(name, *tensor, heads),
                        without_key_bias(name, *expected->find_parameter(name), heads), &worst);
@@ -98,7 +107,7 @@ TEST_P(TrainingParity, EveryStepAndTheFinalWeightsMatchTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Torch, TrainingParity,
                          ::testing::Values("gpt2_adamw", "bert_pretraining_adamw", "t5_adamw",
-                                           "vit_adamw", "gpt2_sgd", "vit_scaler"));
+                                           "vit_adamw", "swin_adamw", "gpt2_sgd", "vit_scaler"));
 
 }  // namespace
 }  // namespace libai::train
