@@ -231,60 +231,90 @@ class PatchMerging : public Module {
   Linear* reduction_ = nullptr;
 };
 
+// Note [Swin parts]: a pipeline cuts Swin's blocks, counted over all stages (num_layers =
+// sum(depths)). A part holds its blocks and the patch merging of every stage whose last block
+// it holds, so a part after a stage's end starts at the next stage's resolution and width; the
+// hidden_states between parts are [batch, the stage's patches, its width].
 class Swin : public Model {
  public:
-  Swin(const HfConfig& hf, const LayerContext& ctx, Head head) : Model(hf), c_(hf), head_(head) {
+  Swin(const HfConfig& hf, const LayerContext& ctx, Head head, const StageSpec& part)
+      : Model(hf), c_(hf), head_(head) {
+    part_ = part;
     LIBAI_CHECK_KIND(Unsupported, !ctx.tp, hf.path(),
                      ": swin does not support tensor parallelism yet");
-    const PatchEmbeddingConfig patch{.channels = c_.channels,
-                                     .patch_height = c_.patch,
-                                     .patch_width = c_.patch,
-                                     .hidden = c_.embed_dim};
-    patches_ = &add_module("patches", std::make_unique<PatchEmbedding>(ctx, patch));
-    embed_norm_ = &add_module(
-        "embed_norm", std::make_unique<Norm>(ctx, ops::NormKind::layer, c_.embed_dim, c_.eps));
-    embed_dropout_ = &add_module("embed_dropout", std::make_unique<Dropout>(c_.hidden_dropout));
+    if (part.is_first()) {
+      const PatchEmbeddingConfig patch{.channels = c_.channels,
+                                       .patch_height = c_.patch,
+                                       .patch_width = c_.patch,
+                                       .hidden = c_.embed_dim};
+      patches_ = &add_module("patches", std::make_unique<PatchEmbedding>(ctx, patch));
+      embed_norm_ = &add_module(
+          "embed_norm", std::make_unique<Norm>(ctx, ops::NormKind::layer, c_.embed_dim, c_.eps));
+      embed_dropout_ = &add_module("embed_dropout", std::make_unique<Dropout>(c_.hidden_dropout));
+    }
+    int64_t global = 0;  // the block's index over all stages
     for (int64_t s = 0; s < c_.stages(); ++s) {
       const auto [height, width] = c_.resolution(s);
       // Note [Swin windows]: a map no larger than the window is one window, unshifted.
       const bool whole = std::min(height, width) <= c_.window;
       const int64_t window = whole ? std::min(height, width) : c_.window;
-      std::vector<SwinBlock*> blocks;
-      for (int64_t b = 0; b < c_.depths[size_t(s)]; ++b) {
+      for (int64_t b = 0; b < c_.depths[size_t(s)]; ++b, ++global) {
+        if (global < part.first_layer || global >= part.last_layer) continue;
         const int64_t shift = whole || b % 2 == 0 ? 0 : c_.window / 2;
-        blocks.push_back(&add_module(
+        Step step{.stage = s};
+        step.block = &add_module(
             block_name(s, b),
-            std::make_unique<SwinBlock>(ctx, c_, c_.dim(s), c_.heads[size_t(s)], window, shift)));
+            std::make_unique<SwinBlock>(ctx, c_, c_.dim(s), c_.heads[size_t(s)], window, shift));
+        if (b + 1 == c_.depths[size_t(s)] && s + 1 < c_.stages())
+          step.merge = &add_module("stages." + std::to_string(s) + ".merge",
+                                   std::make_unique<PatchMerging>(ctx, c_.dim(s), c_.eps));
+        steps_.push_back(step);
       }
-      blocks_.push_back(std::move(blocks));
-      if (s + 1 < c_.stages())
-        merges_.push_back(&add_module("stages." + std::to_string(s) + ".merge",
-                                      std::make_unique<PatchMerging>(ctx, c_.dim(s), c_.eps)));
     }
-    final_norm_ = &add_module(
-        "final_norm", std::make_unique<Norm>(ctx, ops::NormKind::layer, c_.features(), c_.eps));
-    if (head == Head::classifier) {
-      LIBAI_CHECK_KIND(Unsupported, c_.labels > 0, hf.path(), ": num_labels = 0 is not supported");
-      classifier_ =
-          &add_module("classifier", std::make_unique<Linear>(ctx, c_.features(), c_.labels));
+    if (part.is_last()) {
+      final_norm_ = &add_module(
+          "final_norm", std::make_unique<Norm>(ctx, ops::NormKind::layer, c_.features(), c_.eps));
+      if (head == Head::classifier) {
+        LIBAI_CHECK_KIND(Unsupported, c_.labels > 0, hf.path(),
+                         ": num_labels = 0 is not supported");
+        classifier_ =
+            &add_module("classifier", std::make_unique<Linear>(ctx, c_.features(), c_.labels));
+      }
     }
     build_weight_map();
   }
 
-  // in:  pixel_values [batch, channels, height, width]
-  // out: hidden_states.0 (the embedded patches), hidden_states.<s + 1> (after stage s and its
-  //      merging), last_hidden_state, pooler_output and, for the classifier, logits
+  // The whole model, or one part (Note [Swin parts]):
+  //   first part in:  pixel_values [batch, channels, height, width]
+  //   later parts in: hidden_states [batch, patches, width] of the part's first stage
+  //   out:            hidden_states (parts before the last), or last_hidden_state,
+  //                   pooler_output and, for the classifier, logits (the last); the whole
+  //                   model adds hidden_states.0 (the embedded patches) and hidden_states.<s + 1>
+  //                   (after stage s and its merging), as transformers' hidden_states
   TensorMap forward(const TensorMap& inputs) override {
-    Tensor pixels = pixel_values(require_input(inputs, "pixel_values", "swin"));
-    Tensor h = embed_dropout_->forward(embed_norm_->forward(patches_->forward(pixels)));
-    TensorMap out;
-    out["hidden_states.0"] = h;
-    for (int64_t s = 0; s < c_.stages(); ++s) {
-      const auto [height, width] = c_.resolution(s);
-      for (const SwinBlock* block : blocks_[size_t(s)]) h = block->forward(h, height, width);
-      if (s + 1 < c_.stages()) h = merges_[size_t(s)]->forward(h, height, width);
-      out["hidden_states." + std::to_string(s + 1)] = h;
+    Tensor h;
+    if (part_.is_first()) {
+      Tensor pixels = pixel_values(require_input(inputs, "pixel_values", "swin"));
+      h = embed_dropout_->forward(embed_norm_->forward(patches_->forward(pixels)));
+    } else {
+      h = require_input(inputs, "hidden_states", "swin");
+      const int64_t stage = steps_.empty() ? c_.stages() - 1 : steps_.front().stage;
+      const auto [height, width] = c_.resolution(stage);
+      LIBAI_CHECK(h.dim() == 3 && h.size(1) == height * width && h.size(2) == c_.dim(stage),
+                  "swin ", to_string(part_), ": hidden_states should be [batch, ", height * width,
+                  ", ", c_.dim(stage), "], got ", shape_str(h.shape()));
     }
+    const bool whole = part_.is_whole();
+    TensorMap out;
+    if (whole) out["hidden_states.0"] = h;
+    for (const Step& step : steps_) {
+      const auto [height, width] = c_.resolution(step.stage);
+      h = step.block->forward(h, height, width);
+      if (step.merge) h = step.merge->forward(h, height, width);
+      if (whole && (step.merge || &step == &steps_.back()))
+        out["hidden_states." + std::to_string(step.stage + 1)] = h;
+    }
+    if (!part_.is_last()) return {{"hidden_states", h}};
     h = final_norm_->forward(h);
     out["last_hidden_state"] = h;
     Tensor pooled = ops::mean(h, {1});  // [batch, features]
@@ -311,9 +341,16 @@ class Swin : public Model {
                 "swin: pixel_values of ", pixels.size(2), "x", pixels.size(3),
                 " do not match the model's image_size ", c_.image_height, "x", c_.image_width,
                 ": resize the image to ", c_.image_height, "x", c_.image_width);
-    const Tensor& like = *final_norm_->find_parameter("weight");
+    const Tensor& like = *patches_->find_parameter("weight");  // the first part has them
     return to_dtype(to_device(pixels, like.device()), like.dtype());
   }
+
+  // One block of the part, and the patch merging after it when it ends its stage.
+  struct Step {
+    int64_t stage = 0;
+    SwinBlock* block = nullptr;
+    PatchMerging* merge = nullptr;
+  };
 
   void build_weight_map() {
     map_.source_prefixes = {"", "swin."};
@@ -359,8 +396,7 @@ class Swin : public Model {
   PatchEmbedding* patches_ = nullptr;
   Norm* embed_norm_ = nullptr;
   Dropout* embed_dropout_ = nullptr;
-  std::vector<std::vector<SwinBlock*>> blocks_;  // per stage
-  std::vector<PatchMerging*> merges_;            // after each stage but the last
+  std::vector<Step> steps_;  // the part's blocks, in order
   Norm* final_norm_ = nullptr;
   Linear* classifier_ = nullptr;
   WeightMap map_;
@@ -378,10 +414,10 @@ int num_layers(const HfConfig& config) { return int(SwinConfig(config).blocks())
 
 std::unique_ptr<Model> make_swin_model(const HfConfig& config, const LayerContext& ctx,
                                        bool classifier, const std::optional<StageSpec>& part) {
-  const SwinConfig c(config);
-  LIBAI_CHECK_KIND(Unsupported, !part || part->is_whole(), config.path(),
-                   ": swin runs as a whole model only (no pipeline parts yet)");
-  return std::make_unique<Swin>(config, ctx, classifier ? Head::classifier : Head::encoder);
+  const int blocks = int(SwinConfig(config).blocks());
+  if (part) check_part(config, *part, blocks);
+  return std::make_unique<Swin>(config, ctx, classifier ? Head::classifier : Head::encoder,
+                                part.value_or(StageSpec{0, blocks, blocks}));
 }
 
 const Family& swin_family() {

@@ -47,8 +47,8 @@ struct SwinConfig {
   std::pair<int64_t, int64_t> resolution(int64_t stage) const;
 };
 
-// SwinModel (classifier false) or SwinForImageClassification; whole models only (a pipeline
-// part is refused with Unsupported).
+// SwinModel (classifier false) or SwinForImageClassification, whole or one part of its blocks
+// (Note [Swin parts] in swin.cc). No tensor parallelism yet (Unsupported).
 std::unique_ptr<Model> make_swin_model(const HfConfig& config, const LayerContext& ctx,
                                        bool classifier,
                                        const std::optional<StageSpec>& part = std::nullopt);

@@ -257,6 +257,20 @@ TEST(ModelParts, VitEveryHeadAndSplitGivesTheWholeModelsOutputsAndGradients) {
                              {"last_hidden_state", "pooler_output"});
 }
 
+// Swin's 2 + 2 blocks (the shapes of tests/data/models/swin): cuts inside a stage, and at the stage's end,
+// where the patch merging stays with the stage's last block (Note [Swin parts]); dropout on.
+TEST(ModelParts, SwinEverySplitGivesTheWholeModelsOutputsAndGradients) {
+  const testing::Family swin{
+      "swin_parts",
+      {{"model_type", "swin"}, {"architectures", {"SwinForImageClassification"}},
+       {"image_size", 32}, {"patch_size", 4}, {"embed_dim", 16}, {"depths", {2, 2}},
+       {"num_heads", {2, 4}}, {"window_size", 4}, {"mlp_ratio", 2.0}, {"num_labels", 3},
+       {"drop_path_rate", 0.0}, {"hidden_dropout_prob", 0.2}, {"attention_probs_dropout_prob", 0.2}}};
+  const fs::path dir = testing::save_random_model(swin);
+  const TensorMap batch{{"pixel_values", testing::normal_tensor({2, 3, 32, 32}, 4)}};
+  expect_every_split_matches(dir, 4, batch, {"logits"});
+}
+
 // Two encoder and two decoder layers: the splits cut inside the encoder (1 | 3), at the
 // boundary (2 | 2), inside the decoder (3 | 1) and at every combination of those.
 TEST(ModelParts, T5EverySplitGivesTheWholeModelsLogitsAndGradients) {

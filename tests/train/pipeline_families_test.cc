@@ -38,6 +38,14 @@ fs::path random_model(const std::string& name) {
   static std::map<std::string, fs::path> saved;
   if (auto it = saved.find(name); it != saved.end()) return it->second;
   const std::string base = name == "bert_pretraining" ? "bert" : name;
+  if (name == "swin")  // not among the random families: its inputs are images of 32 x 32
+    return saved[name] = testing::save_random_model(
+               {"swin_pipeline",
+                {{"model_type", "swin"}, {"architectures", {"SwinForImageClassification"}},
+                 {"image_size", 32}, {"patch_size", 4}, {"embed_dim", 16}, {"depths", {2, 2}},
+                 {"num_heads", {2, 4}}, {"window_size", 4}, {"mlp_ratio", 2.0},
+                 {"num_labels", 3}, {"drop_path_rate", 0.0}, {"hidden_dropout_prob", 0.1},
+                 {"attention_probs_dropout_prob", 0.1}}});
   for (auto f : testing::families()) {
     if (f.name != base) continue;
     if (base == "t5" || base == "t5_tied") {
@@ -87,6 +95,9 @@ models::TensorMap micro_batch(const std::string& name, int step, int k) {
   };
   if (name == "vit")
     return {{"pixel_values", testing::normal_tensor({kMicro, 3, 16, 16}, seed)},
+            {"labels", ints({kMicro}, 0, 2)}};
+  if (name == "swin")
+    return {{"pixel_values", testing::normal_tensor({kMicro, 3, 32, 32}, seed)},
             {"labels", ints({kMicro}, 0, 2)}};
   if (name == "t5" || name == "t5_tied") {
     Tensor labels = sparse_labels(padding_mask(kTarget), 1);
@@ -308,6 +319,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{.model = "t5_tied", .tp = 2, .cut = 3},  // inside the decoder
                       Case{.model = "t5_tied", .dp = 2, .checkpoint = false},
                       Case{.model = "vit", .tp = 2}, Case{.model = "vit", .dp = 2},
+                      Case{.model = "swin", .dp = 2},   // 2 | 2: the merge with stage 0
+                      Case{.model = "swin", .cut = 1},  // inside stage 0
                       Case{.model = "llama", .tp = 2}, Case{.model = "llama", .dp = 2},
                       Case{.model = "llama", .tp = 4},  // key/value heads copied on 2 ranks
                       Case{.model = "qwen2", .tp = 2}, Case{.model = "qwen2", .dp = 2},
