@@ -967,12 +967,23 @@ def make_swin():
     tensors["last_hidden_state"] = base.last_hidden_state
     tensors["pooler_output"] = base.pooler_output
     add_hidden(tensors, "hidden_states", out.hidden_states)
+    # End to end from an image file: the folder's own image processor (bicubic downscaling).
+    from PIL import Image
+    from transformers import ViTImageProcessor
+    proc = ViTImageProcessor.from_pretrained(folder)
+    image = Image.open(os.path.join(REPO, "tests", "data", "images", "gradient.png")).convert("RGB")
+    image_pixels = proc(images=image, return_tensors="pt").pixel_values
+    with torch.no_grad():
+        tensors["gradient_png.pixel_values"] = image_pixels
+        tensors["gradient_png.scores"] = m(pixel_values=image_pixels).logits
     write_reference(folder, tensors, base_info("SwinForImageClassification", seed, {
         "inputs": {"pixel_values": "float32 [2, 3, 32, 32], standard normal (already normalised)"},
         "forward": "model(pixel_values, output_hidden_states=True); last_hidden_state and pooler_output from "
                    "model.swin(pixel_values) (after the final layernorm; pooler_output its mean over the patches); "
                    "logits = classifier(pooler_output)",
         "hidden_states": SWIN_HIDDEN,
+        "gradient_png": "tests/data/images/gradient.png through ViTImageProcessor.from_pretrained(folder): "
+                        "gradient_png.pixel_values and the model's logits on them, gradient_png.scores",
     }))
     return []
 

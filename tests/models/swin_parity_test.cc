@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "models/swin/swin.h"
+#include "models/vision/image.h"
 #include "parity_util.h"
 #include "runtime/autograd.h"
 
@@ -35,6 +36,20 @@ TEST(SwinParity, PytorchBinMatchesTransformers) {
 
 TEST(SwinParity, PackedWeightsMatchTransformers) {
   expect_matches_transformers({.pack_weights = true});
+}
+
+// From an image file through the folder's preprocessor_config.json (bicubic downscaling, as
+// transformers' ViTImageProcessor) to the logits: PIL-exact pixels, transformers' logits.
+TEST(SwinParity, ImageFileToLogitsMatchesTransformers) {
+  const auto processor = vision::ImageProcessor::load(model_fixture("swin"));
+  Tensor pixels = processor.preprocess(
+      vision::load_image(std::filesystem::path(LIBAI_SOURCE_DIR) / "tests/data/images/gradient.png"));
+  auto ref = reference_of("swin");
+  EXPECT_LE(testing::relative_error(pixels, ref.tensor("gradient_png.pixel_values")), 1e-5);
+  auto model = load_model(model_fixture("swin"));
+  autograd::NoGradGuard no_grad;
+  Tensor logits = model->forward({{"pixel_values", pixels}}).at("logits");
+  EXPECT_LE(testing::relative_error(logits, ref.tensor("gradient_png.scores")), 1e-4);
 }
 
 HfConfig swin_config(nlohmann::json edits) {
