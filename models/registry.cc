@@ -14,7 +14,7 @@ namespace libai::models {
 const std::vector<const Family*>& families() {
   static const std::vector<const Family*> table = {
       &gpt2_family(), &bert_family(), &roberta_family(), &vit_family(), &t5_family(), &mt5_family(),
-      &llama_family(), &mistral_family(), &qwen2_family(), &swin_family(),
+      &llama_family(), &mistral_family(), &qwen2_family(), &swin_family(), &swinv2_family(),
   };
   return table;
 }

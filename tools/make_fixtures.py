@@ -32,7 +32,7 @@ import transformers  # noqa: E402
 from transformers import (AutoTokenizer, BertConfig, BertForMaskedLM,  # noqa: E402
                           BertForSequenceClassification, GPT2Config, GPT2LMHeadModel, MT5Config, MT5ForConditionalGeneration,
                           RobertaConfig, RobertaForMaskedLM, RobertaForSequenceClassification, SwinConfig,
-                          SwinForImageClassification, T5Config,
+                          SwinForImageClassification, Swinv2Config, Swinv2ForImageClassification, T5Config,
                           T5ForConditionalGeneration, ViTConfig, ViTForImageClassification, ViTModel)
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -65,7 +65,7 @@ T5_PAD, T5_EOS = 0, 1
 BIN_FOLDERS = {"gpt2", "t5"}
 
 SEEDS = {"gpt2": 101, "bert": 202, "bert_cls": 303, "roberta": 404, "roberta_cls": 505,
-         "t5": 615, "t5v11": 707, "mt5": 808, "vit": 909, "swin": 1010}
+         "t5": 615, "t5v11": 707, "mt5": 808, "vit": 909, "swin": 1010, "swinv2": 1111}
 
 TOKENIZER_TEXTS = [
     "Hello, world!",
@@ -988,6 +988,48 @@ def make_swin():
     return []
 
 
+def make_swinv2():
+    """Swinv2ForImageClassification: three stages (8 x 8, 4 x 4, 2 x 2 patches, window 4), so stage 0
+    shifts its second block, stage 2 is a map smaller than the window (one 2 x 2 window), and stage 1
+    normalises its position offsets by a pretrained window of 3. One head's logit scale sits above
+    the clamp (ln 100), where the shifted windows' mask is added twice as transformers does."""
+    seed = SEEDS["swinv2"]
+    folder = os.path.join(OUT, "swinv2")
+    shutil.rmtree(folder, ignore_errors=True)
+    labels = {i: n for i, n in enumerate(["cat", "dog", "bird"])}
+    cfg = Swinv2Config(image_size=32, patch_size=4, num_channels=3, embed_dim=16, depths=[2, 2, 1],
+                       num_heads=[2, 4, 4], window_size=4, pretrained_window_sizes=[0, 3, 0], mlp_ratio=2.0,
+                       hidden_act="gelu", layer_norm_eps=1e-5, qkv_bias=True, drop_path_rate=0.0, num_labels=3,
+                       id2label=labels, label2id={v: k for k, v in labels.items()})
+    torch.manual_seed(seed)
+    model = reinit(Swinv2ForImageClassification(cfg), seed)
+    with torch.no_grad():
+        model.swinv2.encoder.layers[0].blocks[1].attention.self.logit_scale[0] = 5.0
+    save_model(model, folder, with_bin=False)
+    torch.save(load_file(os.path.join(folder, "model.safetensors")), os.path.join(folder, "pytorch_model.bin"))
+    gen = torch.Generator().manual_seed(seed + 1)
+    inputs = {"pixel_values": torch.randn((2, 3, 32, 32), generator=gen)}
+    m = reload(Swinv2ForImageClassification, folder)
+    with torch.no_grad():
+        out = m(**inputs, output_hidden_states=True)
+        check_same_outputs("swinv2", out.logits, model(**inputs).logits)
+        base = m.swinv2(**inputs)
+    reload_bin_check(Swinv2ForImageClassification, folder, inputs, out.logits)
+    logit_stats("swinv2", out.logits[:, None, :])
+    tensors = dict(inputs)
+    tensors["logits"] = out.logits
+    tensors["last_hidden_state"] = base.last_hidden_state
+    tensors["pooler_output"] = base.pooler_output
+    add_hidden(tensors, "hidden_states", out.hidden_states)
+    write_reference(folder, tensors, base_info("Swinv2ForImageClassification", seed, {
+        "inputs": {"pixel_values": "float32 [2, 3, 32, 32], standard normal (already normalised)"},
+        "forward": "model(pixel_values, output_hidden_states=True); last_hidden_state and pooler_output from "
+                   "model.swinv2(pixel_values); logits = classifier(pooler_output)",
+        "hidden_states": SWIN_HIDDEN,
+    }))
+    return []
+
+
 # ----------------------------------------------------------------------------------------------
 
 def check_no_local_paths():
@@ -1021,6 +1063,7 @@ def main():
         "vit": make_vit,
         "vit_backbone": make_vit_backbone,
         "swin": make_swin,
+        "swinv2": make_swinv2,
     }
     only = [s for s in args.only.split(",") if s]
     problems = []

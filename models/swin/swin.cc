@@ -3,10 +3,8 @@
 #include <numeric>
 #include <utility>
 
-#include "models/layers/attention.h"
-#include "models/layers/mlp.h"
 #include "models/layers/patch_embedding.h"
-#include "models/training_mode.h"
+#include "models/swin/swin_blocks.h"
 #include "ops/ops.h"
 #include "runtime/device_copy.h"
 
@@ -31,6 +29,7 @@ std::pair<int64_t, int64_t> size_pair(const HfConfig& c, const std::string& key,
 }  // namespace
 
 SwinConfig::SwinConfig(const HfConfig& c) {
+  v2 = c.model_type() == "swinv2";
   std::tie(image_height, image_width) = size_pair(c, "image_size", 224);
   patch = c.get_int("patch_size", 4);
   channels = c.get_int("num_channels", 3);
@@ -45,6 +44,8 @@ SwinConfig::SwinConfig(const HfConfig& c) {
   drop_path = c.get_double("drop_path_rate", 0.1);
   activation = parse_activation(c.get_string("hidden_act", "gelu"), c.path() + ": hidden_act");
   qkv_bias = c.get_bool("qkv_bias", true);
+  pretrained_windows = c.has("pretrained_window_sizes") ? c.get_int_list("pretrained_window_sizes")
+                                                        : std::vector<int64_t>(depths.size(), 0);
   labels = int64_t(c.labels().size());
   if (labels == 0) labels = c.get_int("num_labels", 2);
   LIBAI_CHECK_KIND(Unsupported, !c.get_bool("use_absolute_embeddings", false), c.path(),
@@ -56,13 +57,15 @@ SwinConfig::SwinConfig(const HfConfig& c) {
                    ": image_size ", image_height, "x", image_width,
                    " is not a multiple of patch_size ", patch);
   LIBAI_CHECK_KIND(CorruptInput, window > 0, c.path(), ": window_size should be positive");
+  LIBAI_CHECK_KIND(CorruptInput, !v2 || pretrained_windows.size() == depths.size(), c.path(),
+                   ": \"pretrained_window_sizes\" should have one entry per stage");
   for (int64_t s = 0; s < stages(); ++s) {
     LIBAI_CHECK_KIND(CorruptInput, depths[size_t(s)] > 0 && heads[size_t(s)] > 0 &&
                                        dim(s) % heads[size_t(s)] == 0,
                      c.path(), ": stage ", s, " has width ", dim(s), ", depth ", depths[size_t(s)],
                      " and ", heads[size_t(s)], " heads (the heads must divide the width)");
     const auto [h, w] = resolution(s);
-    LIBAI_CHECK_KIND(Unsupported, std::min(h, w) >= window, c.path(), ": stage ", s,
+    LIBAI_CHECK_KIND(Unsupported, v2 || std::min(h, w) >= window, c.path(), ": stage ", s,
                      "'s feature map is ", h, "x", w, ", smaller than window_size ", window,
                      " (Note [Swin windows] in models/swin/swin.h)");
   }
@@ -78,158 +81,15 @@ std::pair<int64_t, int64_t> SwinConfig::resolution(int64_t stage) const {
   return {h, w};
 }
 
+std::pair<int64_t, bool> SwinConfig::stage_window(int64_t stage) const {
+  const auto [h, w] = resolution(stage);
+  const int64_t side = std::min(h, w);
+  return side <= window ? std::pair{side, true} : std::pair{window, false};
+}
+
 namespace {
 
 enum class Head { encoder, classifier };
-
-// x [batch, height, width, channels] rolled by `shift` along height and width: out[i] =
-// x[(i + shift) mod size] (torch.roll by -shift).
-Tensor roll_left(const Tensor& x, int64_t shift) {
-  Tensor out = x;
-  for (int64_t dim : {1, 2}) {
-    const int64_t size = out.size(dim), s = ((shift % size) + size) % size;
-    if (s == 0) continue;
-    out = ops::cat({ops::narrow(out, dim, s, size - s), ops::narrow(out, dim, 0, s)}, dim);
-  }
-  return out;
-}
-
-// x [batch, height, width, channels] with zero rows and columns appended up to height x width.
-Tensor pad_to(const Tensor& x, int64_t height, int64_t width) {
-  Tensor out = x;
-  const int64_t batch = x.size(0), channels = x.size(3);
-  if (out.size(1) < height)
-    out = ops::cat({out, Tensor::zeros({batch, height - out.size(1), out.size(2), channels},
-                                       x.dtype(), x.device())},
-                   1);
-  if (out.size(2) < width)
-    out = ops::cat({out, Tensor::zeros({batch, height, width - out.size(2), channels}, x.dtype(),
-                                       x.device())},
-                   2);
-  return out;
-}
-
-// One Swin block (transformers' SwinLayer): window attention, shifted when `shift` > 0, with the
-// relative position bias, then the MLP; pre-norm residuals.
-class SwinBlock : public Module {
- public:
-  SwinBlock(const LayerContext& ctx, const SwinConfig& c, int64_t dim, int64_t heads,
-            int64_t window, int64_t shift)
-      : dim_(dim), heads_(heads), window_(window), shift_(shift), drop_path_(c.drop_path),
-        table_(add_parameter("relative_position_bias_table",
-                             {(2 * window - 1) * (2 * window - 1), heads}, ctx)) {
-    norm1_ = &add_module("norm1", std::make_unique<Norm>(ctx, ops::NormKind::layer, dim, c.eps));
-    AttentionConfig attention{.hidden = dim, .heads = heads, .bias = c.qkv_bias,
-                              .out_bias = true, .dropout = c.attention_dropout};
-    attention_ = &add_module("attention", std::make_unique<Attention>(ctx, attention));
-    dropout_ = &add_module("dropout", std::make_unique<Dropout>(c.hidden_dropout));
-    norm2_ = &add_module("norm2", std::make_unique<Norm>(ctx, ops::NormKind::layer, dim, c.eps));
-    const MlpConfig mlp{.hidden = dim,
-                        .intermediate = int64_t(double(dim) * c.mlp_ratio),
-                        .activation = c.activation};
-    mlp_ = &add_module("mlp", std::make_unique<Mlp>(ctx, mlp));
-    // The table row of each (query, key) pair of a window: their offsets along height and
-    // width, each shifted to start at 0, as one index into the (2w - 1) x (2w - 1) offsets.
-    const int64_t n = window * window;
-    std::vector<int64_t> index(size_t(n * n));
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        index[size_t(i * n + j)] = (i / window - j / window + window - 1) * (2 * window - 1) +
-                                   (i % window - j % window + window - 1);
-    index_ = Tensor::from_vector(index, {n * n});
-  }
-
-  // h [batch, height * width, dim] -> the same shape.
-  Tensor forward(const Tensor& h, int64_t height, int64_t width) const {
-    LIBAI_CHECK_KIND(Unsupported, drop_path_ == 0.0 || !training_mode().training,
-                     "swin: training with drop_path_rate = ", drop_path_,
-                     " is not supported yet (set drop_path_rate to 0 in config.json)");
-    const int64_t batch = h.size(0), w = window_, n = w * w;
-    const int64_t padded_h = (height + w - 1) / w * w, padded_w = (width + w - 1) / w * w;
-    const int64_t rows = padded_h / w, cols = padded_w / w;
-    Tensor x = ops::reshape(norm1_->forward(h), {batch, height, width, dim_});
-    x = roll_left(pad_to(x, padded_h, padded_w), shift_);
-    // [batch, rows, w, cols, w, dim] -> [batch * windows, w * w, dim]
-    x = ops::reshape(ops::permute(ops::reshape(x, {batch, rows, w, cols, w, dim_}),
-                                  {0, 1, 3, 2, 4, 5}),
-                     {batch * rows * cols, n, dim_});
-    x = attention_->forward(x, {.bias = attention_bias(batch, padded_h, padded_w, h)});
-    x = ops::reshape(ops::permute(ops::reshape(x, {batch, rows, cols, w, w, dim_}),
-                                  {0, 1, 3, 2, 4, 5}),
-                     {batch, padded_h, padded_w, dim_});
-    x = roll_left(x, -shift_);
-    if (padded_h != height || padded_w != width)
-      x = ops::narrow(ops::narrow(x, 1, 0, height), 2, 0, width);
-    Tensor out = h + dropout_->forward(ops::reshape(x, {batch, height * width, dim_}));
-    return mlp_->forward(norm2_->forward(out), out);
-  }
-
- private:
-  // The relative position bias [1, heads, n, n], plus with shifted windows the mask that keeps
-  // each window's regions apart (-100 between tokens that were not neighbours before the
-  // roll, as transformers adds): [batch * windows, heads, n, n].
-  Tensor attention_bias(int64_t batch, int64_t height, int64_t width, const Tensor& like) const {
-    const int64_t w = window_, n = w * w;
-    Tensor table = ops::embedding(table_, to_device(index_, table_.device()));  // [n * n, heads]
-    Tensor bias = ops::unsqueeze(ops::reshape(ops::transpose(table, 0, 1), {heads_, n, n}), 0);
-    if (shift_ == 0) return bias;
-    const int64_t rows = height / w, cols = width / w;
-    const auto region = [&](int64_t i, int64_t size) {
-      return int64_t(i >= size - w) + int64_t(i >= size - shift_);
-    };
-    std::vector<float> mask(size_t(rows * cols * n * n));
-    for (int64_t wr = 0; wr < rows; ++wr)
-      for (int64_t wc = 0; wc < cols; ++wc)
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < n; ++j) {
-            const int64_t ri = region(wr * w + i / w, height) * 3 + region(wc * w + i % w, width);
-            const int64_t rj = region(wr * w + j / w, height) * 3 + region(wc * w + j % w, width);
-            mask[size_t(((wr * cols + wc) * n + i) * n + j)] = ri == rj ? 0.0f : -100.0f;
-          }
-    Tensor m = to_dtype(to_device(Tensor::from_vector(mask, {rows * cols, 1, n, n}), like.device()),
-                        like.dtype());
-    return ops::reshape(ops::expand(ops::unsqueeze(bias + m, 0), {batch, rows * cols, heads_, n, n}),
-                        {batch * rows * cols, heads_, n, n});
-  }
-
-  int64_t dim_, heads_, window_, shift_;
-  double drop_path_;
-  Tensor& table_;  // [(2 window - 1)^2, heads]
-  Tensor index_;   // i64 [window^4]: table row per (query, key) of a window
-  Norm* norm1_ = nullptr;
-  Attention* attention_ = nullptr;
-  Dropout* dropout_ = nullptr;
-  Norm* norm2_ = nullptr;
-  Mlp* mlp_ = nullptr;
-};
-
-// transformers' SwinPatchMerging: 2 x 2 neighbourhoods concatenated, normed and projected
-// from 4 dim to 2 dim (no bias).
-class PatchMerging : public Module {
- public:
-  PatchMerging(const LayerContext& ctx, int64_t dim, double eps) : dim_(dim) {
-    norm_ = &add_module("norm", std::make_unique<Norm>(ctx, ops::NormKind::layer, 4 * dim, eps));
-    reduction_ = &add_module("reduction", std::make_unique<Linear>(ctx, 4 * dim, 2 * dim, false));
-  }
-
-  // h [batch, height * width, dim] -> [batch, ceil(height / 2) * ceil(width / 2), 2 dim]
-  Tensor forward(const Tensor& h, int64_t height, int64_t width) const {
-    const int64_t batch = h.size(0);
-    Tensor x = pad_to(ops::reshape(h, {batch, height, width, dim_}), height + height % 2,
-                      width + width % 2);
-    const auto part = [&](int64_t row, int64_t col) {
-      return ops::slice(ops::slice(x, 1, row, x.size(1), 2), 2, col, x.size(2), 2);
-    };
-    Tensor merged = ops::cat({part(0, 0), part(1, 0), part(0, 1), part(1, 1)}, 3);
-    merged = ops::reshape(merged, {batch, merged.size(1) * merged.size(2), 4 * dim_});
-    return reduction_->forward(norm_->forward(merged));
-  }
-
- private:
-  int64_t dim_;
-  Norm* norm_ = nullptr;
-  Linear* reduction_ = nullptr;
-};
 
 // Note [Swin parts]: a pipeline cuts Swin's blocks, counted over all stages (num_layers =
 // sum(depths)). A part holds its blocks and the patch merging of every stage whose last block
@@ -254,20 +114,21 @@ class Swin : public Model {
     }
     int64_t global = 0;  // the block's index over all stages
     for (int64_t s = 0; s < c_.stages(); ++s) {
-      const auto [height, width] = c_.resolution(s);
       // Note [Swin windows]: a map no larger than the window is one window, unshifted.
-      const bool whole = std::min(height, width) <= c_.window;
-      const int64_t window = whole ? std::min(height, width) : c_.window;
+      const auto [window, whole] = c_.stage_window(s);
+      const int64_t dim = c_.dim(s), heads = c_.heads[size_t(s)];
       for (int64_t b = 0; b < c_.depths[size_t(s)]; ++b, ++global) {
         if (global < part.first_layer || global >= part.last_layer) continue;
         const int64_t shift = whole || b % 2 == 0 ? 0 : c_.window / 2;
         Step step{.stage = s};
         step.block = &add_module(
             block_name(s, b),
-            std::make_unique<SwinBlock>(ctx, c_, c_.dim(s), c_.heads[size_t(s)], window, shift));
+            c_.v2 ? swin::make_swinv2_block(ctx, c_, dim, heads, window, shift,
+                                            c_.pretrained_windows[size_t(s)])
+                  : swin::make_swin_block(ctx, c_, dim, heads, window, shift));
         if (b + 1 == c_.depths[size_t(s)] && s + 1 < c_.stages())
           step.merge = &add_module("stages." + std::to_string(s) + ".merge",
-                                   std::make_unique<PatchMerging>(ctx, c_.dim(s), c_.eps));
+                                   std::make_unique<swin::PatchMerging>(ctx, dim, c_.eps, c_.v2));
         steps_.push_back(step);
       }
     }
@@ -348,12 +209,12 @@ class Swin : public Model {
   // One block of the part, and the patch merging after it when it ends its stage.
   struct Step {
     int64_t stage = 0;
-    SwinBlock* block = nullptr;
-    PatchMerging* merge = nullptr;
+    swin::WindowBlock* block = nullptr;
+    swin::PatchMerging* merge = nullptr;
   };
 
   void build_weight_map() {
-    map_.source_prefixes = {"", "swin."};
+    map_.source_prefixes = {"", c_.v2 ? "swinv2." : "swin."};
     auto both = [&](const std::string& ours, const std::string& hf) {
       map_.add(ours + ".weight", hf + ".weight");
       map_.add(ours + ".bias", hf + ".bias");
@@ -365,16 +226,27 @@ class Swin : public Model {
       for (int64_t b = 0; b < c_.depths[size_t(s)]; ++b) {
         const std::string o = block_name(s, b) + ".", h = stage + "blocks." + std::to_string(b) + ".";
         both(o + "norm1", h + "layernorm_before");
-        map_.add(o + "relative_position_bias_table",
-                 h + "attention.self.relative_position_bias_table");
         const std::vector<std::string> parts =
             c_.qkv_bias ? std::vector<std::string>{"weight", "bias"} : std::vector<std::string>{"weight"};
-        for (const std::string& part : parts)
-          map_.add_heads(o + "attention.qkv." + part,
-                         {h + "attention.self.query." + part, h + "attention.self.key." + part,
-                          h + "attention.self.value." + part},
-                         3, c_.heads[size_t(s)]);
-        both(o + "attention.out", h + "attention.output.dense");
+        const std::string self = h + "attention.self.";
+        if (c_.v2) {
+          map_.add(o + "logit_scale", self + "logit_scale");
+          both(o + "cpb.0", self + "continuous_position_bias_mlp.0");
+          map_.add(o + "cpb.2.weight", self + "continuous_position_bias_mlp.2.weight");
+          for (const std::string& part : parts) {
+            map_.add(o + "q." + part, self + "query." + part);
+            map_.add(o + "v." + part, self + "value." + part);
+          }
+          map_.add(o + "k.weight", self + "key.weight");
+          both(o + "out", h + "attention.output.dense");
+        } else {
+          map_.add(o + "relative_position_bias_table", self + "relative_position_bias_table");
+          for (const std::string& part : parts)
+            map_.add_heads(o + "attention.qkv." + part,
+                           {self + "query." + part, self + "key." + part, self + "value." + part},
+                           3, c_.heads[size_t(s)]);
+          both(o + "attention.out", h + "attention.output.dense");
+        }
         both(o + "norm2", h + "layernorm_after");
         both(o + "mlp.up", h + "intermediate.dense");
         both(o + "mlp.down", h + "output.dense");
@@ -387,7 +259,8 @@ class Swin : public Model {
     }
     both("final_norm", "layernorm");
     if (classifier_) both("classifier", "classifier");
-    map_.ignore("relative_position_index");  // a buffer older checkpoints saved
+    map_.ignore("relative_position_index");  // buffers older checkpoints saved
+    map_.ignore("relative_coords_table");
     map_.ignore("embeddings.mask_token");     // SwinForMaskedImageModeling's
   }
 
@@ -426,6 +299,17 @@ const Family& swin_family() {
       .heads = {{"", make<false>},
                 {"SwinModel", make<false>},
                 {"SwinForImageClassification", make<true>}},
+      .num_layers = num_layers,
+  };
+  return family;
+}
+
+const Family& swinv2_family() {
+  static const Family family{
+      .model_type = "swinv2",
+      .heads = {{"", make<false>},
+                {"Swinv2Model", make<false>},
+                {"Swinv2ForImageClassification", make<true>}},
       .num_layers = num_layers,
   };
   return family;

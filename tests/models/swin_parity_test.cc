@@ -1,6 +1,7 @@
-// Swin (models/swin/swin.h) against transformers' SwinForImageClassification on the random
-// fixture tests/data/models/swin (tools/make_fixtures.py): two stages, shifted windows with their
-// mask in stage 0, a patch merging; from safetensors and from pytorch_model.bin, packed too.
+// Swin and SwinV2 (models/swin/swin.h) against transformers' Swin(v2)ForImageClassification on
+// the random fixtures tests/data/models/swin and swinv2 (tools/make_fixtures.py): shifted
+// windows with their mask, patch merging; from safetensors and from pytorch_model.bin, packed
+// too.
 #include <gtest/gtest.h>
 
 #include "models/swin/swin.h"
@@ -14,33 +15,40 @@ namespace {
 using testing::model_fixture;
 using testing::reference_of;
 
-void expect_matches_transformers(const LoadOptions& options) {
-  auto model = load_model(model_fixture("swin"), options);
+void expect_matches_transformers(const std::string& folder, const LoadOptions& options) {
+  SCOPED_TRACE(folder);
+  auto model = load_model(model_fixture(folder), options);
   EXPECT_EQ(model->task(), Task::image_classification);
-  auto ref = reference_of("swin");
+  auto ref = reference_of(folder);
   autograd::NoGradGuard no_grad;
   auto out = model->forward({{"pixel_values", ref.tensor("pixel_values")}});
   const auto names = testing::output_names(ref);
-  // logits, last_hidden_state, pooler_output and hidden_states.0-2
-  ASSERT_EQ(names.size(), 6u);
+  // logits, last_hidden_state, pooler_output and hidden_states.0 to .<stages>
+  ASSERT_EQ(names.size(), folder == "swin" ? 6u : 7u);
   testing::expect_outputs_match(out, ref, names, 1e-4);
 }
 
-TEST(SwinParity, SafetensorsMatchTransformers) {
-  expect_matches_transformers({.format = WeightFormat::safetensors});
+// swinv2 (tests/data/models/swinv2): three stages, the last smaller than the window, a
+// pretrained window in stage 1 and a logit scale above its clamp.
+class SwinParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SwinParity, SafetensorsMatchTransformers) {
+  expect_matches_transformers(GetParam(), {.format = WeightFormat::safetensors});
 }
 
-TEST(SwinParity, PytorchBinMatchesTransformers) {
-  expect_matches_transformers({.format = WeightFormat::torch});
+TEST_P(SwinParity, PytorchBinMatchesTransformers) {
+  expect_matches_transformers(GetParam(), {.format = WeightFormat::torch});
 }
 
-TEST(SwinParity, PackedWeightsMatchTransformers) {
-  expect_matches_transformers({.pack_weights = true});
+TEST_P(SwinParity, PackedWeightsMatchTransformers) {
+  expect_matches_transformers(GetParam(), {.pack_weights = true});
 }
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, SwinParity, ::testing::Values("swin", "swinv2"));
 
 // From an image file through the folder's preprocessor_config.json (bicubic downscaling, as
 // transformers' ViTImageProcessor) to the logits: PIL-exact pixels, transformers' logits.
-TEST(SwinParity, ImageFileToLogitsMatchesTransformers) {
+TEST(SwinImage, FileToLogitsMatchesTransformers) {
   const auto processor = vision::ImageProcessor::load(model_fixture("swin"));
   Tensor pixels = processor.preprocess(
       vision::load_image(std::filesystem::path(LIBAI_SOURCE_DIR) / "tests/data/images/gradient.png"));
