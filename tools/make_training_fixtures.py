@@ -33,7 +33,8 @@ from safetensors.torch import save_file  # noqa: E402
 
 import transformers  # noqa: E402
 from transformers import (BertConfig, BertForPreTraining, GPT2Config, GPT2LMHeadModel,  # noqa: E402
-                          SwinConfig, SwinForImageClassification, T5Config, T5ForConditionalGeneration,
+                          SwinConfig, SwinForImageClassification, Swinv2Config, Swinv2ForImageClassification,
+                          T5Config, T5ForConditionalGeneration,
                           ViTConfig, ViTForImageClassification)
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -89,6 +90,14 @@ def swin():
                         num_heads=[2, 4], window_size=4, mlp_ratio=2.0, hidden_dropout_prob=0.0,
                         attention_probs_dropout_prob=0.0, drop_path_rate=0.0, num_labels=3)
     return SwinForImageClassification(config)
+
+
+def swinv2():
+    """SwinV2 with the same stages as swin(): cosine attention, continuous position bias."""
+    config = Swinv2Config(image_size=16, patch_size=2, num_channels=3, embed_dim=16, depths=[2, 2],
+                          num_heads=[2, 4], window_size=4, mlp_ratio=2.0, hidden_dropout_prob=0.0,
+                          attention_probs_dropout_prob=0.0, drop_path_rate=0.0, num_labels=3)
+    return Swinv2ForImageClassification(config)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -198,6 +207,14 @@ RUNS = {
     "t5_adamw": (t5, t5_batch, 13, {}),
     "vit_adamw": (vit, vit_batch, 14, {}),
     "swin_adamw": (swin, swin_batch, 17, {}),
+    # eps 1e-6: the position-bias MLP's first layer gets gradients that are rounding noise on
+    # many of its 512 units (ReLU at the edge, 16 sigmoid saturated); with eps 1e-8 AdamW turns
+    # that noise into full-size steps that differ between any two implementations.
+    # SGD for SwinV2: its cosine scores (scaled by 10 at init) and position-bias MLP put rounding
+    # noise of 1e-8 into the first step's gradients that AdamW's normalised steps grow to 3e-5
+    # in the gradient norm by step 30 (measured); SGD's steps stay proportional to the gradients.
+    "swinv2_sgd": (swinv2, swin_batch, 18, {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9,
+                                            "dampening": 0.0, "nesterov": True}),
     "gpt2_sgd": (gpt2, gpt2_batch, 15, {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "dampening": 0.0,
                                         "nesterov": True}),
     # GradScaler (growing every 3 clean steps) over crafted overflows: an inf pixel in one

@@ -57,8 +57,9 @@ SwinConfig::SwinConfig(const HfConfig& c) {
                    ": image_size ", image_height, "x", image_width,
                    " is not a multiple of patch_size ", patch);
   LIBAI_CHECK_KIND(CorruptInput, window > 0, c.path(), ": window_size should be positive");
-  LIBAI_CHECK_KIND(CorruptInput, !v2 || pretrained_windows.size() == depths.size(), c.path(),
-                   ": \"pretrained_window_sizes\" should have one entry per stage");
+  // transformers' default lists four entries whatever the number of stages; extra ones are unused.
+  LIBAI_CHECK_KIND(CorruptInput, !v2 || pretrained_windows.size() >= depths.size(), c.path(),
+                   ": \"pretrained_window_sizes\" should have an entry for each stage");
   for (int64_t s = 0; s < stages(); ++s) {
     LIBAI_CHECK_KIND(CorruptInput, depths[size_t(s)] > 0 && heads[size_t(s)] > 0 &&
                                        dim(s) % heads[size_t(s)] == 0,
