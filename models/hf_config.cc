@@ -90,6 +90,20 @@ std::vector<int64_t> HfConfig::get_int_list(const std::string& key) const {
   return out;
 }
 
+std::pair<int64_t, int64_t> HfConfig::get_size_pair(const std::string& key,
+                                                    int64_t fallback) const {
+  if (!has(key)) return {fallback, fallback};
+  const auto& v = json_[key];
+  if (v.is_array()) {
+    LIBAI_CHECK_KIND(
+        CorruptInput, v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer(),
+        path_, ": \"", key, "\" should be an integer or [height, width], got ", v.dump());
+    return {v[0].get<int64_t>(), v[1].get<int64_t>()};
+  }
+  const int64_t n = get_int(key, fallback);
+  return {n, n};
+}
+
 std::vector<std::string> HfConfig::labels() const {
   if (!has("id2label")) return {};
   const auto& m = json_["id2label"];

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +28,9 @@ class HfConfig {
   std::string get_string(const std::string& key, const std::string& fallback) const;
   // An int or a list of ints (eos_token_id may be either); empty when absent.
   std::vector<int64_t> get_int_list(const std::string& key) const;
+  // An int n (as {n, n}) or a [height, width] pair (image_size, patch_size); fallback twice
+  // when absent.
+  std::pair<int64_t, int64_t> get_size_pair(const std::string& key, int64_t fallback) const;
   // id2label as labels ordered by id, empty when absent.
   std::vector<std::string> labels() const;
 

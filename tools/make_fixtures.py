@@ -930,104 +930,91 @@ SWIN_HIDDEN = ("hidden_states.0 is the patch embedding after its norm [batch, pa
                "hidden_states.i (i >= 1) the output of stage i - 1, after its patch merging when it has one")
 
 
-def make_swin():
-    """SwinForImageClassification: two stages (8 x 8 then 4 x 4 patches, window 4), so stage 0's
-    second block runs shifted windows with the cyclic-shift mask and stage 0 ends in a patch
-    merging. pytorch_model.bin holds the checkpoint's own names (the safetensors' ones, as the hub's
-    Swin .bin files do)."""
-    seed = SEEDS["swin"]
-    folder = os.path.join(OUT, "swin")
+def swin_fixture(name, cls, cfg, base_prefix, edit=None, image_case=False):
+    """A Swin-family classifier fixture: random weights (then `edit(model)`), safetensors and a
+    pytorch_model.bin holding the checkpoint's own names (the safetensors' ones, as the hub's Swin
+    .bin files do), the reference of a random batch, and with image_case the logits of
+    tests/data/images/gradient.png through the folder's own image processor."""
+    seed = SEEDS[name]
+    folder = os.path.join(OUT, name)
     shutil.rmtree(folder, ignore_errors=True)
-    labels = {i: n for i, n in enumerate(["cat", "dog", "bird"])}
-    cfg = SwinConfig(image_size=32, patch_size=4, num_channels=3, embed_dim=16, depths=[2, 2],
-                     num_heads=[2, 4], window_size=4, mlp_ratio=2.0, hidden_act="gelu", layer_norm_eps=1e-5,
-                     qkv_bias=True, drop_path_rate=0.0, num_labels=3, id2label=labels,
-                     label2id={v: k for k, v in labels.items()})
     torch.manual_seed(seed)
-    model = reinit(SwinForImageClassification(cfg), seed)
+    model = reinit(cls(cfg), seed)
+    if edit:
+        with torch.no_grad():
+            edit(model)
     save_model(model, folder, with_bin=False)
     torch.save(load_file(os.path.join(folder, "model.safetensors")), os.path.join(folder, "pytorch_model.bin"))
-    write_json(os.path.join(folder, "preprocessor_config.json"), {
-        "image_processor_type": "ViTImageProcessor",
-        "do_resize": True, "size": {"height": 32, "width": 32}, "resample": 3,
-        "do_rescale": True, "rescale_factor": 1 / 255,
-        "do_normalize": True, "image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225],
-    })
+    if image_case:
+        write_json(os.path.join(folder, "preprocessor_config.json"), {
+            "image_processor_type": "ViTImageProcessor",
+            "do_resize": True, "size": {"height": 32, "width": 32}, "resample": 3,
+            "do_rescale": True, "rescale_factor": 1 / 255,
+            "do_normalize": True, "image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225],
+        })
     gen = torch.Generator().manual_seed(seed + 1)
     inputs = {"pixel_values": torch.randn((2, 3, 32, 32), generator=gen)}
-    m = reload(SwinForImageClassification, folder)
+    m = reload(cls, folder)
     with torch.no_grad():
         out = m(**inputs, output_hidden_states=True)
-        check_same_outputs("swin", out.logits, model(**inputs).logits)
-        base = m.swin(**inputs)
-    reload_bin_check(SwinForImageClassification, folder, inputs, out.logits)
-    logit_stats("swin", out.logits[:, None, :])
+        check_same_outputs(name, out.logits, model(**inputs).logits)
+        base = getattr(m, base_prefix)(**inputs)
+    reload_bin_check(cls, folder, inputs, out.logits)
+    logit_stats(name, out.logits[:, None, :])
     tensors = dict(inputs)
     tensors["logits"] = out.logits
     tensors["last_hidden_state"] = base.last_hidden_state
     tensors["pooler_output"] = base.pooler_output
     add_hidden(tensors, "hidden_states", out.hidden_states)
-    # End to end from an image file: the folder's own image processor (bicubic downscaling).
-    from PIL import Image
-    from transformers import ViTImageProcessor
-    proc = ViTImageProcessor.from_pretrained(folder)
-    image = Image.open(os.path.join(REPO, "tests", "data", "images", "gradient.png")).convert("RGB")
-    image_pixels = proc(images=image, return_tensors="pt").pixel_values
-    with torch.no_grad():
-        tensors["gradient_png.pixel_values"] = image_pixels
-        tensors["gradient_png.scores"] = m(pixel_values=image_pixels).logits
-    write_reference(folder, tensors, base_info("SwinForImageClassification", seed, {
+    info = {
         "inputs": {"pixel_values": "float32 [2, 3, 32, 32], standard normal (already normalised)"},
-        "forward": "model(pixel_values, output_hidden_states=True); last_hidden_state and pooler_output from "
-                   "model.swin(pixel_values) (after the final layernorm; pooler_output its mean over the patches); "
-                   "logits = classifier(pooler_output)",
+        "forward": f"model(pixel_values, output_hidden_states=True); last_hidden_state and pooler_output from "
+                   f"model.{base_prefix}(pixel_values) (after the final layernorm; pooler_output its mean over the "
+                   f"patches); logits = classifier(pooler_output)",
         "hidden_states": SWIN_HIDDEN,
-        "gradient_png": "tests/data/images/gradient.png through ViTImageProcessor.from_pretrained(folder): "
-                        "gradient_png.pixel_values and the model's logits on them, gradient_png.scores",
-    }))
+    }
+    if image_case:
+        from PIL import Image
+        from transformers import ViTImageProcessor
+        proc = ViTImageProcessor.from_pretrained(folder)
+        image = Image.open(os.path.join(REPO, "tests", "data", "images", "gradient.png")).convert("RGB")
+        image_pixels = proc(images=image, return_tensors="pt").pixel_values
+        with torch.no_grad():
+            tensors["gradient_png.pixel_values"] = image_pixels
+            tensors["gradient_png.scores"] = m(pixel_values=image_pixels).logits
+        info["gradient_png"] = ("tests/data/images/gradient.png through ViTImageProcessor.from_pretrained(folder): "
+                                "gradient_png.pixel_values and the model's logits on them, gradient_png.scores")
+    write_reference(folder, tensors, base_info(cls.__name__, seed, info))
     return []
+
+
+SWIN_LABELS = {i: n for i, n in enumerate(["cat", "dog", "bird"])}
+
+
+def make_swin():
+    """Two stages (8 x 8 then 4 x 4 patches, window 4): stage 0's second block runs shifted windows
+    with the cyclic-shift mask and stage 0 ends in a patch merging."""
+    cfg = SwinConfig(image_size=32, patch_size=4, num_channels=3, embed_dim=16, depths=[2, 2],
+                     num_heads=[2, 4], window_size=4, mlp_ratio=2.0, hidden_act="gelu", layer_norm_eps=1e-5,
+                     qkv_bias=True, drop_path_rate=0.0, num_labels=3, id2label=SWIN_LABELS,
+                     label2id={v: k for k, v in SWIN_LABELS.items()})
+    return swin_fixture("swin", SwinForImageClassification, cfg, "swin", image_case=True)
 
 
 def make_swinv2():
-    """Swinv2ForImageClassification: three stages (8 x 8, 4 x 4, 2 x 2 patches, window 4), so stage 0
-    shifts its second block, stage 2 is a map smaller than the window (one 2 x 2 window), and stage 1
-    normalises its position offsets by a pretrained window of 3. One head's logit scale sits above
-    the clamp (ln 100), where the shifted windows' mask is added twice as transformers does."""
-    seed = SEEDS["swinv2"]
-    folder = os.path.join(OUT, "swinv2")
-    shutil.rmtree(folder, ignore_errors=True)
-    labels = {i: n for i, n in enumerate(["cat", "dog", "bird"])}
+    """Three stages (8 x 8, 4 x 4, 2 x 2 patches, window 4): stage 0 shifts its second block, stage 2
+    is a map smaller than the window (one 2 x 2 window), and stage 1 normalises its position offsets
+    by a pretrained window of 3. One head's logit scale sits above the clamp (ln 100), where the
+    shifted windows' mask is added twice as transformers does."""
     cfg = Swinv2Config(image_size=32, patch_size=4, num_channels=3, embed_dim=16, depths=[2, 2, 1],
                        num_heads=[2, 4, 4], window_size=4, pretrained_window_sizes=[0, 3, 0], mlp_ratio=2.0,
                        hidden_act="gelu", layer_norm_eps=1e-5, qkv_bias=True, drop_path_rate=0.0, num_labels=3,
-                       id2label=labels, label2id={v: k for k, v in labels.items()})
-    torch.manual_seed(seed)
-    model = reinit(Swinv2ForImageClassification(cfg), seed)
-    with torch.no_grad():
+                       id2label=SWIN_LABELS, label2id={v: k for k, v in SWIN_LABELS.items()})
+
+    def edit(model):
         model.swinv2.encoder.layers[0].blocks[1].attention.self.logit_scale[0] = 5.0
-    save_model(model, folder, with_bin=False)
-    torch.save(load_file(os.path.join(folder, "model.safetensors")), os.path.join(folder, "pytorch_model.bin"))
-    gen = torch.Generator().manual_seed(seed + 1)
-    inputs = {"pixel_values": torch.randn((2, 3, 32, 32), generator=gen)}
-    m = reload(Swinv2ForImageClassification, folder)
-    with torch.no_grad():
-        out = m(**inputs, output_hidden_states=True)
-        check_same_outputs("swinv2", out.logits, model(**inputs).logits)
-        base = m.swinv2(**inputs)
-    reload_bin_check(Swinv2ForImageClassification, folder, inputs, out.logits)
-    logit_stats("swinv2", out.logits[:, None, :])
-    tensors = dict(inputs)
-    tensors["logits"] = out.logits
-    tensors["last_hidden_state"] = base.last_hidden_state
-    tensors["pooler_output"] = base.pooler_output
-    add_hidden(tensors, "hidden_states", out.hidden_states)
-    write_reference(folder, tensors, base_info("Swinv2ForImageClassification", seed, {
-        "inputs": {"pixel_values": "float32 [2, 3, 32, 32], standard normal (already normalised)"},
-        "forward": "model(pixel_values, output_hidden_states=True); last_hidden_state and pooler_output from "
-                   "model.swinv2(pixel_values); logits = classifier(pooler_output)",
-        "hidden_states": SWIN_HIDDEN,
-    }))
-    return []
+
+    return swin_fixture("swinv2", Swinv2ForImageClassification, cfg, "swinv2", edit=edit)
 
 
 # ----------------------------------------------------------------------------------------------

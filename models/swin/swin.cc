@@ -10,27 +10,9 @@
 
 namespace libai::models {
 
-namespace {
-
-// image_size is an int or a [height, width] pair.
-std::pair<int64_t, int64_t> size_pair(const HfConfig& c, const std::string& key, int64_t fallback) {
-  if (!c.has(key)) return {fallback, fallback};
-  const auto& v = c.json()[key];
-  if (v.is_array()) {
-    LIBAI_CHECK_KIND(
-        CorruptInput, v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer(),
-        c.path(), ": \"", key, "\" should be an integer or [height, width], got ", v.dump());
-    return {v[0].get<int64_t>(), v[1].get<int64_t>()};
-  }
-  const int64_t n = c.get_int(key, fallback);
-  return {n, n};
-}
-
-}  // namespace
-
 SwinConfig::SwinConfig(const HfConfig& c) {
   v2 = c.model_type() == "swinv2";
-  std::tie(image_height, image_width) = size_pair(c, "image_size", 224);
+  std::tie(image_height, image_width) = c.get_size_pair("image_size", 224);
   patch = c.get_int("patch_size", 4);
   channels = c.get_int("num_channels", 3);
   embed_dim = c.get_int("embed_dim", 96);

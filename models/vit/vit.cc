@@ -13,20 +13,6 @@ namespace {
 
 enum class Head { encoder, classifier };
 
-// image_size and patch_size are an int or a [height, width] pair.
-std::pair<int64_t, int64_t> size_pair(const HfConfig& c, const std::string& key, int64_t fallback) {
-  if (!c.has(key)) return {fallback, fallback};
-  const auto& v = c.json()[key];
-  if (v.is_array()) {
-    LIBAI_CHECK_KIND(
-        CorruptInput, v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer(),
-        c.path(), ": \"", key, "\" should be an integer or [height, width], got ", v.dump());
-    return {v[0].get<int64_t>(), v[1].get<int64_t>()};
-  }
-  const int64_t n = c.get_int(key, fallback);
-  return {n, n};
-}
-
 }  // namespace
 
 VitConfig::VitConfig(const HfConfig& c) {
@@ -35,8 +21,8 @@ VitConfig::VitConfig(const HfConfig& c) {
   heads = c.get_int("num_attention_heads", 12);
   intermediate = c.get_int("intermediate_size", 3072);
   channels = c.get_int("num_channels", 3);
-  std::tie(image_height, image_width) = size_pair(c, "image_size", 224);
-  std::tie(patch_height, patch_width) = size_pair(c, "patch_size", 16);
+  std::tie(image_height, image_width) = c.get_size_pair("image_size", 224);
+  std::tie(patch_height, patch_width) = c.get_size_pair("patch_size", 16);
   pooler_size = c.get_int("pooler_output_size", hidden);
   activation = parse_activation(c.get_string("hidden_act", "gelu"), c.path() + ": hidden_act");
   pooler_activation =

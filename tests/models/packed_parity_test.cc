@@ -26,6 +26,15 @@ int packed_linears(Module& model) {
   return n;
 }
 
+// A batch of 2 for a random family: images for vit, ids (and decoder ids for t5) otherwise.
+TensorMap family_inputs(const testing::Family& family) {
+  if (family.name == "vit") return {{"pixel_values", testing::normal_tensor({2, 3, 16, 16}, 99)}};
+  TensorMap inputs{{"input_ids", testing::ids_tensor({2, 7}, 98, 37)}};
+  if (family.name.rfind("t5", 0) == 0)
+    inputs["decoder_input_ids"] = testing::ids_tensor({2, 5}, 97, 37);
+  return inputs;
+}
+
 class PackedForward : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PackedForward, OutputsMatchTransformers) {
@@ -74,14 +83,7 @@ TEST(PackedTensorParallel, OutputsMatchOneDevice) {
   for (const auto& family : testing::families()) {
     SCOPED_TRACE(family.name);
     const auto dir = testing::save_random_model(family);
-    TensorMap inputs;
-    if (family.name == "vit") {
-      inputs["pixel_values"] = testing::normal_tensor({2, 3, 16, 16}, 99);
-    } else {
-      inputs["input_ids"] = testing::ids_tensor({2, 7}, 98, 37);
-      if (family.name.rfind("t5", 0) == 0)
-        inputs["decoder_input_ids"] = testing::ids_tensor({2, 5}, 97, 37);
-    }
+    const TensorMap inputs = family_inputs(family);
     autograd::NoGradGuard no_grad;
     const Tensor expected = load_model(dir)->forward(inputs).at("logits");
     std::vector<Tensor> got(2);
@@ -186,14 +188,7 @@ TEST(PackedBf16, EveryFamilyEqualsItsRoundedUnpackedModel) {
   for (const auto& family : testing::families()) {
     SCOPED_TRACE(family.name);
     const auto dir = testing::save_random_model(family);
-    TensorMap inputs;
-    if (family.name == "vit") {
-      inputs["pixel_values"] = testing::normal_tensor({2, 3, 16, 16}, 99);
-    } else {
-      inputs["input_ids"] = testing::ids_tensor({2, 7}, 98, 37);
-      if (family.name.rfind("t5", 0) == 0)
-        inputs["decoder_input_ids"] = testing::ids_tensor({2, 5}, 97, 37);
-    }
+    const TensorMap inputs = family_inputs(family);
     autograd::NoGradGuard no_grad;
     auto plain = load_model(dir);
     const Tensor unrounded = plain->forward(inputs).at("logits");
