@@ -103,8 +103,20 @@ struct Family {
   const FamilyHead& head(const HfConfig& config) const;
 };
 
-// The registry (models/registry.cc): every family, in the order the table lists them.
+// The registry (models/registry.cc): every family, the built-in ones in the order the table
+// lists them, then the registered ones in the order of registration.
 const std::vector<const Family*>& families();
+
+// Note [Families from outside the library]
+// A program declares a Family for a model of its own (a Model built from the library's layers,
+// with its WeightMap and its config.json mapping) and registers it before loading one: from then
+// on load_model, create_model, load_stage, the pipelines, training and the CLI code paths that
+// go through family_of find it by config.json's model_type, as they find the built-in families.
+// InvalidArgument when a family already declares that model_type, or when the declaration has
+// no model_type, no head or no num_layers. Register before other threads load models (readers
+// of the table take no lock); `family` must outlive every use (a function-local static, as the
+// built-in declarations are).
+void register_family(const Family& family);
 // The family of a model_type; nullptr when none declares it.
 const Family* find_family(const std::string& model_type);
 // The family of config.json's model_type: CorruptInput when it is missing, Unsupported naming

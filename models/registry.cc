@@ -1,5 +1,8 @@
 // The one table of model families (models/family.h): adding a family is its folder under
-// models/ and one line here (docs/MODELS.md, "Adding a family").
+// models/ and one line here (docs/MODELS.md, "Adding a family"); a program outside the library
+// adds its own with register_family (Note [Families from outside the library]).
+#include <mutex>
+
 #include "models/bert/bert.h"
 #include "models/family.h"
 #include "models/gpt2/gpt2.h"
@@ -11,12 +14,32 @@
 
 namespace libai::models {
 
-const std::vector<const Family*>& families() {
-  static const std::vector<const Family*> table = {
+namespace {
+
+std::vector<const Family*>& table() {
+  static std::vector<const Family*> table = {
       &gpt2_family(), &bert_family(), &roberta_family(), &vit_family(), &t5_family(), &mt5_family(),
       &llama_family(), &mistral_family(), &qwen2_family(), &swin_family(), &swinv2_family(),
   };
   return table;
+}
+
+}  // namespace
+
+const std::vector<const Family*>& families() { return table(); }
+
+void register_family(const Family& family) {
+  static std::mutex registering;
+  std::lock_guard<std::mutex> lock(registering);
+  LIBAI_CHECK(!family.model_type.empty(), "register_family: the family has no model_type");
+  LIBAI_CHECK(!family.heads.empty() && family.num_layers != nullptr, "register_family: family \"",
+              family.model_type, "\" needs at least one head and num_layers");
+  for (const FamilyHead& head : family.heads)
+    LIBAI_CHECK(head.make != nullptr, "register_family: family \"", family.model_type,
+                "\": head \"", head.architecture, "\" has no make function");
+  LIBAI_CHECK(find_family(family.model_type) == nullptr, "register_family: model_type \"",
+              family.model_type, "\" is already declared (declared: ", family_names(), ")");
+  table().push_back(&family);
 }
 
 const Family* find_family(const std::string& model_type) {
