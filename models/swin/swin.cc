@@ -83,8 +83,8 @@ class Swin : public Model {
   Swin(const HfConfig& hf, const LayerContext& ctx, Head head, const StageSpec& part)
       : Model(hf), c_(hf), head_(head) {
     part_ = part;
-    LIBAI_CHECK_KIND(Unsupported, !ctx.tp, hf.path(),
-                     ": swin does not support tensor parallelism yet");
+    LIBAI_CHECK_KIND(Unsupported, !c_.v2 || ctx.tp_size() <= 1, hf.path(),
+                     ": swinv2 does not support tensor parallelism yet");
     if (part.is_first()) {
       const PatchEmbeddingConfig patch{.channels = c_.channels,
                                        .patch_height = c_.patch,

@@ -58,7 +58,8 @@ struct SwinConfig {
 };
 
 // Swin(v2)Model (classifier false) or Swin(v2)ForImageClassification, whole or one part of its
-// blocks (Note [Swin parts] in swin.cc). No tensor parallelism yet (Unsupported).
+// blocks (Note [Swin parts] in swin.cc). Swin splits over a tensor-parallel group (heads, the
+// position-bias table's columns, the MLP); SwinV2 does not yet (Unsupported).
 std::unique_ptr<Model> make_swin_model(const HfConfig& config, const LayerContext& ctx,
                                        bool classifier,
                                        const std::optional<StageSpec>& part = std::nullopt);

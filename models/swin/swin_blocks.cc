@@ -98,9 +98,10 @@ class SwinBlock final : public WindowBlock {
  public:
   SwinBlock(const LayerContext& ctx, const SwinConfig& c, int64_t dim, int64_t heads,
             int64_t window, int64_t shift)
-      : dim_(dim), heads_(heads), window_(window), shift_(shift), drop_path_(c.drop_path),
+      : dim_(dim), window_(window), shift_(shift), drop_path_(c.drop_path),
+        // Split by head over a tensor-parallel group, as the attention's heads are.
         table_(add_parameter("relative_position_bias_table",
-                             {(2 * window - 1) * (2 * window - 1), heads}, ctx)),
+                             {(2 * window - 1) * (2 * window - 1), heads}, ctx, /*split_dim=*/1)),
         index_(relative_index(window)) {
     norm1_ = &add_module("norm1", std::make_unique<Norm>(ctx, ops::NormKind::layer, dim, c.eps));
     AttentionConfig attention{.hidden = dim, .heads = heads, .bias = c.qkv_bias,
@@ -120,9 +121,10 @@ class SwinBlock final : public WindowBlock {
     const int64_t padded_h = (height + w - 1) / w * w, padded_w = (width + w - 1) / w * w;
     Tensor x = ops::reshape(norm1_->forward(h), {batch, height, width, dim_});
     x = partition(roll_left(pad_to(x, padded_h, padded_w), shift_), w);
-    // The table's row for every (query, key) pair: the bias [1, heads, n, n].
+    // The table's row for every (query, key) pair: the bias [1, heads, n, n] (this rank's heads).
     Tensor table = ops::embedding(table_, to_device(index_, table_.device()));  // [n * n, heads]
-    Tensor bias = ops::unsqueeze(ops::reshape(ops::transpose(table, 0, 1), {heads_, n, n}), 0);
+    const int64_t heads = table_.size(1);
+    Tensor bias = ops::unsqueeze(ops::reshape(ops::transpose(table, 0, 1), {heads, n, n}), 0);
     if (shift_ > 0) bias = with_mask(bias, shift_mask(padded_h, padded_w, w, shift_, -100.0f, h), batch);
     x = attention_->forward(x, {.bias = bias});
     x = roll_left(unpartition(x, batch, padded_h, padded_w, w), -shift_);
@@ -133,9 +135,9 @@ class SwinBlock final : public WindowBlock {
   }
 
  private:
-  int64_t dim_, heads_, window_, shift_;
+  int64_t dim_, window_, shift_;
   double drop_path_;
-  Tensor& table_;  // [(2 window - 1)^2, heads]
+  Tensor& table_;  // [(2 window - 1)^2, heads] (this rank's heads)
   Tensor index_;   // i64 [window^4]
   Norm* norm1_ = nullptr;
   Attention* attention_ = nullptr;

@@ -8,6 +8,7 @@
 #include "models/vision/image.h"
 #include "parity_util.h"
 #include "runtime/autograd.h"
+#include "runtime/comm/spmd.h"
 
 namespace libai::models {
 namespace {
@@ -58,6 +59,25 @@ TEST(SwinImage, FileToLogitsMatchesTransformers) {
   autograd::NoGradGuard no_grad;
   Tensor logits = model->forward({{"pixel_values", pixels}}).at("logits");
   EXPECT_LE(testing::relative_error(logits, ref.tensor("gradient_png.scores")), 1e-4);
+}
+
+// Tensor parallelism over 2 ranks (heads, the position-bias table's columns and the MLP split):
+// every rank's outputs equal transformers'. SwinV2 refuses it for now.
+TEST(SwinTensorParallel, TwoRanksMatchTransformers) {
+  auto ref = reference_of("swin");
+  const auto names = testing::output_names(ref);
+  std::vector<TensorMap> got(2);
+  comm::run_spmd_threads(2, [&](comm::Communicator& c) {
+    std::shared_ptr<comm::Communicator> group(&c, [](comm::Communicator*) {});
+    autograd::NoGradGuard no_grad;
+    auto model = load_model(model_fixture("swin"), {.tp = group});
+    got[size_t(c.rank())] = model->forward({{"pixel_values", ref.tensor("pixel_values")}});
+  });
+  for (const TensorMap& out : got) testing::expect_outputs_match(out, ref, names, 1e-4);
+  comm::run_spmd_threads(2, [&](comm::Communicator& c) {
+    std::shared_ptr<comm::Communicator> group(&c, [](comm::Communicator*) {});
+    EXPECT_THROW(load_model(model_fixture("swinv2"), {.tp = group}), Unsupported);
+  });
 }
 
 HfConfig swin_config(nlohmann::json edits) {

@@ -319,6 +319,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{.model = "t5_tied", .tp = 2, .cut = 3},  // inside the decoder
                       Case{.model = "t5_tied", .dp = 2, .checkpoint = false},
                       Case{.model = "vit", .tp = 2}, Case{.model = "vit", .dp = 2},
+                      Case{.model = "swin", .tp = 2},
                       Case{.model = "swin", .dp = 2},   // 2 | 2: the merge with stage 0
                       Case{.model = "swin", .cut = 1},  // inside stage 0
                       Case{.model = "llama", .tp = 2}, Case{.model = "llama", .dp = 2},

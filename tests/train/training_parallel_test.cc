@@ -88,7 +88,9 @@ INSTANTIATE_TEST_SUITE_P(Threads, TrainingLayouts,
                                            std::make_tuple("bert_pretraining_adamw", 2, 1),
                                            std::make_tuple("t5_adamw", 1, 2),
                                            std::make_tuple("vit_adamw", 2, 2),
-                                           std::make_tuple("swin_adamw", 2, 1)));
+                                           std::make_tuple("swin_adamw", 2, 1),
+                                           std::make_tuple("swin_adamw", 1, 2),
+                                           std::make_tuple("swin_adamw", 2, 2)));
 
 }  // namespace
 }  // namespace libai::train
