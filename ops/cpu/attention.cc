@@ -100,11 +100,7 @@ struct Problem {
                         int64_t width, C factor, C* dst) {
     for (int64_t r = 0; r < rows; ++r) {
       const T* p = src.row(b, h, i0 + r);
-      C* out = dst + r * width;
-      if (src.s3 == 1)  // the usual layout: a loop the compiler vectorises
-        for (int64_t c = 0; c < width; ++c) out[c] = load(p[c]) * factor;
-      else
-        for (int64_t c = 0; c < width; ++c) out[c] = load(p[c * src.s3]) * factor;
+      for (int64_t c = 0; c < width; ++c) dst[r * width + c] = load(p[c * src.s3]) * factor;
     }
   }
   // dst [width, kKeyTile] = rows j0.. of src, transposed.
@@ -112,10 +108,7 @@ struct Problem {
                               int64_t width, C* dst) {
     for (int64_t j = 0; j < cols; ++j) {
       const T* p = src.row(b, h, j0 + j);
-      if (src.s3 == 1)
-        for (int64_t c = 0; c < width; ++c) dst[c * kKeyTile + j] = load(p[c]);
-      else
-        for (int64_t c = 0; c < width; ++c) dst[c * kKeyTile + j] = load(p[c * src.s3]);
+      for (int64_t c = 0; c < width; ++c) dst[c * kKeyTile + j] = load(p[c * src.s3]);
     }
   }
 
