@@ -99,19 +99,20 @@ class Swin : public Model {
     for (int64_t s = 0; s < c_.stages(); ++s) {
       // Note [Swin windows]: a map no larger than the window is one window, unshifted.
       const auto [window, whole] = c_.stage_window(s);
-      const int64_t dim = c_.dim(s), heads = c_.heads[size_t(s)];
+      const auto [height, width] = c_.resolution(s);
+      swin::BlockShape shape{.dim = c_.dim(s), .heads = c_.heads[size_t(s)], .height = height,
+                             .width = width, .window = window,
+                             .pretrained_window = c_.v2 ? c_.pretrained_windows[size_t(s)] : 0};
       for (int64_t b = 0; b < c_.depths[size_t(s)]; ++b, ++global) {
         if (global < part.first_layer || global >= part.last_layer) continue;
-        const int64_t shift = whole || b % 2 == 0 ? 0 : c_.window / 2;
+        shape.shift = whole || b % 2 == 0 ? 0 : c_.window / 2;
         Step step{.stage = s};
-        step.block = &add_module(
-            block_name(s, b),
-            c_.v2 ? swin::make_swinv2_block(ctx, c_, dim, heads, window, shift,
-                                            c_.pretrained_windows[size_t(s)])
-                  : swin::make_swin_block(ctx, c_, dim, heads, window, shift));
+        step.block = &add_module(block_name(s, b), c_.v2 ? swin::make_swinv2_block(ctx, c_, shape)
+                                                         : swin::make_swin_block(ctx, c_, shape));
         if (b + 1 == c_.depths[size_t(s)] && s + 1 < c_.stages())
           step.merge = &add_module("stages." + std::to_string(s) + ".merge",
-                                   std::make_unique<swin::PatchMerging>(ctx, dim, c_.eps, c_.v2));
+                                   std::make_unique<swin::PatchMerging>(ctx, shape.dim, c_.eps,
+                                                                        c_.v2, height, width));
         steps_.push_back(step);
       }
     }
@@ -142,7 +143,7 @@ class Swin : public Model {
       h = embed_dropout_->forward(embed_norm_->forward(patches_->forward(pixels)));
     } else {
       h = require_input(inputs, "hidden_states", "swin");
-      const int64_t stage = steps_.empty() ? c_.stages() - 1 : steps_.front().stage;
+      const int64_t stage = steps_.front().stage;  // a part holds at least one block
       const auto [height, width] = c_.resolution(stage);
       LIBAI_CHECK(h.dim() == 3 && h.size(1) == height * width && h.size(2) == c_.dim(stage),
                   "swin ", to_string(part_), ": hidden_states should be [batch, ", height * width,
@@ -152,9 +153,8 @@ class Swin : public Model {
     TensorMap out;
     if (whole) out["hidden_states.0"] = h;
     for (const Step& step : steps_) {
-      const auto [height, width] = c_.resolution(step.stage);
-      h = step.block->forward(h, height, width);
-      if (step.merge) h = step.merge->forward(h, height, width);
+      h = step.block->forward(h);
+      if (step.merge) h = step.merge->forward(h);
       if (whole && (step.merge || &step == &steps_.back()))
         out["hidden_states." + std::to_string(step.stage + 1)] = h;
     }

@@ -9,6 +9,10 @@
 
 namespace libai::models::swin {
 
+namespace {
+
+// x [batch, height, width, channels]: out[i] = x[(i + shift) mod size] along height and width
+// (torch.roll by -shift).
 Tensor roll_left(const Tensor& x, int64_t shift) {
   Tensor out = x;
   for (int64_t dim : {1, 2}) {
@@ -19,6 +23,7 @@ Tensor roll_left(const Tensor& x, int64_t shift) {
   return out;
 }
 
+// x [batch, h, w, channels] with zero rows and columns appended up to height x width.
 Tensor pad_to(const Tensor& x, int64_t height, int64_t width) {
   Tensor out = x;
   const int64_t batch = x.size(0), channels = x.size(3);
@@ -33,6 +38,7 @@ Tensor pad_to(const Tensor& x, int64_t height, int64_t width) {
   return out;
 }
 
+// [batch, height, width, dim] -> [batch * (height / w) * (width / w), w * w, dim], and back.
 Tensor partition(const Tensor& x, int64_t w) {
   const int64_t batch = x.size(0), rows = x.size(1) / w, cols = x.size(2) / w, dim = x.size(3);
   return ops::reshape(
@@ -48,8 +54,10 @@ Tensor unpartition(const Tensor& windows, int64_t batch, int64_t height, int64_t
                       {batch, height, width, dim});
 }
 
-Tensor shift_mask(int64_t height, int64_t width, int64_t w, int64_t shift, float value,
-                  const Tensor& like) {
+// The shifted windows' mask over a height x width map (multiples of w): f32 [windows, 1, n, n]
+// with n = w * w, `value` between tokens of regions that were not neighbours before the roll,
+// else 0 (transformers' get_attn_mask, which uses -100).
+Tensor shift_mask(int64_t height, int64_t width, int64_t w, int64_t shift, float value) {
   const int64_t rows = height / w, cols = width / w, n = w * w;
   // Three regions along each axis: [0, size - w), [size - w, size - shift), [size - shift, size).
   const auto region = [&](int64_t i, int64_t size) {
@@ -64,10 +72,11 @@ Tensor shift_mask(int64_t height, int64_t width, int64_t w, int64_t shift, float
           const int64_t rj = region(wr * w + j / w, height) * 3 + region(wc * w + j % w, width);
           mask[size_t(((wr * cols + wc) * n + i) * n + j)] = ri == rj ? 0.0f : value;
         }
-  return to_dtype(to_device(Tensor::from_vector(mask, {rows * cols, 1, n, n}), like.device()),
-                  like.dtype());
+  return Tensor::from_vector(mask, {rows * cols, 1, n, n});
 }
 
+// The row of the (2w - 1) x (2w - 1) relative offsets of each (query, key) pair of a window:
+// i64 [w^4].
 Tensor relative_index(int64_t w) {
   const int64_t n = w * w;
   std::vector<int64_t> index(size_t(n * n));
@@ -77,8 +86,6 @@ Tensor relative_index(int64_t w) {
   return Tensor::from_vector(index, {n * n});
 }
 
-namespace {
-
 // Stochastic depth is not implemented: refused while training, a no-op otherwise.
 void check_drop_path(double rate) {
   LIBAI_CHECK_KIND(Unsupported, rate == 0.0 || !training_mode().training, "swin: training with ",
@@ -86,25 +93,52 @@ void check_drop_path(double rate) {
                    " is not supported yet (set drop_path_rate to 0 in config.json)");
 }
 
-// The mask of shifted windows added to [batch * windows, heads, n, n] scores, as a bias of that
-// shape: bias [1, heads, n, n] + mask [windows, 1, n, n], repeated over the batch.
-Tensor with_mask(const Tensor& bias, const Tensor& mask, int64_t batch) {
+}  // namespace
+
+WindowBlock::WindowBlock(const BlockShape& shape, float mask_value)
+    : shape_(shape),
+      padded_height_((shape.height + shape.window - 1) / shape.window * shape.window),
+      padded_width_((shape.width + shape.window - 1) / shape.window * shape.window) {
+  if (shape.shift > 0)
+    mask_ = shift_mask(padded_height_, padded_width_, shape.window, shape.shift, mask_value);
+}
+
+Tensor WindowBlock::to_windows(const Tensor& x) const {
+  const Tensor grid = ops::reshape(x, {x.size(0), shape_.height, shape_.width, shape_.dim});
+  return partition(roll_left(pad_to(grid, padded_height_, padded_width_), shape_.shift),
+                   shape_.window);
+}
+
+Tensor WindowBlock::from_windows(const Tensor& windows, int64_t batch) const {
+  Tensor x = roll_left(unpartition(windows, batch, padded_height_, padded_width_, shape_.window),
+                       -shape_.shift);
+  if (padded_height_ != shape_.height || padded_width_ != shape_.width)
+    x = ops::narrow(ops::narrow(x, 1, 0, shape_.height), 2, 0, shape_.width);
+  return ops::reshape(x, {batch, shape_.height * shape_.width, shape_.dim});
+}
+
+Tensor WindowBlock::with_mask(const Tensor& bias, int64_t batch) const {
+  if (!mask_.defined()) return bias;
+  const Tensor mask = to_dtype(to_device(mask_, bias.device()), bias.dtype());
   const int64_t windows = mask.size(0), heads = bias.size(1), n = bias.size(2);
   return ops::reshape(ops::expand(ops::unsqueeze(bias + mask, 0), {batch, windows, heads, n, n}),
                       {batch * windows, heads, n, n});
 }
 
+namespace {
+
 class SwinBlock final : public WindowBlock {
  public:
-  SwinBlock(const LayerContext& ctx, const SwinConfig& c, int64_t dim, int64_t heads,
-            int64_t window, int64_t shift)
-      : dim_(dim), window_(window), shift_(shift), drop_path_(c.drop_path),
+  SwinBlock(const LayerContext& ctx, const SwinConfig& c, const BlockShape& shape)
+      : WindowBlock(shape, -100.0f), drop_path_(c.drop_path),
         // Split by head over a tensor-parallel group, as the attention's heads are.
         table_(add_parameter("relative_position_bias_table",
-                             {(2 * window - 1) * (2 * window - 1), heads}, ctx, /*split_dim=*/1)),
-        index_(relative_index(window)) {
+                             {(2 * shape.window - 1) * (2 * shape.window - 1), shape.heads}, ctx,
+                             /*split_dim=*/1)),
+        index_(relative_index(shape.window)) {
+    const int64_t dim = shape.dim;
     norm1_ = &add_module("norm1", std::make_unique<Norm>(ctx, ops::NormKind::layer, dim, c.eps));
-    AttentionConfig attention{.hidden = dim, .heads = heads, .bias = c.qkv_bias,
+    AttentionConfig attention{.hidden = dim, .heads = shape.heads, .bias = c.qkv_bias,
                               .out_bias = true, .dropout = c.attention_dropout};
     attention_ = &add_module("attention", std::make_unique<Attention>(ctx, attention));
     dropout_ = &add_module("dropout", std::make_unique<Dropout>(c.hidden_dropout));
@@ -115,27 +149,19 @@ class SwinBlock final : public WindowBlock {
     mlp_ = &add_module("mlp", std::make_unique<Mlp>(ctx, mlp));
   }
 
-  Tensor forward(const Tensor& h, int64_t height, int64_t width) const override {
+  Tensor forward(const Tensor& h) const override {
     check_drop_path(drop_path_);
-    const int64_t batch = h.size(0), w = window_, n = w * w;
-    const int64_t padded_h = (height + w - 1) / w * w, padded_w = (width + w - 1) / w * w;
-    Tensor x = ops::reshape(norm1_->forward(h), {batch, height, width, dim_});
-    x = partition(roll_left(pad_to(x, padded_h, padded_w), shift_), w);
+    const int64_t batch = h.size(0), n = shape_.window * shape_.window;
     // The table's row for every (query, key) pair: the bias [1, heads, n, n] (this rank's heads).
     Tensor table = ops::embedding(table_, to_device(index_, table_.device()));  // [n * n, heads]
-    const int64_t heads = table_.size(1);
-    Tensor bias = ops::unsqueeze(ops::reshape(ops::transpose(table, 0, 1), {heads, n, n}), 0);
-    if (shift_ > 0) bias = with_mask(bias, shift_mask(padded_h, padded_w, w, shift_, -100.0f, h), batch);
-    x = attention_->forward(x, {.bias = bias});
-    x = roll_left(unpartition(x, batch, padded_h, padded_w, w), -shift_);
-    if (padded_h != height || padded_w != width)
-      x = ops::narrow(ops::narrow(x, 1, 0, height), 2, 0, width);
-    Tensor out = h + dropout_->forward(ops::reshape(x, {batch, height * width, dim_}));
+    Tensor bias =
+        ops::unsqueeze(ops::reshape(ops::transpose(table, 0, 1), {table_.size(1), n, n}), 0);
+    Tensor x = attention_->forward(to_windows(norm1_->forward(h)), {.bias = with_mask(bias, batch)});
+    Tensor out = h + dropout_->forward(from_windows(x, batch));
     return mlp_->forward(norm2_->forward(out), out);
   }
 
  private:
-  int64_t dim_, window_, shift_;
   double drop_path_;
   Tensor& table_;  // [(2 window - 1)^2, heads] (this rank's heads)
   Tensor index_;   // i64 [window^4]
@@ -158,11 +184,11 @@ class SwinBlock final : public WindowBlock {
 // matmul.
 class SwinV2Block final : public WindowBlock {
  public:
-  SwinV2Block(const LayerContext& ctx, const SwinConfig& c, int64_t dim, int64_t heads,
-              int64_t window, int64_t shift, int64_t pretrained_window)
-      : dim_(dim), heads_(heads), window_(window), shift_(shift), drop_path_(c.drop_path),
-        logit_scale_(add_parameter("logit_scale", {heads, 1, 1}, ctx)),
-        index_(relative_index(window)) {
+  SwinV2Block(const LayerContext& ctx, const SwinConfig& c, const BlockShape& shape)
+      : WindowBlock(shape, -200.0f), drop_path_(c.drop_path),
+        logit_scale_(add_parameter("logit_scale", {shape.heads, 1, 1}, ctx)),
+        index_(relative_index(shape.window)) {
+    const int64_t dim = shape.dim, heads = shape.heads, window = shape.window;
     q_ = &add_module("q", std::make_unique<Linear>(ctx, dim, dim, c.qkv_bias));
     k_ = &add_module("k", std::make_unique<Linear>(ctx, dim, dim, false));
     v_ = &add_module("v", std::make_unique<Linear>(ctx, dim, dim, c.qkv_bias));
@@ -178,7 +204,7 @@ class SwinV2Block final : public WindowBlock {
                         .activation = c.activation};
     mlp_ = &add_module("mlp", std::make_unique<Mlp>(ctx, mlp));
     // The (2w - 1)^2 offsets, log-spaced (Note [SwinV2 attention]).
-    const double span = pretrained_window > 0 ? double(pretrained_window - 1)
+    const double span = shape.pretrained_window > 0 ? double(shape.pretrained_window - 1)
                         : window > 1          ? double(window - 1)
                                               : 1.0;
     std::vector<float> coords;
@@ -191,28 +217,23 @@ class SwinV2Block final : public WindowBlock {
     coords_ = Tensor::from_vector(coords, {(2 * window - 1) * (2 * window - 1), 2});
   }
 
-  Tensor forward(const Tensor& h, int64_t height, int64_t width) const override {
+  Tensor forward(const Tensor& h) const override {
     check_drop_path(drop_path_);
-    const int64_t batch = h.size(0), w = window_;
-    const int64_t padded_h = (height + w - 1) / w * w, padded_w = (width + w - 1) / w * w;
-    Tensor x = ops::reshape(h, {batch, height, width, dim_});
-    x = partition(roll_left(pad_to(x, padded_h, padded_w), shift_), w);  // [b', n, dim]
-    x = attend(x, batch, padded_h, padded_w);
-    x = roll_left(unpartition(x, batch, padded_h, padded_w, w), -shift_);
-    if (padded_h != height || padded_w != width)
-      x = ops::narrow(ops::narrow(x, 1, 0, height), 2, 0, width);
+    const int64_t batch = h.size(0);
+    Tensor x = from_windows(attend(to_windows(h), batch), batch);
     // Post-norm: h + norm1(attention), then + norm2(mlp).
-    Tensor out = h + norm1_->forward(dropout_->forward(ops::reshape(x, {batch, height * width, dim_})));
+    Tensor out = h + norm1_->forward(dropout_->forward(x));
     return out + norm2_->forward(dropout_->forward(mlp_->forward(out)));
   }
 
  private:
   // x [b', n, dim] -> [b', n, dim]: scaled cosine attention with the continuous position bias
   // (and the shifted windows' mask).
-  Tensor attend(const Tensor& x, int64_t batch, int64_t height, int64_t width) const {
-    const int64_t windows = x.size(0), n = x.size(1), hd = dim_ / heads_;
+  Tensor attend(const Tensor& x, int64_t batch) const {
+    const int64_t windows = x.size(0), n = x.size(1), heads = shape_.heads, dim = shape_.dim;
+    const int64_t hd = dim / heads;
     const auto split = [&](const Tensor& t) {  // [b', n, dim] -> [b', heads, n, hd]
-      return ops::transpose(ops::reshape(t, {windows, n, heads_, hd}), 1, 2);
+      return ops::transpose(ops::reshape(t, {windows, n, heads, hd}), 1, 2);
     };
     const auto normalised = [](const Tensor& t) {  // t / max(|t|, 1e-12), as F.normalize
       return t * ops::rsqrt(ops::add_scalar(ops::sum(t * t, {-1}, true), 1e-24));
@@ -226,15 +247,12 @@ class SwinV2Block final : public WindowBlock {
         to_dtype(to_device(coords_, logit_scale_.device()), logit_scale_.dtype()))));
     Tensor rel = ops::embedding(table, to_device(index_, table.device()));  // [n * n, heads]
     Tensor bias = ops::unsqueeze(
-        ops::scale(ops::sigmoid(ops::reshape(ops::transpose(rel, 0, 1), {heads_, n, n})), 16.0), 0);
-    if (shift_ > 0)
-      bias = with_mask(bias, shift_mask(height, width, window_, shift_, -200.0f, x), batch);
-    Tensor probs = probs_dropout_->forward(ops::softmax(scores + bias, -1));
-    Tensor ctx = ops::reshape(ops::transpose(ops::matmul(probs, v), 1, 2), {windows, n, dim_});
+        ops::scale(ops::sigmoid(ops::reshape(ops::transpose(rel, 0, 1), {heads, n, n})), 16.0), 0);
+    Tensor probs = probs_dropout_->forward(ops::softmax(scores + with_mask(bias, batch), -1));
+    Tensor ctx = ops::reshape(ops::transpose(ops::matmul(probs, v), 1, 2), {windows, n, dim});
     return out_->forward(ctx);
   }
 
-  int64_t dim_, heads_, window_, shift_;
   double drop_path_;
   Tensor& logit_scale_;  // [heads, 1, 1]
   Tensor index_;         // i64 [window^4]
@@ -249,28 +267,27 @@ class SwinV2Block final : public WindowBlock {
 }  // namespace
 
 std::unique_ptr<WindowBlock> make_swin_block(const LayerContext& ctx, const SwinConfig& c,
-                                             int64_t dim, int64_t heads, int64_t window,
-                                             int64_t shift) {
-  return std::make_unique<SwinBlock>(ctx, c, dim, heads, window, shift);
+                                             const BlockShape& shape) {
+  return std::make_unique<SwinBlock>(ctx, c, shape);
 }
 
 std::unique_ptr<WindowBlock> make_swinv2_block(const LayerContext& ctx, const SwinConfig& c,
-                                               int64_t dim, int64_t heads, int64_t window,
-                                               int64_t shift, int64_t pretrained_window) {
-  return std::make_unique<SwinV2Block>(ctx, c, dim, heads, window, shift, pretrained_window);
+                                               const BlockShape& shape) {
+  return std::make_unique<SwinV2Block>(ctx, c, shape);
 }
 
-PatchMerging::PatchMerging(const LayerContext& ctx, int64_t dim, double eps, bool norm_after)
-    : dim_(dim), norm_after_(norm_after) {
+PatchMerging::PatchMerging(const LayerContext& ctx, int64_t dim, double eps, bool norm_after,
+                           int64_t height, int64_t width)
+    : dim_(dim), height_(height), width_(width), norm_after_(norm_after) {
   norm_ = &add_module(
       "norm", std::make_unique<Norm>(ctx, ops::NormKind::layer, norm_after ? 2 * dim : 4 * dim, eps));
   reduction_ = &add_module("reduction", std::make_unique<Linear>(ctx, 4 * dim, 2 * dim, false));
 }
 
-Tensor PatchMerging::forward(const Tensor& h, int64_t height, int64_t width) const {
+Tensor PatchMerging::forward(const Tensor& h) const {
   const int64_t batch = h.size(0);
-  Tensor x = pad_to(ops::reshape(h, {batch, height, width, dim_}), height + height % 2,
-                    width + width % 2);
+  Tensor x = pad_to(ops::reshape(h, {batch, height_, width_, dim_}), height_ + height_ % 2,
+                    width_ + width_ % 2);
   const auto part = [&](int64_t row, int64_t col) {
     return ops::slice(ops::slice(x, 1, row, x.size(1), 2), 2, col, x.size(2), 2);
   };
