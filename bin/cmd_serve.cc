@@ -146,7 +146,7 @@ int serve(const ServeOptions& o) {
   service_options.max_batch = o.max_batch;
   service_options.max_queue = o.max_queue;
   service_options.pack_weights = !o.no_pack;
-  service_options.bf16_weights = parse_packed_dtype_flag(o.packed_dtype) == DType::bf16;
+  service_options.bf16_weights = parse_dtype_flag(o.packed_dtype, "--packed-dtype") == DType::bf16;
   LIBAI_CHECK(!service_options.bf16_weights || service_options.pack_weights,
               "--packed-dtype bf16 needs packed weights (drop --no-pack-weights)");
   auto service = Service::open(service_options);

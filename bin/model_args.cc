@@ -36,17 +36,10 @@ void add_model_flags(CLI::App& command, ModelFlags& flags, bool with_dtype) {
     command.add_option("--dtype", flags.dtype, "parameter and activation dtype: f32 or bf16");
 }
 
-DType parse_dtype_flag(const std::string& text) {
+DType parse_dtype_flag(const std::string& text, const char* flag) {
   if (text == "f32" || text == "float32") return DType::f32;
   if (text == "bf16" || text == "bfloat16") return DType::bf16;
-  LIBAI_THROW(InvalidArgument, "--dtype: '", text, "' is not a supported dtype (f32 or bf16)");
-}
-
-DType parse_packed_dtype_flag(const std::string& text) {
-  if (text == "f32" || text == "float32") return DType::f32;
-  if (text == "bf16" || text == "bfloat16") return DType::bf16;
-  LIBAI_THROW(InvalidArgument, "--packed-dtype: '", text,
-              "' is not a dtype weights pack as (f32 or bf16)");
+  LIBAI_THROW(InvalidArgument, flag, ": '", text, "' is not a supported dtype (f32 or bf16)");
 }
 
 void check_model_folder(const std::string& folder, const std::string& flag) {
@@ -96,7 +89,7 @@ models::LoadOptions load_options(const ModelFlags& flags) {
   options.dtype = parse_dtype_flag(flags.dtype);
   options.tp = flags.tp;
   options.pack_weights = !flags.no_pack;  // every command loading through here only runs forward
-  options.pack_dtype = parse_packed_dtype_flag(flags.packed_dtype);
+  options.pack_dtype = parse_dtype_flag(flags.packed_dtype, "--packed-dtype");
   LIBAI_CHECK(options.pack_dtype == DType::f32 || options.pack_weights,
               "--packed-dtype ", flags.packed_dtype, " needs packed weights (drop --no-pack-weights)");
   return options;

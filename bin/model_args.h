@@ -60,10 +60,8 @@ std::function<int()> on_ranks(std::shared_ptr<Options> options, Command command)
     });
   };
 }
-// "f32" | "bf16" (and their long names); InvalidArgument naming --dtype otherwise.
-DType parse_dtype_flag(const std::string& text);
-// --packed-dtype: "f32" | "bf16" (and their long names); InvalidArgument naming the flag.
-DType parse_packed_dtype_flag(const std::string& text);
+// "f32" | "bf16" (and their long names); InvalidArgument naming `flag` otherwise.
+DType parse_dtype_flag(const std::string& text, const char* flag = "--dtype");
 // NotFound when `folder` (given by `flag`) is missing or has no config.json.
 void check_model_folder(const std::string& folder, const std::string& flag = "--model");
 

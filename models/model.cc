@@ -66,7 +66,17 @@ std::unique_ptr<Model> create_model(const HfConfig& config, const LayerContext& 
   return family.head(config).make(config, ctx, part);
 }
 
+void check_load_options(const LoadOptions& options) {
+  LIBAI_CHECK(options.pack_dtype == DType::f32 || options.pack_dtype == DType::bf16,
+              "LoadOptions.pack_dtype: weights pack as f32 or bf16, not ",
+              dtype_name(options.pack_dtype));
+  LIBAI_CHECK(options.pack_dtype == DType::f32 || options.pack_weights,
+              "LoadOptions.pack_dtype bf16 needs pack_weights (the packed copies hold the bf16 "
+              "values)");
+}
+
 std::unique_ptr<Model> load_model(const std::filesystem::path& folder, const LoadOptions& options) {
+  check_load_options(options);
   HfConfig config = HfConfig::load(folder);
   LayerContext ctx{.device = options.device, .dtype = options.dtype, .tp = options.tp};
   auto model = create_model(config, ctx, options.part);

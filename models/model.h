@@ -160,9 +160,14 @@ struct LoadOptions {
   // tied output tables once loaded (Note [Packed inference weights] in models/layers/linear.h).
   bool pack_weights = false;
   // The packed copies' dtype: f32, or bf16 (rounds those weights to bf16: half the bytes a
-  // decoding step reads; Note [Packed inference weights]).
+  // decoding step reads; Note [Packed inference weights]); bf16 needs pack_weights.
   DType pack_dtype = DType::f32;
 };
+
+// InvalidArgument for options that contradict each other or name what is not implemented
+// (pack_dtype other than f32 / bf16, or bf16 without pack_weights); load_model and load_stage
+// call it before reading any weight.
+void check_load_options(const LoadOptions& options);
 
 // Builds the model that config.json names (model_type, architectures[0]) without weights; with
 // `part`, only that part (Note [Model parts]): InvalidArgument for a part out of range.

@@ -104,9 +104,8 @@ void round_to_bf16(Tensor& weight) {
   weight.copy_from(ops::cast(ops::cast(weight, DType::bf16), DType::f32));
 }
 
+// ops::pack_weight refuses other dtypes (before any rounding: only bf16 rounds).
 ops::PackedWeight pack_as(Tensor& weight, DType dtype) {
-  LIBAI_CHECK(dtype == DType::f32 || dtype == DType::bf16,
-              "packed weights are f32 or bf16, not ", dtype_name(dtype));
   if (dtype == DType::bf16) round_to_bf16(weight);
   return ops::pack_weight(weight, dtype);
 }

@@ -93,6 +93,7 @@ std::unique_ptr<PipelineStage> create_stage(const HfConfig& config, const StageS
 
 std::unique_ptr<PipelineStage> load_stage(const std::filesystem::path& folder,
                                           const StageSpec& spec, const LoadOptions& options) {
+  check_load_options(options);
   HfConfig config = HfConfig::load(folder);
   LayerContext ctx{.device = options.device, .dtype = options.dtype, .tp = options.tp};
   auto stage = create_stage(config, spec, ctx);

@@ -224,6 +224,8 @@ TEST(PackedBf16, GreedyDecodingEqualsUnpackedModel) {
 TEST(PackedBf16, RefusesOtherDtypes) {
   EXPECT_THROW(load_model(model_fixture("gpt2"), {.pack_weights = true, .pack_dtype = DType::f16}),
                InvalidArgument);
+  // bf16 without packing would be silently nothing: refused too, before reading weights.
+  EXPECT_THROW(load_model(model_fixture("gpt2"), {.pack_dtype = DType::bf16}), InvalidArgument);
 }
 
 }  // namespace
