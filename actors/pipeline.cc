@@ -90,7 +90,13 @@ std::vector<caf::actor> spawn_slots(caf::actor_system& system, const PipelineLay
     setup.node = node;
     setup.device = slot.device;
     setup.slowdown = slot.slowdown;
-    setup.compute = make_compute(slot);
+    try {
+      setup.compute = make_compute(slot);
+    } catch (...) {  // the stages spawned so far would wait for routes forever
+      for (auto& handle : handles)
+        if (handle) caf::anon_send(handle, abort_atom::value, std::string("stopped"));
+      throw;
+    }
     setup.groups = layout.groups[size_t(slot.replica)];
     setup.by_arrival = layout.by_arrival;
     setup.plane = plane.plane;
@@ -197,8 +203,17 @@ LocalPipeline::LocalPipeline(caf::actor_system& system, PipelineLayout layout,
   outcome_->expected = layout_.slots.size();
   supervisor_ = system_.spawn(supervise, outcome_, client_);
   driver_ = spawn_driver(system_, DriverSetup{.node = 0, .client = client_, .plane = nullptr});
-  stages_ = spawn_slots(system_, layout_, 0, make_compute, NodePlane{}, supervisor_, trace);
-  connect_slots(layout_, 0, stages_, driver_);
+  try {
+    stages_ = spawn_slots(system_, layout_, 0, make_compute, NodePlane{}, supervisor_, trace);
+    connect_slots(layout_, 0, stages_, driver_);
+  } catch (...) {
+    // A slot that could not be made (a bad model folder, say): stop the actors spawned so far,
+    // or the actor system would wait for them forever when it shuts down.
+    client_->fail("the pipeline could not be built");
+    stop_all();
+    caf::anon_send(supervisor_, stop_atom::value);
+    throw;
+  }
 }
 
 LocalPipeline::~LocalPipeline() {

@@ -3,6 +3,7 @@
 #include "models/convert.h"
 #include "models/family.h"
 #include "ops/ops.h"
+#include "runtime/autograd.h"
 
 namespace libai::models::pipeline {
 
@@ -35,7 +36,33 @@ class PartStage : public PipelineStage {
   Model* part_;
 };
 
+// A part of a family whose parts only run forward (encoders, classifiers): each micro-batch
+// is one forward of the part (Note [Model parts]) without autograd, nothing kept between.
+class ForwardStage : public PipelineStage {
+ public:
+  explicit ForwardStage(std::unique_ptr<Model> part)
+      : PipelineStage(part->part()), part_(&add_module("", std::move(part))) {}
+  std::unique_ptr<StageState> new_state() const override { return std::make_unique<StageState>(); }
+  Activations forward(const Activations& in, StageState&) override {
+    autograd::NoGradGuard no_grad;
+    return part_->forward(in);
+  }
+  const WeightMap& weight_map() const override { return part_->weight_map(); }
+
+ private:
+  Model* part_;
+};
+
 }  // namespace
+
+std::unique_ptr<PipelineStage> forward_stage(std::unique_ptr<Model> part) {
+  return std::make_unique<ForwardStage>(std::move(part));
+}
+
+std::unique_ptr<PipelineStage> make_forward_stage(const HfConfig& config, const StageSpec& spec,
+                                                  const LayerContext& ctx) {
+  return forward_stage(family_of(config).head(config).make(config, ctx, spec));
+}
 
 std::unique_ptr<PipelineStage> part_stage(std::unique_ptr<Model> part) {
   LIBAI_CHECK(part->new_decode_state() != nullptr, part->config().path(), ": a ",

@@ -153,6 +153,14 @@ std::unique_ptr<PipelineStage> part_stage(std::unique_ptr<Model> part);
 // A Family::make_stage for families whose parts decode: the config's head built for `spec`.
 std::unique_ptr<PipelineStage> make_part_stage(const HfConfig& config, const StageSpec& spec,
                                                const LayerContext& ctx);
+// The stage of a family whose parts only run forward (encoders and classifiers of its own:
+// models/family.h, Note [Families from outside the library]): each micro-batch goes through
+// the part's forward (Note [Model parts]: the first part takes the model's inputs, the others
+// what the part before returned, the last returns the model's outputs) without autograd, and
+// the stage keeps nothing between micro-batches. make_forward_stage is the Family::make_stage.
+std::unique_ptr<PipelineStage> forward_stage(std::unique_ptr<Model> part);
+std::unique_ptr<PipelineStage> make_forward_stage(const HfConfig& config, const StageSpec& spec,
+                                                  const LayerContext& ctx);
 // Loads the stage's part of the model in `folder` (config.json + weights; only this stage's
 // tensors are read). options.tp: tensor parallelism inside the stage, exactly as load_model.
 std::unique_ptr<PipelineStage> load_stage(const std::filesystem::path& folder,
