@@ -1,0 +1,328 @@
+#include "schedule/auto_parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <cstdio>
+#include <numeric>
+
+#include "runtime/error.h"
+
+namespace libai::schedule {
+
+std::string describe(const ParallelChoice& c) {
+  std::string s = "dp " + std::to_string(c.dp) + " x tp " + std::to_string(c.tp) + " x pp " +
+                  std::to_string(c.pp) + ", " + std::to_string(c.accumulation) + " micro-batch" +
+                  (c.accumulation == 1 ? "" : "es") + " of " + std::to_string(c.micro_batch_size);
+  if (c.pp > 1) {
+    s += std::string(", ") + schedule_name(c.schedule);
+    if (c.schedule == PipelineSchedule::interleaved) s += " v" + std::to_string(c.chunks);
+  }
+  if (c.zero_stage > 0) s += ", ZeRO-" + std::to_string(c.zero_stage);
+  if (c.activation_checkpoint) s += ", checkpointing";
+  return s;
+}
+
+namespace {
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> out;
+  for (int64_t d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back(d);
+  return out;
+}
+
+// Counts of the choices left out, by reason, printed in the order first seen.
+class Exclusions {
+ public:
+  void add(const std::string& reason, int64_t count = 1) {
+    if (!counts_.contains(reason)) order_.push_back(reason);
+    counts_[reason] += count;
+  }
+  std::vector<std::string> lines() const {
+    std::vector<std::string> out;
+    for (const auto& reason : order_) out.push_back(std::to_string(counts_.at(reason)) + " " + reason);
+    return out;
+  }
+
+ private:
+  std::map<std::string, int64_t> counts_;
+  std::vector<std::string> order_;
+};
+
+template <typename T>
+bool allowed(const std::optional<T>& fixed, const T& value) {
+  return !fixed || *fixed == value;
+}
+
+}  // namespace
+
+std::vector<ParallelChoice> enumerate_choices(const SearchSpace& space,
+                                              std::vector<std::string>* excluded) {
+  LIBAI_CHECK(space.devices >= 1 && space.devices_per_node >= 1 && space.num_layers >= 1 &&
+                  space.global_batch >= 1,
+              "auto parallel: the search needs devices (", space.devices, "), devices per node (",
+              space.devices_per_node, "), layers (", space.num_layers, ") and a global batch (",
+              space.global_batch, ") of at least 1");
+  const ParallelConstraints& fixed = space.constraints;
+  Exclusions out;
+  std::vector<ParallelChoice> choices;
+  for (int64_t dp : divisors(space.devices)) {
+    if (!allowed(fixed.dp, int(dp))) continue;
+    if (space.global_batch % dp != 0) {
+      out.add("layouts with dp not dividing the global batch of " + std::to_string(space.global_batch));
+      continue;
+    }
+    const int64_t replica_batch = space.global_batch / dp;
+    for (int64_t tp : divisors(space.devices / dp)) {
+      if (!allowed(fixed.tp, int(tp))) continue;
+      const int64_t pp = space.devices / dp / tp;
+      if (!allowed(fixed.pp, int(pp))) continue;
+      if (space.devices_per_node % tp != 0) {
+        out.add("layouts with tp not dividing a node's " + std::to_string(space.devices_per_node) +
+                " devices (tensor parallelism stays inside a node)");
+        continue;
+      }
+      if (space.heads > 0 && space.heads % tp != 0) {
+        out.add("layouts with tp not dividing the model's " + std::to_string(space.heads) + " heads");
+        continue;
+      }
+      if (pp > space.num_layers) {
+        out.add("layouts with more pipeline stages than the model's " +
+                std::to_string(space.num_layers) + " layers");
+        continue;
+      }
+      for (int64_t mbs : divisors(replica_batch)) {
+        if (!allowed(fixed.micro_batch_size, mbs)) continue;
+        if (space.max_micro_batch_size > 0 && mbs > space.max_micro_batch_size) continue;
+        const int accumulation = int(replica_batch / mbs);
+        // Schedules: one pipeline stage has no schedule to choose (its plan is 1F1B's, which
+        // on one stage is forward then backward per micro-batch).
+        std::vector<std::pair<PipelineSchedule, int>> schedules;
+        if (pp == 1) {
+          if (!fixed.schedule || *fixed.schedule != PipelineSchedule::interleaved)
+            schedules.emplace_back(PipelineSchedule::one_f_one_b, 1);
+        } else {
+          for (PipelineSchedule s : space.schedules) {
+            if (!allowed(fixed.schedule, s)) continue;
+            if (s != PipelineSchedule::interleaved) {
+              schedules.emplace_back(s, 1);
+              continue;
+            }
+            for (int v : fixed.chunks ? std::vector<int>{*fixed.chunks} : space.interleave_chunks) {
+              if (v < 2) continue;
+              if (pp * v > space.num_layers) {
+                out.add("interleaved layouts with more virtual stages than layers");
+                continue;
+              }
+              if (accumulation % pp != 0) {
+                out.add("interleaved layouts whose micro-batches are not a multiple of pp");
+                continue;
+              }
+              schedules.emplace_back(s, v);
+            }
+          }
+        }
+        for (const auto& [schedule, chunks] : schedules)
+          for (bool checkpoint : space.checkpointing) {
+            if (!allowed(fixed.activation_checkpoint, checkpoint)) continue;
+            for (int zero : space.zero_stages) {
+              if (!allowed(fixed.zero_stage, zero)) continue;
+              if (zero > 0 && dp == 1) {
+                out.add("layouts with ZeRO and one replica (nothing to shard)");
+                continue;
+              }
+              choices.push_back({.dp = int(dp),
+                                 .tp = int(tp),
+                                 .pp = int(pp),
+                                 .micro_batch_size = mbs,
+                                 .accumulation = accumulation,
+                                 .zero_stage = zero,
+                                 .activation_checkpoint = checkpoint,
+                                 .schedule = schedule,
+                                 .chunks = chunks});
+            }
+          }
+      }
+    }
+  }
+  if (excluded) *excluded = out.lines();
+  return choices;
+}
+
+SearchResult search_parallel(const SearchSpace& space, const EstimateFn& estimate) {
+  SearchResult result;
+  const std::vector<ParallelChoice> choices = enumerate_choices(space, &result.excluded);
+  if (choices.empty()) {
+    std::string why;
+    for (const auto& line : result.excluded) why += "; " + line;
+    LIBAI_CHECK(false, "auto parallel: no layout of ", space.devices, " devices divides (",
+                space.devices_per_node, " a node, ", space.num_layers, " layers, global batch ",
+                space.global_batch, ") under the fixed keys", why);
+  }
+  std::vector<size_t> order;
+  for (const ParallelChoice& choice : choices) {
+    ++result.evaluated;
+    ParallelEstimate e;
+    try {
+      e = estimate(choice);
+    } catch (const Error& error) {
+      result.rejected.push_back({choice, error.what(), {}});
+      continue;
+    }
+    if (!e.fits()) {
+      char text[160];
+      std::snprintf(text, sizeof text, "needs %.3g GB on a device of %.3g GB", e.memory_bytes / 1e9,
+                    e.memory_cap / 1e9);
+      result.rejected.push_back({choice, text, e});
+      continue;
+    }
+    result.ranked.push_back({choice, e});
+  }
+  std::stable_sort(result.ranked.begin(), result.ranked.end(),
+                   [](const RankedChoice& a, const RankedChoice& b) {
+                     if (a.estimate.step_seconds != b.estimate.step_seconds)
+                       return a.estimate.step_seconds < b.estimate.step_seconds;
+                     return a.estimate.memory_bytes < b.estimate.memory_bytes;
+                   });
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+double LinkModel::seconds(double bytes) const {
+  return latency_seconds + (bandwidth_gbs > 0 ? bytes / (bandwidth_gbs * 1e9) : 0.0);
+}
+
+double all_reduce_seconds(double bytes, int ranks, const LinkModel& link) {
+  if (ranks <= 1) return 0;
+  const double share = 2.0 * (ranks - 1) / ranks;
+  return 2.0 * (ranks - 1) * link.latency_seconds +
+         (link.bandwidth_gbs > 0 ? share * bytes / (link.bandwidth_gbs * 1e9) : 0.0);
+}
+
+namespace {
+
+void check_model(const TrainCostModel& m, const ParallelChoice& c) {
+  const size_t layers = m.layer_flops.size();
+  LIBAI_CHECK(layers >= 1 && m.layer_parameters.size() == layers &&
+                  m.layer_activation_bytes.size() == layers && m.layer_output_bytes.size() == layers,
+              "training cost model: every per-layer list needs one entry per layer (",
+              layers, " flops, ", m.layer_parameters.size(), " parameters, ",
+              m.layer_activation_bytes.size(), " activation bytes, ", m.layer_output_bytes.size(),
+              " output bytes)");
+  LIBAI_CHECK(int(m.devices.size()) == c.devices(), "training cost model: ", m.devices.size(),
+              " devices, but ", describe(c), " needs ", c.devices());
+  LIBAI_CHECK(int64_t(c.dp) * c.micro_batch_size * c.accumulation == m.global_batch,
+              "training cost model: ", describe(c), " does not make the global batch of ",
+              m.global_batch);
+  for (const auto& d : m.devices)
+    LIBAI_CHECK(d.gflops > 0 && d.gbs > 0, "training cost model: a device with ", d.gflops,
+                " GFLOP/s and ", d.gbs, " GB/s (both must be > 0)");
+}
+
+// Whether the devices [first, first + count) of the mesh span more than one node.
+bool spans_nodes(int count, int devices_per_node) { return count > devices_per_node; }
+
+}  // namespace
+
+PlanRequest training_request(const TrainCostModel& m, const ParallelChoice& c) {
+  check_model(m, c);
+  const double mbs = double(c.micro_batch_size);
+  PlanRequest r;
+  r.dp = c.dp;
+  r.pp = c.pp;
+  r.tp = c.tp;
+  r.workload = Workload::train;
+  r.schedule = c.pp == 1 ? PipelineSchedule::one_f_one_b : c.schedule;
+  r.num_chunks = r.schedule == PipelineSchedule::interleaved ? c.chunks : 1;
+  r.num_micro_batches = c.accumulation;
+  r.items_per_micro_batch = mbs;
+  r.backward_factor = m.backward_factor + (c.activation_checkpoint ? 1.0 : 0.0);
+  r.zero_stage = c.zero_stage;
+  r.balance = m.balance;
+  // A hop between stages: inside a node while the whole pipeline of a replica is.
+  const LinkModel& hop = spans_nodes(c.pp * c.tp, m.devices_per_node) ? m.inter_node : m.intra_node;
+  const double hidden_bytes = mbs * m.layer_output_bytes.front();
+  r.transfer_time = c.pp > 1 ? hop.seconds(hidden_bytes) : 0.0;
+  for (size_t l = 0; l < m.layer_flops.size(); ++l) {
+    r.weight_bytes.push_back(0.0);  // the model state is all a layer holds
+    r.layer_parameters.push_back(m.layer_parameters[l]);
+    r.activation_bytes.push_back(
+        mbs * (c.activation_checkpoint ? m.layer_output_bytes[l] : m.layer_activation_bytes[l]));
+  }
+  r.embedding.parameters = m.embedding_parameters;
+  r.head.parameters = m.head_parameters;
+  // compile_plan divides a stage's time by tp: the collectives, which do not shrink with tp,
+  // are given tp times over (Note [Training cost model]).
+  double collectives = 0;
+  if (c.tp > 1)
+    for (size_t l = 0; l < m.layer_output_bytes.size(); ++l)
+      collectives = std::max(collectives, m.tensor_collectives *
+                                              all_reduce_seconds(mbs * m.layer_output_bytes[l], c.tp,
+                                                                 m.intra_node));
+  for (const DeviceRates& d : m.devices) {
+    std::vector<double> times;
+    for (size_t l = 0; l < m.layer_flops.size(); ++l)
+      times.push_back(layer_time_from_profile(mbs * m.layer_flops[l],
+                                              m.bytes_per_parameter * m.layer_parameters[l],
+                                              d.gflops, d.gbs) +
+                      c.tp * collectives);
+    r.layer_time.push_back(std::move(times));
+    r.memory_cap.push_back(d.memory_bytes);
+    r.embedding.time.push_back(layer_time_from_profile(
+        mbs * m.embedding_flops, m.bytes_per_parameter * m.embedding_parameters, d.gflops, d.gbs));
+    r.head.time.push_back(layer_time_from_profile(
+        mbs * m.head_flops, m.bytes_per_parameter * m.head_parameters, d.gflops, d.gbs));
+  }
+  return r;
+}
+
+ParallelEstimate estimate_training(const TrainCostModel& m, const ParallelChoice& c, Plan* out) {
+  const PlanRequest request = training_request(m, c);
+  Plan plan = compile_plan(request);
+  ParallelEstimate e;
+  e.pipeline_seconds = plan.timeline.step_time;
+  e.bubble_fraction = measured_bubble_fraction(plan.timeline);
+  // The tensor-parallel collectives' share of the step: per layer, forward and backward, each
+  // micro-batch, on the busiest pipeline rank's layers.
+  if (c.tp > 1) {
+    double per_layer = 0;
+    for (double bytes : m.layer_output_bytes)
+      per_layer = std::max(per_layer, m.tensor_collectives *
+                                          all_reduce_seconds(double(c.micro_batch_size) * bytes, c.tp,
+                                                             m.intra_node));
+    int most_layers = 0;
+    for (const StagePlan& s : plan.stages) most_layers = std::max(most_layers, s.num_layers());
+    e.tensor_comm_seconds = per_layer * (1 + request.backward_factor) * most_layers * c.accumulation;
+  }
+  // Data parallelism: the fullest rank's gradients, after the pipeline.
+  if (c.dp > 1) {
+    double params = 0;
+    for (const RankMemory& rank : plan.rank_memory) params = std::max(params, rank.parameters);
+    const double bytes = 4.0 * params * (c.zero_stage == 3 ? 1.5 : 1.0);
+    const LinkModel& link = spans_nodes(c.devices(), m.devices_per_node) ? m.inter_node : m.intra_node;
+    e.data_comm_seconds = all_reduce_seconds(bytes, c.dp, link);
+  }
+  e.step_seconds = e.pipeline_seconds + e.data_comm_seconds;
+  e.samples_per_second = e.step_seconds > 0 ? double(m.global_batch) / e.step_seconds : 0;
+  // Memory: the pipeline rank that comes closest to (or goes furthest past) its devices'
+  // capacity; without capacities, the fullest.
+  double worst_ratio = -1;
+  for (int k = 0; k < plan.pp && k < int(plan.rank_memory.size()); ++k) {
+    const double need = plan.rank_memory[size_t(k)].total();
+    for (int d : plan.stages[size_t(k)].devices) {
+      const double cap = plan.memory_cap.empty() ? 0 : plan.memory_cap[size_t(d)];
+      const double ratio = cap > 0 ? need / cap : 0;
+      if (ratio > worst_ratio || (ratio == worst_ratio && need > e.memory_bytes)) {
+        worst_ratio = ratio;
+        e.memory_bytes = need;
+        e.memory_cap = cap;
+      }
+    }
+  }
+  if (out) *out = std::move(plan);
+  return e;
+}
+
+}  // namespace libai::schedule
