@@ -55,6 +55,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/auto_parallel.h"
 #include "actors/config_job.h"
 #include "actors/job_plan.h"
 #include "actors/train_plan.h"
@@ -216,6 +217,35 @@ bool is_model_training(const config::Config& cfg) {
   return !weights.empty() || !config_file.empty();
 }
 
+// graph.auto_parallel.enabled (actors/auto_parallel.h): every layout of the cluster's devices
+// estimated on devices like this one; the chosen one, the next best and why the others lost,
+// then the chosen layout's plan in full.
+int plan_auto_parallel(const PlanOptions& options, const config::Config& cfg,
+                       const models::HfConfig& hf, const std::string& model_name) {
+  actors::AutoParallelSetup setup = actors::auto_parallel_setup(cfg, hf, model_name);
+  const std::vector<wire::DeviceProfile> profiles = actors::auto_parallel_devices(cfg, setup);
+  const schedule::TrainCostModel costs = actors::auto_parallel_costs(setup, profiles);
+  const schedule::SearchResult result = actors::search_train_layouts(setup, costs);
+  if (options.json) {
+    std::cout << actors::auto_parallel_json(setup, result).dump(2) << "\n" << std::flush;
+    return result.ranked.empty() ? kExitError : kExitOk;
+  }
+  std::ostringstream out;
+  out << "devices: every node like this one (cpu:0 measured with " << setup.base.threads
+      << " thread(s), a layer's forward and backward timed), train.cluster.device_slowdown and "
+         "train.cluster.profiles applied\n";
+  actors::print_auto_parallel(out, setup, result);
+  if (!result.ranked.empty()) {
+    const schedule::ParallelChoice& chosen = result.ranked.front().choice;
+    schedule::Plan plan;
+    schedule::estimate_training(costs, chosen, &plan);
+    out << "\nthe chosen layout's plan:\n";
+    actors::print_train_plan(out, actors::shape_of(setup, chosen), plan, profiles, options.width);
+  }
+  std::cout << out.str() << std::flush;
+  return result.ranked.empty() ? kExitError : kExitOk;
+}
+
 // The training plan `libai-actor train` with graph.enabled true would choose on nodes like
 // this one (actors/train_plan.h): train.cluster.nodes nodes sharing the dp x pp x tp slots.
 int plan_model_training(const PlanOptions& options, const config::Config& cfg) {
@@ -230,6 +260,8 @@ int plan_model_training(const PlanOptions& options, const config::Config& cfg) {
   LIBAI_CHECK_KIND(Unsupported, actors::has_train_costs(hf), options.config,
                    ": the planner has no costs for model_type '", hf.model_type(),
                    "' (gpt2, bert, roberta, t5, mt5)");
+  if (cfg.get_or<bool>("graph.auto_parallel.enabled", false))
+    return plan_auto_parallel(options, cfg, hf, weights.empty() ? config_file : weights);
   const int dp = cfg.get_or<int>("train.dist.data_parallel_size", 1);
   const int tp = cfg.get_or<int>("train.dist.tensor_parallel_size", 1);
   const int pp = cfg.get_or<int>("train.dist.pipeline_parallel_size", 1);

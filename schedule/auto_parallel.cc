@@ -183,6 +183,11 @@ SearchResult search_parallel(const SearchSpace& space, const EstimateFn& estimat
                    [](const RankedChoice& a, const RankedChoice& b) {
                      if (a.estimate.step_seconds != b.estimate.step_seconds)
                        return a.estimate.step_seconds < b.estimate.step_seconds;
+                     // Equal predictions: the simpler layout (less sharding, no recomputation).
+                     if (a.choice.zero_stage != b.choice.zero_stage)
+                       return a.choice.zero_stage < b.choice.zero_stage;
+                     if (a.choice.activation_checkpoint != b.choice.activation_checkpoint)
+                       return !a.choice.activation_checkpoint;
                      return a.estimate.memory_bytes < b.estimate.memory_bytes;
                    });
   return result;
@@ -270,8 +275,8 @@ PlanRequest training_request(const TrainCostModel& m, const ParallelChoice& c) {
                       c.tp * collectives);
     r.layer_time.push_back(std::move(times));
     r.memory_cap.push_back(d.memory_bytes);
-    r.embedding.time.push_back(layer_time_from_profile(
-        mbs * m.embedding_flops, m.bytes_per_parameter * m.embedding_parameters, d.gflops, d.gbs));
+    r.embedding.time.push_back(
+        layer_time_from_profile(mbs * m.embedding_flops, mbs * m.embedding_bytes, d.gflops, d.gbs));
     r.head.time.push_back(layer_time_from_profile(
         mbs * m.head_flops, m.bytes_per_parameter * m.head_parameters, d.gflops, d.gbs));
   }

@@ -134,8 +134,8 @@ using EstimateFn = std::function<ParallelEstimate(const ParallelChoice&)>;
 std::vector<ParallelChoice> enumerate_choices(const SearchSpace& space,
                                               std::vector<std::string>* excluded = nullptr);
 
-// Estimates every choice of enumerate_choices and ranks those that fit by step time (ties:
-// less memory, then enumeration order). An estimate that throws an Error (a plan the planner
+// Estimates every choice of enumerate_choices and ranks those that fit by step time (ties: the
+// lower ZeRO stage, no checkpointing, less memory, then enumeration order). An estimate that throws an Error (a plan the planner
 // refuses) is a rejection with its message. InvalidArgument, listing the exclusions, when no
 // choice divides.
 SearchResult search_parallel(const SearchSpace& space, const EstimateFn& estimate);
@@ -161,7 +161,9 @@ struct TrainCostModel {
   // Per layer, for one sample (a sequence): forward flops, parameters, bytes kept for backward,
   // and the hidden state it passes on (what checkpointing keeps and a stage hop sends).
   std::vector<double> layer_flops, layer_parameters, layer_activation_bytes, layer_output_bytes;
-  double embedding_flops = 0, embedding_parameters = 0;  // per sample; on the first stage
+  // The embedding (on the first stage) looks up rows: it moves embedding_bytes per sample
+  // rather than reading its table.
+  double embedding_flops = 0, embedding_parameters = 0, embedding_bytes = 0;
   double head_flops = 0, head_parameters = 0;            // per sample; on the last stage
   double bytes_per_parameter = 4;  // read once per micro-batch (f32)
   int tensor_collectives = 2;      // all-reduces of a layer's output per forward

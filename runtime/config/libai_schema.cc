@@ -37,12 +37,16 @@ Schema scheduler_schema() {
       .key("cycle", Schema::boolean().doc("WarmupPolynomialLR: restart the decay each period"));
 }
 
+// The keys graph.auto_parallel searches over: null leaves them to the planner (elsewhere null is
+// the default: 1, 1f1b, off); a value is a constraint.
+constexpr const char* kSearched = "null: 1, or the planner's choice under graph.auto_parallel";
+
 Schema train_schema() {
   Schema dist =
       Schema::map()
-          .key("data_parallel_size", count_at_least(1))
-          .key("tensor_parallel_size", count_at_least(1))
-          .key("pipeline_parallel_size", count_at_least(1))
+          .key("data_parallel_size", count_at_least(1).nullable().doc(kSearched))
+          .key("tensor_parallel_size", count_at_least(1).nullable().doc(kSearched))
+          .key("pipeline_parallel_size", count_at_least(1).nullable().doc(kSearched))
           .key("pipeline_num_layers", count_at_least(1).nullable().doc("null: from the model"))
           .key("custom_pipeline_stage_id",
                Schema::list_of(count_at_least(0))
@@ -51,11 +55,13 @@ Schema train_schema() {
           .key("balance", Schema::one_of({"uniform", "measured", "memory"}))
           .key("pipeline_schedule",
                Schema::one_of({"gpipe", "1f1b", "interleaved"})
-                   .doc("training's pipeline schedule: gpipe (all forwards, then all "
+                   .nullable()
+                   .doc("null: 1f1b, or the planner's choice under graph.auto_parallel; "
+                        "training's pipeline schedule: gpipe (all forwards, then all "
                         "backwards), 1f1b (Megatron's one-forward-one-backward), interleaved "
                         "(1F1B over virtual_pipeline_size model chunks per pipeline rank)"))
           .key("virtual_pipeline_size",
-               count_at_least(1).doc("model chunks (virtual stages) per pipeline rank; more "
+               count_at_least(1).nullable().doc("null: 1, or the planner's choice under graph.auto_parallel; model chunks (virtual stages) per pipeline rank; more "
                                      "than 1 only with pipeline_schedule interleaved"))
           .key("device_speed",
                Schema::list_of(Schema::floating().greater_than(0))
@@ -92,7 +98,10 @@ Schema train_schema() {
                    .key("dtype", Schema::one_of({"bf16", "f16"}))
                    .key("loss_scale", std::move(loss_scale));
   Schema zero =
-      Schema::map().key("enabled", Schema::boolean()).key("stage", Schema::integer().min(0).max(3));
+      Schema::map()
+          .key("enabled", Schema::boolean().nullable().doc("null: off, or the planner's choice "
+                                                           "(with its stage) under graph.auto_parallel"))
+          .key("stage", Schema::integer().min(0).max(3));
   Schema cluster =
       Schema::map()
           .key("token", Schema::string().nullable().doc("shared secret the nodes present"))
@@ -134,7 +143,9 @@ Schema train_schema() {
                    "{node0:cpu:1: {matmul_gflops: 50}} (runtime/device_profile.h)"));
   return Schema::map()
       .key("output_dir", Schema::string())
-      .key("train_micro_batch_size", count_at_least(1))
+      .key("train_micro_batch_size", count_at_least(1).nullable().doc(
+                                         "null: global batch / (accumulation steps x data parallel "
+                                         "size), or the planner's choice under graph.auto_parallel"))
       .key("global_batch_size", count_at_least(1).nullable().doc(
                                     "null: micro batch x accumulation steps x data parallel size"))
       .key("num_accumulation_steps",
@@ -157,7 +168,10 @@ Schema train_schema() {
       .key("checkpointer", std::move(checkpointer))
       .key("dist", std::move(dist))
       .key("amp", std::move(amp))
-      .key("activation_checkpoint", Schema::map().key("enabled", Schema::boolean()))
+      .key("activation_checkpoint",
+           Schema::map().key("enabled", Schema::boolean().nullable().doc(
+                                            "null: off, or the planner's choice under "
+                                            "graph.auto_parallel")))
       .key("zero_optimization", std::move(zero))
       .key("cluster", std::move(cluster));
 }
@@ -236,11 +250,35 @@ Schema data_schema() {
            Schema::string().nullable().doc("image_folder: the validation images"));
 }
 
+// graph.auto_parallel (LiBai's key): the planner searches the layout (actors/auto_parallel.h).
+Schema graph_schema() {
+  const auto link = [](const char* bandwidth, const char* latency) {
+    return Schema::map()
+        .key("bandwidth_gbs", Schema::floating().greater_than(0).nullable().doc(bandwidth))
+        .key("latency_seconds", Schema::floating().min(0).nullable().doc(latency));
+  };
+  return Schema::map()
+      .key("enabled", Schema::boolean())
+      .key("auto_parallel",
+           Schema::map()
+               .key("enabled", Schema::boolean().doc(
+                                   "search data x tensor x pipeline sizes, micro-batch size, ZeRO, "
+                                   "checkpointing and schedule (libai-actor plan); the train.dist, "
+                                   "micro-batch, ZeRO and checkpointing keys that are set are "
+                                   "constraints"))
+               .key("intra_node",
+                    link("GB/s between devices of a node (null: this host's memory bandwidth)",
+                         "seconds a message costs (null: train.cluster.local_hop_seconds or 0)"))
+               .key("inter_node",
+                    link("GB/s between nodes (null: a tenth of this host's memory bandwidth)",
+                         "seconds a message costs (null: train.cluster.remote_hop_seconds or 0)")));
+}
+
 Schema builtin_schema() {
   return Schema::map()
       .key("train", train_schema())
       .key("optim", optim_schema())
-      .key("graph", Schema::map().key("enabled", Schema::boolean()))
+      .key("graph", graph_schema())
       .key("model", Schema::map().open().doc("owned by models/; open until it registers"))
       .key("data", data_schema())
       .key("job", Schema::map().open().key("_target_", Schema::string().required()));

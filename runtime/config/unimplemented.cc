@@ -54,7 +54,17 @@ constexpr const char* kRuntimeDeviceKeys[] = {
     "train.cluster.device_slowdown", "train.cluster.profiles", "train.cluster.local_hop_seconds",
     "train.cluster.remote_hop_seconds"};
 
+// graph.auto_parallel.enabled: `libai-actor plan` searches and prints the keys to set; the
+// commands that run do not apply a search's choice yet.
+void auto_parallel_not_applied(Problems& problems) {
+  problems.add_if_true("graph.auto_parallel.enabled",
+                       "the layout search runs in `libai-actor plan` of a model's training, which "
+                       "prints the chosen layout and the keys that run it; applying it here is not "
+                       "implemented yet (set those keys and leave auto_parallel off)");
+}
+
 void inference_job(Problems& problems) {
+  auto_parallel_not_applied(problems);
   if (problems.is_false("graph.enabled"))
     problems.add("graph.enabled",
                  "eager execution of a run job is not implemented: run jobs execute on the "
@@ -90,6 +100,7 @@ void pipeline_chunks(Problems& problems) {
 }
 
 void training(Problems& problems) {
+  auto_parallel_not_applied(problems);
   pipeline_chunks(problems);
   if (problems.is_true("graph.enabled"))
     problems.add("graph.enabled",
@@ -110,6 +121,7 @@ void training(Problems& problems) {
 }
 
 void graph_training(Problems& problems) {
+  auto_parallel_not_applied(problems);
   pipeline_chunks(problems);
   problems.add_if_true("train.amp.enabled",
                        "mixed precision through the training stage actors is not implemented "

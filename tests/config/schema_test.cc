@@ -47,7 +47,7 @@ TEST(Schema, OutOfRange) {
   const std::string message = problem_of("train:\n  dist:\n    tensor_parallel_size: 0\n");
   EXPECT_TRUE(contains(message,
                        "job.yaml:3:27: key 'train.dist.tensor_parallel_size': out of "
-                       "range: expected an integer >= 1, got 0"))
+                       "range: expected an integer >= 1, or null, got 0"))
       << message;
   EXPECT_TRUE(contains(problem_of("train: {zero_optimization: {stage: 4}}\n"),
                        "expected an integer in [0, 3], got 4"));
@@ -108,7 +108,7 @@ TEST(Schema, OverrideErrorsNameTheCommandLine) {
   const std::string message = error_message<InvalidArgument>([&] { cfg.validate(libai_schema()); });
   EXPECT_TRUE(contains(message,
                        "<command line>: key 'train.dist.tensor_parallel_size': out of "
-                       "range: expected an integer >= 1, got 0"))
+                       "range: expected an integer >= 1, or null, got 0"))
       << message;
 }
 

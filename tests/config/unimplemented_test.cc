@@ -111,6 +111,13 @@ TEST(Unimplemented, GraphTraining) {
                        "graph-mode training counts steps"));
 }
 
+TEST(Unimplemented, AutoParallelIsSearchedByPlanOnly) {
+  for (Purpose purpose : {Purpose::graph_training, Purpose::inference_job})
+    EXPECT_TRUE(contains(only_problem({"graph.auto_parallel.enabled=true"}, purpose),
+                         "the layout search runs in `libai-actor plan`"))
+        << purpose_name(purpose);
+}
+
 TEST(Unimplemented, Training) {
   const std::string graph = only_problem({}, Purpose::training);
   EXPECT_TRUE(contains(graph,

@@ -1,0 +1,334 @@
+#include "actors/auto_parallel.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <ostream>
+
+#include "actors/job_plan.h"
+#include "models/pipeline/stage.h"
+#include "runtime/error.h"
+
+namespace libai::actors {
+
+namespace mp = models::pipeline;
+
+namespace {
+
+// The attention heads tensor parallelism must divide (0 when the config names none).
+int64_t attention_heads(const models::HfConfig& hf) {
+  for (const char* key : {"num_attention_heads", "n_head", "num_heads"})
+    if (hf.has(key)) return hf.get_int(key, 0);
+  return 0;
+}
+
+template <typename T>
+std::optional<T> set_value(const config::Config& cfg, const std::string& key) {
+  return cfg.get_or<std::optional<T>>(key, std::nullopt);
+}
+
+// graph.auto_parallel.<key>: its bandwidth (0 when null: measured later) and latency (the hop
+// key's value, or 0, when null).
+schedule::LinkModel link_of(const config::Config& cfg, const std::string& key,
+                            const std::string& hop_key, bool* given) {
+  schedule::LinkModel link;
+  const auto bandwidth = set_value<double>(cfg, key + ".bandwidth_gbs");
+  *given = bandwidth.has_value();
+  link.bandwidth_gbs = bandwidth.value_or(0.0);
+  link.latency_seconds = set_value<double>(cfg, key + ".latency_seconds")
+                             .value_or(cfg.get_or<double>(hop_key, 0.0));
+  return link;
+}
+
+std::string gb(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g GB", bytes / 1e9);
+  return text;
+}
+
+}  // namespace
+
+AutoParallelSetup auto_parallel_setup(const config::Config& cfg, const models::HfConfig& model,
+                                      const std::string& model_name) {
+  AutoParallelSetup s;
+  const int nodes = cfg.get_or<int>("train.cluster.nodes", 1);
+  const int per_node = cfg.get_or<int>("train.cluster.devices_per_node", 1);
+  const auto global = set_value<int64_t>(cfg, "train.global_batch_size");
+  LIBAI_CHECK(global.has_value(), "graph.auto_parallel.enabled: set train.global_batch_size (the "
+              "samples of one optimizer step, which every layout must make)");
+  schedule::SearchSpace& space = s.space;
+  space.devices = nodes * per_node;
+  space.devices_per_node = per_node;
+  space.num_layers = mp::pipeline_num_layers(model);
+  space.global_batch = *global;
+  space.heads = attention_heads(model);
+  schedule::ParallelConstraints& fixed = space.constraints;
+  fixed.dp = set_value<int>(cfg, "train.dist.data_parallel_size");
+  fixed.tp = set_value<int>(cfg, "train.dist.tensor_parallel_size");
+  fixed.pp = set_value<int>(cfg, "train.dist.pipeline_parallel_size");
+  fixed.micro_batch_size = set_value<int64_t>(cfg, "train.train_micro_batch_size");
+  fixed.chunks = set_value<int>(cfg, "train.dist.virtual_pipeline_size");
+  if (auto name = set_value<std::string>(cfg, "train.dist.pipeline_schedule"))
+    fixed.schedule = schedule::parse_schedule(*name);
+  if (auto on = set_value<bool>(cfg, "train.activation_checkpoint.enabled"))
+    fixed.activation_checkpoint = *on;
+  if (auto on = set_value<bool>(cfg, "train.zero_optimization.enabled"))
+    fixed.zero_stage = *on ? cfg.get_or<int>("train.zero_optimization.stage", 1) : 0;
+  LIBAI_CHECK(!set_value<int>(cfg, "train.num_accumulation_steps"),
+              "graph.auto_parallel.enabled: train.num_accumulation_steps follows from the global "
+              "batch, the data-parallel size and the micro-batch size the search chooses; set "
+              "train.train_micro_batch_size to fix it, or leave both unset");
+  // The base shape: the model, its sequence length, balance and threads, one device.
+  config::Config one = cfg;
+  for (const char* key : {"train.dist.data_parallel_size", "train.dist.tensor_parallel_size",
+                          "train.dist.pipeline_parallel_size"})
+    one.apply_override(std::string(key) + "=1");
+  one.apply_override("train.cluster.device_slowdown=null");
+  s.base = model_train_shape(one, model, model_name, 1);
+  s.base.devices_per_node = per_node;
+  bool intra = false, inter = false;
+  s.intra_node = link_of(cfg, "graph.auto_parallel.intra_node", "train.cluster.local_hop_seconds", &intra);
+  s.inter_node = link_of(cfg, "graph.auto_parallel.inter_node", "train.cluster.remote_hop_seconds", &inter);
+  s.links_measured = !(intra && inter);
+  return s;
+}
+
+std::vector<wire::DeviceProfile> auto_parallel_devices(const config::Config& cfg,
+                                                       AutoParallelSetup& setup) {
+  const int devices = setup.space.devices;
+  config::Config all = cfg;
+  all.apply_override("train.dist.data_parallel_size=" + std::to_string(devices));
+  all.apply_override("train.dist.tensor_parallel_size=1");
+  all.apply_override("train.dist.pipeline_parallel_size=1");
+  all.apply_override("train.activation_checkpoint.enabled=false");  // the factor without recompute
+  if (!setup.space.constraints.micro_batch_size) all.apply_override("train.train_micro_batch_size=1");
+  const ModelTrainShape shape =
+      model_train_shape(all, setup.base.model, setup.base.model_name, setup.space.devices_per_node);
+  std::vector<wire::DeviceProfile> profiles = train_devices_like_this_node(all, shape);
+  // Calibration (Note [Auto parallel costs of a model]): the timed layer against its roofline.
+  const std::vector<mp::LayerCost> costs =
+      mp::layer_costs(shape.model, shape.tokens(), DType::f32, shape.seq_length);
+  const mp::LayerCost& timed = costs.size() > 1 ? costs[1] : costs[0];
+  for (auto& p : profiles) {
+    if (p.layer_seconds <= 0) continue;
+    const double roofline = schedule::layer_time_from_profile(timed.flops, timed.weight_bytes,
+                                                              p.matmul_gflops, p.memory_bandwidth_gbs);
+    const double scale = p.layer_seconds / roofline;
+    p.matmul_gflops /= scale;
+    p.memory_bandwidth_gbs /= scale;
+  }
+  if (setup.intra_node.bandwidth_gbs <= 0)
+    setup.intra_node.bandwidth_gbs = profiles.front().memory_bandwidth_gbs;
+  if (setup.inter_node.bandwidth_gbs <= 0)
+    setup.inter_node.bandwidth_gbs = profiles.front().memory_bandwidth_gbs / 10;
+  setup.backward_factor = train_backward_factor(shape, profiles);
+  return profiles;
+}
+
+// Note [Auto parallel costs of a model]
+// Per layer, for one sample (data.seq_length tokens attending to as many): its flops, its
+// parameters (f32 weight bytes / 4), the activations it keeps for backward and the hidden state
+// it passes on (layer_costs); the embedding and the head likewise. Each device's rates are its
+// measured ones divided by its calibration, timed / roofline of layer 1 at the reference
+// micro-batch (the config's, or 1): on a CPU a small layer costs several times its roofline in
+// per-op overheads, and the timing includes the device's emulated slow-down. The overheads are
+// taken to scale with the work at other micro-batch sizes, which flatters small micro-batches.
+// The backward is the timed layer's backward / forward without recomputation (or 2).
+schedule::TrainCostModel auto_parallel_costs(const AutoParallelSetup& setup,
+                                             const std::vector<wire::DeviceProfile>& devices) {
+  schedule::TrainCostModel m;
+  const ModelTrainShape& base = setup.base;
+  const int64_t seq = base.seq_length;
+  for (const mp::LayerCost& c : mp::layer_costs(base.model, seq, DType::f32, seq)) {
+    m.layer_flops.push_back(c.flops);
+    m.layer_parameters.push_back(c.weight_bytes / 4);
+    m.layer_activation_bytes.push_back(double(seq) * c.activation_bytes_per_token);
+    m.layer_output_bytes.push_back(double(seq) * c.output_bytes_per_token);
+  }
+  const mp::LayerCost embedding = mp::embedding_cost(base.model, seq, DType::f32);
+  const mp::LayerCost head = mp::head_cost(base.model, seq, DType::f32);
+  m.embedding_flops = embedding.flops;
+  m.embedding_parameters = embedding.weight_bytes / 4;
+  m.embedding_bytes = double(seq) * embedding.output_bytes_per_token;
+  m.head_flops = head.flops;
+  m.head_parameters = head.weight_bytes / 4;
+  m.backward_factor = setup.backward_factor;
+  for (const auto& d : devices)
+    m.devices.push_back({.gflops = d.matmul_gflops,
+                         .gbs = d.memory_bandwidth_gbs,
+                         .memory_bytes = double(d.free_memory_bytes) / setup.space.devices_per_node});
+  m.devices_per_node = setup.space.devices_per_node;
+  m.intra_node = setup.intra_node;
+  m.inter_node = setup.inter_node;
+  m.balance = base.balance == "measured" ? schedule::Balance::balanced : schedule::Balance::uniform;
+  m.global_batch = setup.space.global_batch;
+  return m;
+}
+
+schedule::SearchResult search_train_layouts(const AutoParallelSetup& setup,
+                                            const schedule::TrainCostModel& costs) {
+  return schedule::search_parallel(setup.space, [&](const schedule::ParallelChoice& c) {
+    return schedule::estimate_training(costs, c);
+  });
+}
+
+ModelTrainShape shape_of(const AutoParallelSetup& setup, const schedule::ParallelChoice& c) {
+  ModelTrainShape s = setup.base;
+  s.dp = c.dp;
+  s.tp = c.tp;
+  s.pp = c.pp;
+  s.chunks = c.chunks;
+  s.schedule = schedule::schedule_name(c.schedule);
+  s.micro_batches = c.accumulation;
+  s.micro_batch_size = c.micro_batch_size;
+  s.activation_checkpoint = c.activation_checkpoint;
+  s.zero_stage = c.zero_stage;
+  s.slowdown.assign(size_t(c.devices()), 1.0);
+  return s;
+}
+
+std::vector<std::string> choice_overrides(const schedule::ParallelChoice& c) {
+  std::vector<std::string> out = {
+      "train.dist.data_parallel_size=" + std::to_string(c.dp),
+      "train.dist.tensor_parallel_size=" + std::to_string(c.tp),
+      "train.dist.pipeline_parallel_size=" + std::to_string(c.pp),
+      "train.train_micro_batch_size=" + std::to_string(c.micro_batch_size),
+      "train.num_accumulation_steps=" + std::to_string(c.accumulation)};
+  if (c.pp > 1) {
+    out.push_back(std::string("train.dist.pipeline_schedule=") + schedule::schedule_name(c.schedule));
+    if (c.schedule == schedule::PipelineSchedule::interleaved)
+      out.push_back("train.dist.virtual_pipeline_size=" + std::to_string(c.chunks));
+  }
+  out.push_back(std::string("train.activation_checkpoint.enabled=") +
+                (c.activation_checkpoint ? "true" : "false"));
+  out.push_back(std::string("train.zero_optimization.enabled=") + (c.zero_stage > 0 ? "true" : "false"));
+  if (c.zero_stage > 0) out.push_back("train.zero_optimization.stage=" + std::to_string(c.zero_stage));
+  return out;
+}
+
+namespace {
+
+// The rejected choices grouped by the kind of reason, each group's fastest first.
+std::map<std::string, std::vector<const schedule::RejectedChoice*>> rejection_groups(
+    const schedule::SearchResult& r) {
+  std::map<std::string, std::vector<const schedule::RejectedChoice*>> groups;
+  for (const auto& x : r.rejected)
+    groups[x.reason.find("GB on a device of") != std::string::npos ? "memory" : "the planner"]
+        .push_back(&x);
+  for (auto& [kind, list] : groups)
+    std::stable_sort(list.begin(), list.end(), [](const auto* a, const auto* b) {
+      return a->estimate.step_seconds < b->estimate.step_seconds;
+    });
+  return groups;
+}
+
+std::string estimate_line(const schedule::ParallelEstimate& e) {
+  char text[200];
+  std::snprintf(text, sizeof text, "%s a step, %.4g samples/s, %s of %s a device", format_seconds(e.step_seconds).c_str(),
+                e.samples_per_second, gb(e.memory_bytes).c_str(),
+                e.memory_cap > 0 ? gb(e.memory_cap).c_str() : "unlimited");
+  return text;
+}
+
+}  // namespace
+
+void print_auto_parallel(std::ostream& out, const AutoParallelSetup& setup,
+                         const schedule::SearchResult& r, int next) {
+  const schedule::SearchSpace& space = setup.space;
+  out << "auto parallel: " << space.devices << " devices (" << space.devices / space.devices_per_node
+      << " node(s) x " << space.devices_per_node << "), " << space.num_layers << " layers, "
+      << space.global_batch << " samples of " << setup.base.seq_length << " tokens a step; "
+      << r.evaluated << " layouts estimated, " << r.ranked.size() << " fit, " << r.rejected.size()
+      << " rejected\n";
+  char links[200];
+  std::snprintf(links, sizeof links,
+                "  links: inside a node %.3g GB/s + %s, between nodes %.3g GB/s + %s%s\n",
+                setup.intra_node.bandwidth_gbs, format_seconds(setup.intra_node.latency_seconds).c_str(),
+                setup.inter_node.bandwidth_gbs, format_seconds(setup.inter_node.latency_seconds).c_str(),
+                setup.links_measured ? " (unset ones from this host: memory bandwidth, a tenth of it "
+                                       "between nodes)"
+                                     : "");
+  out << links;
+  if (r.ranked.empty()) {
+    out << "no layout fits:\n";
+  } else {
+    out << "chosen: " << describe(r.ranked.front().choice) << "\n  predicted "
+        << estimate_line(r.ranked.front().estimate) << "\n";
+    const auto& e = r.ranked.front().estimate;
+    char parts[200];
+    std::snprintf(parts, sizeof parts,
+                  "  step = pipeline %s (bubble %.1f%%, tensor-parallel collectives %s) + "
+                  "data-parallel gradients %s\n",
+                  format_seconds(e.pipeline_seconds).c_str(), 100 * e.bubble_fraction,
+                  format_seconds(e.tensor_comm_seconds).c_str(),
+                  format_seconds(e.data_comm_seconds).c_str());
+    out << parts;
+    if (r.ranked.size() > 1) out << "next best:\n";
+    for (size_t i = 1; i < r.ranked.size() && int(i) <= next; ++i) {
+      const double slower = r.ranked[i].estimate.step_seconds / e.step_seconds;
+      char line[64];
+      std::snprintf(line, sizeof line, " (%.2fx the chosen step)", slower);
+      out << "  " << describe(r.ranked[i].choice) << ": " << estimate_line(r.ranked[i].estimate)
+          << line << "\n";
+    }
+  }
+  for (const auto& [kind, list] : rejection_groups(r)) {
+    out << "rejected (" << kind << "): " << list.size() << " layouts";
+    if (!list.empty())
+      out << "; the fastest, " << describe(list.front()->choice) << ": " << list.front()->reason;
+    out << "\n";
+  }
+  for (const auto& line : r.excluded) out << "not estimated: " << line << "\n";
+  if (!r.ranked.empty()) {
+    out << "to run it, set:";
+    for (const auto& o : choice_overrides(r.ranked.front().choice)) out << " " << o;
+    out << "\n";
+  }
+}
+
+nlohmann::json auto_parallel_json(const AutoParallelSetup& setup, const schedule::SearchResult& r) {
+  const auto choice_json = [](const schedule::ParallelChoice& c) {
+    return nlohmann::json{{"data_parallel_size", c.dp},
+                          {"tensor_parallel_size", c.tp},
+                          {"pipeline_parallel_size", c.pp},
+                          {"micro_batch_size", c.micro_batch_size},
+                          {"num_accumulation_steps", c.accumulation},
+                          {"pipeline_schedule", schedule::schedule_name(c.schedule)},
+                          {"virtual_pipeline_size", c.chunks},
+                          {"zero_stage", c.zero_stage},
+                          {"activation_checkpoint", c.activation_checkpoint},
+                          {"description", describe(c)}};
+  };
+  const auto estimate_json = [](const schedule::ParallelEstimate& e) {
+    return nlohmann::json{{"step_seconds", e.step_seconds},
+                          {"samples_per_second", e.samples_per_second},
+                          {"memory_bytes", e.memory_bytes},
+                          {"memory_cap_bytes", e.memory_cap},
+                          {"pipeline_seconds", e.pipeline_seconds},
+                          {"tensor_comm_seconds", e.tensor_comm_seconds},
+                          {"data_comm_seconds", e.data_comm_seconds},
+                          {"bubble_fraction", e.bubble_fraction}};
+  };
+  nlohmann::json out;
+  out["devices"] = setup.space.devices;
+  out["devices_per_node"] = setup.space.devices_per_node;
+  out["global_batch_size"] = setup.space.global_batch;
+  out["evaluated"] = r.evaluated;
+  out["links"] = {{"intra_node", {{"bandwidth_gbs", setup.intra_node.bandwidth_gbs},
+                                  {"latency_seconds", setup.intra_node.latency_seconds}}},
+                  {"inter_node", {{"bandwidth_gbs", setup.inter_node.bandwidth_gbs},
+                                  {"latency_seconds", setup.inter_node.latency_seconds}}}};
+  out["ranked"] = nlohmann::json::array();
+  for (const auto& x : r.ranked)
+    out["ranked"].push_back({{"layout", choice_json(x.choice)}, {"estimate", estimate_json(x.estimate)}});
+  out["rejected"] = nlohmann::json::array();
+  for (const auto& x : r.rejected)
+    out["rejected"].push_back({{"layout", choice_json(x.choice)},
+                               {"reason", x.reason},
+                               {"estimate", estimate_json(x.estimate)}});
+  out["excluded"] = r.excluded;
+  if (!r.ranked.empty()) out["overrides"] = choice_overrides(r.ranked.front().choice);
+  return out;
+}
+
+}  // namespace libai::actors

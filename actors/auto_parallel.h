@@ -1,0 +1,72 @@
+// Auto parallel for a model's training (graph.auto_parallel.enabled, LiBai's key): the search of
+// schedule/auto_parallel.h over the model's costs on the cluster's devices, and what `libai-actor
+// plan` prints of it.
+//
+//   AutoParallelSetup setup = auto_parallel_setup(cfg, hf, "gpt2/");   // cluster, batch, keys
+//   auto devices = auto_parallel_devices(cfg, setup);                   // measured, calibrated
+//   schedule::TrainCostModel costs = auto_parallel_costs(setup, devices);
+//   schedule::SearchResult r = search_train_layouts(setup, costs);
+//   print_auto_parallel(std::cout, setup, r);                           // chosen + next + why not
+//
+// The cluster is train.cluster.nodes x train.cluster.devices_per_node devices, the batch
+// train.global_batch_size samples of data.seq_length tokens. Each of these keys, when the config
+// sets it, fixes its dimension (a constraint); the search varies the others:
+//   train.dist.data_parallel_size, tensor_parallel_size, pipeline_parallel_size,
+//   pipeline_schedule, virtual_pipeline_size, train.train_micro_batch_size,
+//   train.zero_optimization.enabled / stage, train.activation_checkpoint.enabled
+// Costs (Note [Auto parallel costs of a model] in auto_parallel.cc): per layer the model's flops
+// and bytes per sample (models/pipeline/stage.h layer_costs), calibrated on each device by one
+// timed layer as the training plans are (actors/train_plan.h); the links from
+// graph.auto_parallel.intra_node / inter_node ({bandwidth_gbs, latency_seconds}), by default this
+// host's measured memory bandwidth with train.cluster.local_hop_seconds (or 0) as latency inside
+// a node, and a tenth of it with remote_hop_seconds between nodes.
+#pragma once
+
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "actors/train_plan.h"
+#include "schedule/auto_parallel.h"
+
+namespace libai::actors {
+
+struct AutoParallelSetup {
+  ModelTrainShape base;  // the config's model, sequence length, balance, threads
+  schedule::SearchSpace space;
+  schedule::LinkModel intra_node, inter_node;
+  bool links_measured = false;  // not given in the config
+  double backward_factor = 2;   // backward / forward of the timed layer (auto_parallel_devices)
+};
+
+// InvalidArgument naming the key for a cluster or batch the search cannot use.
+AutoParallelSetup auto_parallel_setup(const config::Config& cfg, const models::HfConfig& model,
+                                      const std::string& model_name);
+
+// Every device of the cluster as if each node were this one (cpu:0 measured once, one layer
+// timed at the config's micro-batch size, or 1), named node<k>:cpu:<d>, with
+// train.cluster.profiles' overrides; fills the links the config leaves unset.
+std::vector<wire::DeviceProfile> auto_parallel_devices(const config::Config& cfg,
+                                                       AutoParallelSetup& setup);
+
+schedule::TrainCostModel auto_parallel_costs(const AutoParallelSetup& setup,
+                                             const std::vector<wire::DeviceProfile>& devices);
+
+schedule::SearchResult search_train_layouts(const AutoParallelSetup& setup,
+                                            const schedule::TrainCostModel& costs);
+
+// The config's shape with `choice`'s layout (what `train` would run).
+ModelTrainShape shape_of(const AutoParallelSetup& setup, const schedule::ParallelChoice& choice);
+// The command-line overrides that run `choice`: "train.dist.data_parallel_size=2", ...
+std::vector<std::string> choice_overrides(const schedule::ParallelChoice& choice);
+
+// The chosen layout and the next `next` candidates with predicted step time, samples/s and
+// memory, the rejected ones by reason (memory, the planner's errors) with the fastest of each,
+// and the exclusions; then the keys to set.
+void print_auto_parallel(std::ostream& out, const AutoParallelSetup& setup,
+                         const schedule::SearchResult& result, int next = 5);
+nlohmann::json auto_parallel_json(const AutoParallelSetup& setup,
+                                  const schedule::SearchResult& result);
+
+}  // namespace libai::actors
