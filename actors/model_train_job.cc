@@ -444,6 +444,7 @@ void ModelTrainJob::train(TrainClient& client, const PipelineLayout&) {
 
 train::TrainResult run_graph_training(const config::Config& cfg, const train::TrainerFlags& flags,
                                       const ClusterSpec& spec) {
+  config::check_implemented(cfg, config::Purpose::graph_training);  // before writing anything
   const std::filesystem::path out = cfg.get_or<std::string>("train.output_dir", "./output");
   if (spec.node_rank == 0) {
     std::filesystem::create_directories(out);

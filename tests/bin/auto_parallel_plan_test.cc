@@ -6,6 +6,7 @@
 // same layout (actors/train_plan.h, tested on its own); bad settings are one clear error.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "tests/bin/cli_fixture.h"
@@ -39,7 +40,8 @@ class AutoParallelPlan : public ModelCommands {
                         << "    inter_node: {bandwidth_gbs: 2, latency_seconds: 1.0e-4}\n"
                         << "model: {config: " << scratch_.file("config.json") << "}\n"
                         << "data: {_target_: gpt, prefix: unused, seq_length: 16}\n"
-                        << "train:\n  global_batch_size: 8\n  train_micro_batch_size: null\n"
+                        << "train:\n  output_dir: " << scratch_.file("out") << "\n"
+                        << "  global_batch_size: 8\n  train_micro_batch_size: null\n"
                         << "  activation_checkpoint: {enabled: null}\n"
                         << "  zero_optimization: {enabled: null}\n"
                         << "  dist: {data_parallel_size: null, tensor_parallel_size: null, "
@@ -144,6 +146,7 @@ TEST_F(AutoParallelPlan, BadSettingsAreOneClearError) {
                 "tp not dividing a node's 2 devices"});
   expect_error("train '" + config() + "'",
                {"graph.auto_parallel.enabled", "runs in `libai-actor plan`"});
+  EXPECT_FALSE(std::filesystem::exists(scratch_.file("out"))) << "refused before writing anything";
 }
 
 }  // namespace
