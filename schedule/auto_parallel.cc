@@ -283,9 +283,44 @@ PlanRequest training_request(const TrainCostModel& m, const ParallelChoice& c) {
   return r;
 }
 
+namespace {
+
+bool all_alike(const std::vector<DeviceRates>& devices) {
+  for (const DeviceRates& d : devices)
+    if (d.gflops != devices.front().gflops || d.gbs != devices.front().gbs ||
+        d.memory_bytes != devices.front().memory_bytes)
+      return false;
+  return true;
+}
+
+}  // namespace
+
 ParallelEstimate estimate_training(const TrainCostModel& m, const ParallelChoice& c, Plan* out) {
-  const PlanRequest request = training_request(m, c);
+  // Note [One replica stands for all]: with the uniform split every replica runs the same
+  // stages; on devices that are all alike they run them equally fast, so one replica's plan
+  // (dp 1) has the step of all of them, and each rank's model state is ZeRO's over the real dp
+  // from that plan's parameter counts. The data-parallel terms below use the real choice. Only
+  // for the search (no plan asked for): a plan to print is compiled whole.
+  const bool one_replica = out == nullptr && c.dp > 1 && m.balance == Balance::uniform &&
+                           all_alike(m.devices);
+  PlanRequest request;
+  if (one_replica) {
+    check_model(m, c);
+    TrainCostModel replica = m;
+    replica.devices.resize(size_t(c.pp * c.tp));
+    replica.global_batch = m.global_batch / c.dp;
+    ParallelChoice alone = c;
+    alone.dp = 1;
+    request = training_request(replica, alone);
+    request.zero_stage = 0;  // recomputed over the real dp below
+  } else {
+    request = training_request(m, c);
+  }
   Plan plan = compile_plan(request);
+  if (one_replica)
+    for (RankMemory& rank : plan.rank_memory)
+      rank.model_state = zero_state_bytes(c.zero_stage, c.dp, rank.parameters, rank.largest_layer,
+                                          rank.rest_unit);
   ParallelEstimate e;
   e.pipeline_seconds = plan.timeline.step_time;
   e.bubble_fraction = measured_bubble_fraction(plan.timeline);

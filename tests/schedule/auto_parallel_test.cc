@@ -262,6 +262,27 @@ TEST(TrainingCostModel, TheSearchPrefersWhatFitsAndSaysWhyTheRestDoNot) {
   EXPECT_DOUBLE_EQ(best.estimate.step_seconds, estimate_training(m, best.choice).step_seconds);
 }
 
+// Note [One replica stands for all]: the search's estimate from one replica's plan equals the
+// estimate from the whole plan (the one compiled when a plan is asked for).
+TEST(TrainingCostModel, OneReplicaStandsForAllOnDevicesAlike) {
+  TrainCostModel m = small_model(8);
+  m.global_batch = 16;
+  for (auto& d : m.devices) d.memory_bytes = 1e9;
+  int compared = 0;
+  for (const ParallelChoice& c : enumerate_choices({.devices = 8, .devices_per_node = 2,
+                                                    .num_layers = 4, .global_batch = 16})) {
+    if (c.dp == 1) continue;
+    Plan whole;
+    const ParallelEstimate full = estimate_training(m, c, &whole);
+    const ParallelEstimate fast = estimate_training(m, c);
+    EXPECT_DOUBLE_EQ(fast.step_seconds, full.step_seconds) << describe(c);
+    EXPECT_DOUBLE_EQ(fast.memory_bytes, full.memory_bytes) << describe(c);
+    EXPECT_DOUBLE_EQ(fast.data_comm_seconds, full.data_comm_seconds) << describe(c);
+    ++compared;
+  }
+  EXPECT_GT(compared, 100);
+}
+
 TEST(TrainingCostModel, AChoiceThatDoesNotMatchIsRefusedNamingIt) {
   const TrainCostModel m = small_model(2);
   EXPECT_NE(error_of([&] { estimate_training(m, {.dp = 4, .micro_batch_size = 2}); })
