@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <ostream>
+#include <sstream>
 
 #include "actors/job_plan.h"
 #include "models/pipeline/stage.h"
@@ -43,6 +44,14 @@ schedule::LinkModel link_of(const config::Config& cfg, const std::string& key,
 std::string gb(double bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.3g GB", bytes / 1e9);
+  return text;
+}
+
+std::string estimate_line(const schedule::ParallelEstimate& e) {
+  char text[200];
+  std::snprintf(text, sizeof text, "%s a step, %.4g samples/s, %s of %s a device", format_seconds(e.step_seconds).c_str(),
+                e.samples_per_second, gb(e.memory_bytes).c_str(),
+                e.memory_cap > 0 ? gb(e.memory_cap).c_str() : "unlimited");
   return text;
 }
 
@@ -206,6 +215,33 @@ std::vector<std::string> choice_overrides(const schedule::ParallelChoice& c) {
   return out;
 }
 
+config::Config apply_auto_parallel(const config::Config& cfg, std::ostream& out) {
+  const auto weights = cfg.get_or<std::string>("model.weights", "");
+  const auto config_file = cfg.get_or<std::string>("model.config", "");
+  LIBAI_CHECK(weights.empty() != config_file.empty(),
+              "graph.auto_parallel.enabled: set one of model.weights and model.config");
+  const models::HfConfig hf = models::HfConfig::load(
+      weights.empty() ? std::filesystem::path(config_file) : std::filesystem::path(weights) / "config.json");
+  AutoParallelSetup setup = auto_parallel_setup(cfg, hf, weights.empty() ? config_file : weights);
+  const std::vector<wire::DeviceProfile> devices = auto_parallel_devices(cfg, setup);
+  const schedule::SearchResult result = search_train_layouts(setup, auto_parallel_costs(setup, devices));
+  if (result.ranked.empty()) {
+    std::ostringstream why;
+    print_auto_parallel(why, setup, result, 0);
+    std::string text = why.str();
+    for (char& c : text)
+      if (c == '\n') c = ';';
+    LIBAI_THROW(InvalidArgument, "graph.auto_parallel.enabled: no layout fits: ", text);
+  }
+  const schedule::RankedChoice& best = result.ranked.front();
+  out << "auto parallel: " << describe(best.choice) << " (of " << result.evaluated
+      << " layouts; predicted " << estimate_line(best.estimate) << ")\n";
+  config::Config chosen = cfg;
+  for (const std::string& o : choice_overrides(best.choice)) chosen.apply_override(o);
+  chosen.apply_override("graph.auto_parallel.enabled=false");
+  return chosen;
+}
+
 namespace {
 
 // The rejected choices grouped by the kind of reason, each group's fastest first.
@@ -222,13 +258,6 @@ std::map<std::string, std::vector<const schedule::RejectedChoice*>> rejection_gr
   return groups;
 }
 
-std::string estimate_line(const schedule::ParallelEstimate& e) {
-  char text[200];
-  std::snprintf(text, sizeof text, "%s a step, %.4g samples/s, %s of %s a device", format_seconds(e.step_seconds).c_str(),
-                e.samples_per_second, gb(e.memory_bytes).c_str(),
-                e.memory_cap > 0 ? gb(e.memory_cap).c_str() : "unlimited");
-  return text;
-}
 
 }  // namespace
 

@@ -61,6 +61,14 @@ ModelTrainShape shape_of(const AutoParallelSetup& setup, const schedule::Paralle
 // The command-line overrides that run `choice`: "train.dist.data_parallel_size=2", ...
 std::vector<std::string> choice_overrides(const schedule::ParallelChoice& choice);
 
+// `cfg` with the search's choice applied (for `libai-actor train` in graph mode on one node):
+// the model from model.config or model.weights, the search as `plan` runs it, the chosen
+// layout's keys set (choice_overrides) and graph.auto_parallel.enabled false, so that the
+// resolved config written to the output folder runs the same layout again. Prints the choice
+// and its prediction to `out`. InvalidArgument when no layout fits, with the fastest
+// rejection of each kind.
+config::Config apply_auto_parallel(const config::Config& cfg, std::ostream& out);
+
 // The chosen layout and the next `next` candidates with predicted step time, samples/s and
 // memory, the rejected ones by reason (memory, the planner's errors) with the fastest of each,
 // and the exclusions; then the keys to set.

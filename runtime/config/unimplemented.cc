@@ -59,8 +59,9 @@ constexpr const char* kRuntimeDeviceKeys[] = {
 void auto_parallel_not_applied(Problems& problems) {
   problems.add_if_true("graph.auto_parallel.enabled",
                        "the layout search runs in `libai-actor plan` of a model's training, which "
-                       "prints the chosen layout and the keys that run it; applying it here is not "
-                       "implemented yet (set those keys and leave auto_parallel off)");
+                       "prints the chosen layout and the keys that run it, and in `libai-actor "
+                       "train` of one node in graph mode; elsewhere set those keys and leave "
+                       "auto_parallel off");
 }
 
 void inference_job(Problems& problems) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "runtime/config/config.h"
 #include "tests/bin/cli_fixture.h"
 
 namespace libai::testing {
@@ -145,8 +146,50 @@ TEST_F(AutoParallelPlan, BadSettingsAreOneClearError) {
                {"auto parallel: no layout of 4 devices divides",
                 "tp not dividing a node's 2 devices"});
   expect_error("train '" + config() + "'",
+               {"graph.auto_parallel.enabled: train applies the search on one node only",
+                "run `libai-actor plan`"});
+  expect_error("train '" + config() + "' graph.enabled=false",
                {"graph.auto_parallel.enabled", "runs in `libai-actor plan`"});
   EXPECT_FALSE(std::filesystem::exists(scratch_.file("out"))) << "refused before writing anything";
+}
+
+}  // namespace
+}  // namespace libai::testing
+
+namespace libai::testing {
+namespace {
+
+// `train` on one node applies the search's choice: the layout `plan` chooses for the same
+// config runs, and the resolved config in the output folder holds it (auto_parallel off), so
+// that running that file again runs the same layout.
+TEST_F(AutoParallelPlan, TrainOnOneNodeRunsTheChosenLayout) {
+  const std::string corpus = scratch_.file("corpus.txt");
+  {
+    std::ofstream f(corpus);
+    for (int line = 0; line < 200; ++line) f << "the quick brown fox jumps over the lazy dog " << line << "\n";
+  }
+  const Result pre = run("preprocess --input '" + corpus + "' --tokenizer '" + kModels +
+                         "gpt2' --output-prefix '" + scratch_.file("corpus") + "' --append-eod");
+  ASSERT_EQ(pre.exit_code, 0) << pre.err;
+  const std::string one_node = " train.cluster.nodes=1 train.train_iter=2 train.log_period=1 data.prefix='" +
+                               scratch_.file("corpus_text_document") + "'";
+  const std::string path = config();
+  const json planned = run_json("plan '" + path + "'" + one_node);
+  ASSERT_TRUE(planned.is_object());
+  ASSERT_EQ(planned["devices"], 2);
+  const Result trained = run("train '" + path + "'" + one_node);
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  EXPECT_NE(trained.out.find("auto parallel: " + planned["ranked"][0]["layout"]["description"].get<std::string>()),
+            std::string::npos)
+      << trained.out;
+  EXPECT_NE(trained.out.find("trained steps 0 to 2"), std::string::npos) << trained.out;
+  const config::Config resolved = config::Config::load(scratch_.file("out") + "/config.yaml");
+  EXPECT_FALSE(resolved.get<bool>("graph.auto_parallel.enabled"));
+  const json& layout = planned["ranked"][0]["layout"];
+  EXPECT_EQ(resolved.get<int>("train.dist.data_parallel_size"), layout["data_parallel_size"].get<int>());
+  EXPECT_EQ(resolved.get<int>("train.dist.tensor_parallel_size"), layout["tensor_parallel_size"].get<int>());
+  EXPECT_EQ(resolved.get<int>("train.dist.pipeline_parallel_size"), layout["pipeline_parallel_size"].get<int>());
+  EXPECT_EQ(resolved.get<int64_t>("train.train_micro_batch_size"), layout["micro_batch_size"].get<int64_t>());
 }
 
 }  // namespace
