@@ -1,13 +1,16 @@
 #include "actors/auto_parallel.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <ostream>
 #include <sstream>
+#include <thread>
 
 #include "actors/job_plan.h"
 #include "models/pipeline/stage.h"
+#include "runtime/comm/local_communicator.h"
 #include "runtime/error.h"
 
 namespace libai::actors {
@@ -56,6 +59,38 @@ std::string estimate_line(const schedule::ParallelEstimate& e) {
 }
 
 }  // namespace
+
+// Note [The link probe]
+// Two ranks of a local group (threads of this process, as a stage's tensor-parallel ranks talk
+// on one node) all-reduce 4 bytes and 4 MiB, 20 times each after a warm-up; the fastest of
+// each. A ring of two ranks costs 2 latencies + bytes / bandwidth (all_reduce_seconds), so the
+// latency is half the small one and the bandwidth 4 MiB over the difference.
+schedule::LinkModel probe_local_link() {
+  const auto comms = comm::LocalGroup::create(2, std::chrono::seconds(30));
+  constexpr int kRepeats = 20;
+  const int64_t large = int64_t(1) << 20;  // f32 elements: 4 MiB
+  double fastest[2] = {1e30, 1e30};
+  std::thread peer([&] {
+    for (int64_t n : {int64_t(1), large})
+      for (int k = 0; k <= kRepeats; ++k) comms[1]->all_reduce(Tensor::zeros({n}, DType::f32));
+  });
+  int which = 0;
+  for (int64_t n : {int64_t(1), large}) {
+    Tensor t = Tensor::zeros({n}, DType::f32);
+    for (int k = 0; k <= kRepeats; ++k) {
+      const auto start = std::chrono::steady_clock::now();
+      comms[0]->all_reduce(t);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (k > 0) fastest[which] = std::min(fastest[which], seconds);
+    }
+    ++which;
+  }
+  peer.join();
+  schedule::LinkModel link;
+  link.latency_seconds = fastest[0] / 2;
+  link.bandwidth_gbs = double(large) * 4 / std::max(fastest[1] - fastest[0], 1e-9) / 1e9;
+  return link;
+}
 
 AutoParallelSetup auto_parallel_setup(const config::Config& cfg, const models::HfConfig& model,
                                       const std::string& model_name) {
@@ -114,7 +149,23 @@ std::vector<wire::DeviceProfile> auto_parallel_devices(const config::Config& cfg
   const ModelTrainShape shape =
       model_train_shape(all, setup.base.model, setup.base.model_name, setup.space.devices_per_node);
   std::vector<wire::DeviceProfile> profiles = train_devices_like_this_node(all, shape);
-  // Calibration (Note [Auto parallel costs of a model]): the timed layer against its roofline.
+  // The fixed part of a layer's time: the layer timed again at a larger micro-batch k, where
+  // t(k) = fixed + k x per-sample (Note [Auto parallel costs of a model]).
+  setup.overhead_fraction = 0;
+  setup.overhead_timed_at = 0;
+  const int64_t k = std::min<int64_t>(8, setup.space.global_batch);
+  if (!setup.space.constraints.micro_batch_size && k > 1) {
+    ModelTrainShape larger = shape;
+    larger.micro_batch_size = k;
+    const auto one = time_train_layer(shape, Device::cpu(0), 1.0);
+    const auto many = time_train_layer(larger, Device::cpu(0), 1.0);
+    if (one && many && one->forward_seconds > 0) {
+      const double fixed = (double(k) * one->forward_seconds - many->forward_seconds) / double(k - 1);
+      setup.overhead_fraction = std::clamp(fixed / one->forward_seconds, 0.0, 0.9);
+      setup.overhead_timed_at = k;
+    }
+  }
+  // Calibration: the rest of the timed layer against its roofline.
   const std::vector<mp::LayerCost> costs =
       mp::layer_costs(shape.model, shape.tokens(), DType::f32, shape.seq_length);
   const mp::LayerCost& timed = costs.size() > 1 ? costs[1] : costs[0];
@@ -122,14 +173,24 @@ std::vector<wire::DeviceProfile> auto_parallel_devices(const config::Config& cfg
     if (p.layer_seconds <= 0) continue;
     const double roofline = schedule::layer_time_from_profile(timed.flops, timed.weight_bytes,
                                                               p.matmul_gflops, p.memory_bandwidth_gbs);
-    const double scale = p.layer_seconds / roofline;
+    const double scale = (1 - setup.overhead_fraction) * p.layer_seconds / roofline;
     p.matmul_gflops /= scale;
     p.memory_bandwidth_gbs /= scale;
   }
-  if (setup.intra_node.bandwidth_gbs <= 0)
-    setup.intra_node.bandwidth_gbs = profiles.front().memory_bandwidth_gbs;
-  if (setup.inter_node.bandwidth_gbs <= 0)
-    setup.inter_node.bandwidth_gbs = profiles.front().memory_bandwidth_gbs / 10;
+  if (setup.links_measured) {
+    const schedule::LinkModel probed = probe_local_link();
+    const bool intra_latency = set_value<double>(cfg, "graph.auto_parallel.intra_node.latency_seconds").has_value();
+    const bool inter_latency = set_value<double>(cfg, "graph.auto_parallel.inter_node.latency_seconds").has_value();
+    if (setup.intra_node.bandwidth_gbs <= 0) {
+      setup.intra_node.bandwidth_gbs = probed.bandwidth_gbs;
+      if (!intra_latency) setup.intra_node.latency_seconds = probed.latency_seconds;
+    }
+    if (setup.inter_node.bandwidth_gbs <= 0) {
+      setup.inter_node.bandwidth_gbs = probed.bandwidth_gbs / 10;
+      if (!inter_latency && setup.inter_node.latency_seconds <= 0)
+        setup.inter_node.latency_seconds = probed.latency_seconds;
+    }
+  }
   setup.backward_factor = train_backward_factor(shape, profiles);
   return profiles;
 }
@@ -137,12 +198,15 @@ std::vector<wire::DeviceProfile> auto_parallel_devices(const config::Config& cfg
 // Note [Auto parallel costs of a model]
 // Per layer, for one sample (data.seq_length tokens attending to as many): its flops, its
 // parameters (f32 weight bytes / 4), the activations it keeps for backward and the hidden state
-// it passes on (layer_costs); the embedding and the head likewise. Each device's rates are its
-// measured ones divided by its calibration, timed / roofline of layer 1 at the reference
-// micro-batch (the config's, or 1): on a CPU a small layer costs several times its roofline in
-// per-op overheads, and the timing includes the device's emulated slow-down. The overheads are
-// taken to scale with the work at other micro-batch sizes, which flatters small micro-batches.
-// The backward is the timed layer's backward / forward without recomputation (or 2).
+// it passes on (layer_costs); the embedding and the head likewise. Layer 1 is timed at
+// micro-batch 1 on every device (its emulated slow-down included) and, on cpu:0, at k =
+// min(8, global batch) too: t(k) = fixed + k x per-sample gives the fraction of t(1) that does
+// not grow with the micro-batch (per-op overheads: on a CPU a small layer costs several times
+// its roofline). Each device then costs that fraction of its timed layer per layer and
+// micro-batch (DeviceRates::overhead_seconds), and its rates are divided by the calibration
+// of the rest, (1 - fraction) x timed / roofline. With the micro-batch size fixed by the
+// config, one size is timed and everything scales with the work. The backward is the timed
+// layer's backward / forward without recomputation (or 2).
 schedule::TrainCostModel auto_parallel_costs(const AutoParallelSetup& setup,
                                              const std::vector<wire::DeviceProfile>& devices) {
   schedule::TrainCostModel m;
@@ -165,7 +229,8 @@ schedule::TrainCostModel auto_parallel_costs(const AutoParallelSetup& setup,
   for (const auto& d : devices)
     m.devices.push_back({.gflops = d.matmul_gflops,
                          .gbs = d.memory_bandwidth_gbs,
-                         .memory_bytes = double(d.free_memory_bytes) / setup.space.devices_per_node});
+                         .memory_bytes = double(d.free_memory_bytes) / setup.space.devices_per_node,
+                         .overhead_seconds = setup.overhead_fraction * d.layer_seconds});
   m.devices_per_node = setup.space.devices_per_node;
   m.intra_node = setup.intra_node;
   m.inter_node = setup.inter_node;
@@ -274,10 +339,18 @@ void print_auto_parallel(std::ostream& out, const AutoParallelSetup& setup,
                 "  links: inside a node %.3g GB/s + %s, between nodes %.3g GB/s + %s%s\n",
                 setup.intra_node.bandwidth_gbs, format_seconds(setup.intra_node.latency_seconds).c_str(),
                 setup.inter_node.bandwidth_gbs, format_seconds(setup.inter_node.latency_seconds).c_str(),
-                setup.links_measured ? " (unset ones from this host: memory bandwidth, a tenth of it "
-                                       "between nodes)"
+                setup.links_measured ? " (unset ones probed: two ranks of this process "
+                                       "all-reducing; between nodes a tenth of its bandwidth)"
                                      : "");
   out << links;
+  if (setup.overhead_timed_at > 0) {
+    char overhead[160];
+    std::snprintf(overhead, sizeof overhead,
+                  "  per-micro-batch overhead: %.0f%% of a layer's time at micro-batch 1 (timed at 1 "
+                  "and %lld)\n",
+                  100 * setup.overhead_fraction, static_cast<long long>(setup.overhead_timed_at));
+    out << overhead;
+  }
   if (r.ranked.empty()) {
     out << "no layout fits:\n";
   } else {

@@ -17,9 +17,10 @@
 // Costs (Note [Auto parallel costs of a model] in auto_parallel.cc): per layer the model's flops
 // and bytes per sample (models/pipeline/stage.h layer_costs), calibrated on each device by one
 // timed layer as the training plans are (actors/train_plan.h); the links from
-// graph.auto_parallel.intra_node / inter_node ({bandwidth_gbs, latency_seconds}), by default this
-// host's measured memory bandwidth with train.cluster.local_hop_seconds (or 0) as latency inside
-// a node, and a tenth of it with remote_hop_seconds between nodes.
+// graph.auto_parallel.intra_node / inter_node ({bandwidth_gbs, latency_seconds}); what they leave
+// null is probed (Note [The link probe]): inside a node, two ranks of this process all-reducing;
+// between nodes, a tenth of that bandwidth and train.cluster.remote_hop_seconds (else the probed
+// latency) until a cluster measures its own.
 #pragma once
 
 #include <iosfwd>
@@ -38,11 +39,18 @@ struct AutoParallelSetup {
   schedule::LinkModel intra_node, inter_node;
   bool links_measured = false;  // not given in the config
   double backward_factor = 2;   // backward / forward of the timed layer (auto_parallel_devices)
+  // The part of a layer's time at micro-batch 1 that does not grow with the micro-batch
+  // (auto_parallel_devices; Note [Auto parallel costs of a model]), and the second size timed.
+  double overhead_fraction = 0;
+  int64_t overhead_timed_at = 0;  // 0: not fitted (the micro-batch size is fixed)
 };
 
 // InvalidArgument naming the key for a cluster or batch the search cannot use.
 AutoParallelSetup auto_parallel_setup(const config::Config& cfg, const models::HfConfig& model,
                                       const std::string& model_name);
+
+// The link between two ranks of this process (Note [The link probe]).
+schedule::LinkModel probe_local_link();
 
 // Every device of the cluster as if each node were this one (cpu:0 measured once, one layer
 // timed at the config's micro-batch size, or 1), named node<k>:cpu:<d>, with

@@ -188,6 +188,9 @@ SearchResult search_parallel(const SearchSpace& space, const EstimateFn& estimat
                        return a.choice.zero_stage < b.choice.zero_stage;
                      if (a.choice.activation_checkpoint != b.choice.activation_checkpoint)
                        return !a.choice.activation_checkpoint;
+                     // Per-micro-batch overheads the cost model does not see favour the larger.
+                     if (a.choice.micro_batch_size != b.choice.micro_batch_size)
+                       return a.choice.micro_batch_size > b.choice.micro_batch_size;
                      return a.estimate.memory_bytes < b.estimate.memory_bytes;
                    });
   return result;
@@ -272,7 +275,7 @@ PlanRequest training_request(const TrainCostModel& m, const ParallelChoice& c) {
       times.push_back(layer_time_from_profile(mbs * m.layer_flops[l],
                                               m.bytes_per_parameter * m.layer_parameters[l],
                                               d.gflops, d.gbs) +
-                      c.tp * collectives);
+                      c.tp * (collectives + d.overhead_seconds));
     r.layer_time.push_back(std::move(times));
     r.memory_cap.push_back(d.memory_bytes);
     r.embedding.time.push_back(
@@ -288,7 +291,8 @@ namespace {
 bool all_alike(const std::vector<DeviceRates>& devices) {
   for (const DeviceRates& d : devices)
     if (d.gflops != devices.front().gflops || d.gbs != devices.front().gbs ||
-        d.memory_bytes != devices.front().memory_bytes)
+        d.memory_bytes != devices.front().memory_bytes ||
+        d.overhead_seconds != devices.front().overhead_seconds)
       return false;
   return true;
 }

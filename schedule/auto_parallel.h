@@ -28,7 +28,8 @@
 // estimate_training() builds the choice's PlanRequest and compiles it: one replica's step is
 // simulated under the schedule with the stages' memory from ZeRO's model (zero_memory.h) and
 // the activations the schedule stashes. On top of plan.h's compute (each layer's roofline time
-// for one micro-batch, / tp on a tensor-parallel stage):
+// for one micro-batch, / tp on a tensor-parallel stage, plus the device's fixed overhead per
+// layer and micro-batch, which does not shrink with tp):
 //   tensor parallelism  `tensor_collectives` all-reduces of the layer's output (Megatron's two
 //                       per layer) per forward, on the node's link (ring: 2 (tp - 1) / tp of the
 //                       bytes, 2 (tp - 1) latencies); the backward repeats them with the
@@ -135,7 +136,8 @@ std::vector<ParallelChoice> enumerate_choices(const SearchSpace& space,
                                               std::vector<std::string>* excluded = nullptr);
 
 // Estimates every choice of enumerate_choices and ranks those that fit by step time (ties: the
-// lower ZeRO stage, no checkpointing, less memory, then enumeration order). An estimate that throws an Error (a plan the planner
+// lower ZeRO stage, no checkpointing, the larger micro-batch, less memory, then enumeration
+// order). An estimate that throws an Error (a plan the planner
 // refuses) is a rejection with its message. InvalidArgument, listing the exclusions, when no
 // choice divides.
 SearchResult search_parallel(const SearchSpace& space, const EstimateFn& estimate);
@@ -155,6 +157,9 @@ double all_reduce_seconds(double bytes, int ranks, const LinkModel& link);
 struct DeviceRates {
   double gflops = 0, gbs = 0;  // measured matrix-product and memory rates, > 0
   double memory_bytes = 0;     // available for training (<= 0: unlimited)
+  // Seconds a layer's forward costs per micro-batch whatever its size (per-op overheads), on
+  // top of its roofline; like the collectives, it does not shrink with tensor parallelism.
+  double overhead_seconds = 0;
 };
 
 struct TrainCostModel {

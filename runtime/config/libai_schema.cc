@@ -267,11 +267,13 @@ Schema graph_schema() {
                                    "micro-batch, ZeRO and checkpointing keys that are set are "
                                    "constraints"))
                .key("intra_node",
-                    link("GB/s between devices of a node (null: this host's memory bandwidth)",
-                         "seconds a message costs (null: train.cluster.local_hop_seconds or 0)"))
+                    link("GB/s between devices of a node (null: probed, two ranks of this "
+                         "process all-reducing)",
+                         "seconds a message costs (null: probed)"))
                .key("inter_node",
-                    link("GB/s between nodes (null: a tenth of this host's memory bandwidth)",
-                         "seconds a message costs (null: train.cluster.remote_hop_seconds or 0)")));
+                    link("GB/s between nodes (null: a tenth of the probed bandwidth)",
+                         "seconds a message costs (null: train.cluster.remote_hop_seconds, else "
+                         "the probed latency)")));
 }
 
 Schema builtin_schema() {

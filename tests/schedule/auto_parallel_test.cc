@@ -205,6 +205,20 @@ TEST(TrainingCostModel, OneDeviceIsItsLayersForwardAndBackward) {
   EXPECT_NEAR(e.memory_bytes, 16 * 8e6 + 2 * 4 * 8e6, 1e3);
 }
 
+TEST(TrainingCostModel, AFixedOverheadPerLayerAndMicroBatchDoesNotShrinkWithTensorParallelism) {
+  TrainCostModel m = small_model(1);
+  const ParallelEstimate plain = estimate_training(m, {.micro_batch_size = 2, .accumulation = 4});
+  m.devices[0].overhead_seconds = 0.01;
+  const ParallelEstimate slow = estimate_training(m, {.micro_batch_size = 2, .accumulation = 4});
+  // 4 layers x 4 micro-batches x (forward + backward 2) x 10 ms.
+  EXPECT_NEAR(slow.step_seconds - plain.step_seconds, 4 * 4 * 3 * 0.01, 1e-9);
+  TrainCostModel two = small_model(2);
+  const ParallelEstimate tp2 = estimate_training(two, {.tp = 2, .micro_batch_size = 2, .accumulation = 4});
+  for (auto& d : two.devices) d.overhead_seconds = 0.01;
+  const ParallelEstimate tp2_slow = estimate_training(two, {.tp = 2, .micro_batch_size = 2, .accumulation = 4});
+  EXPECT_NEAR(tp2_slow.step_seconds - tp2.step_seconds, 4 * 4 * 3 * 0.01, 1e-9);
+}
+
 TEST(TrainingCostModel, DataParallelismAddsARingAllReduceOfTheGradients) {
   const TrainCostModel m = small_model(4);
   const ParallelChoice c{.dp = 4, .micro_batch_size = 2, .accumulation = 1};
