@@ -20,8 +20,12 @@ ByteEncoderConfig::ByteEncoderConfig(const HfConfig& c) {
   ffn_width = c.require_int("ffn_width");
   max_len = c.require_int("max_len");
   eps = c.get_double("ln_eps", 1e-5);
-  if (c.json().contains("classes"))
-    for (const auto& name : c.json().at("classes")) classes.push_back(name.get<std::string>());
+  const auto& names = c.json().contains("classes") ? c.json().at("classes") : nlohmann::json();
+  for (const auto& name : names.is_array() ? names : nlohmann::json::array()) {
+    LIBAI_CHECK_KIND(CorruptInput, name.is_string(), c.path(), ": \"classes\" should list label names, got ",
+                     name.dump());
+    classes.push_back(name.get<std::string>());
+  }
   LIBAI_CHECK_KIND(CorruptInput, !classes.empty(), c.path(), ": \"classes\" should list the labels");
   LIBAI_CHECK_KIND(CorruptInput, heads > 0 && width % heads == 0, c.path(), ": width ", width,
                    " is not divisible by heads ", heads);
