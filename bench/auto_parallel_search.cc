@@ -5,6 +5,7 @@
 // not a claim about any cluster.
 //
 //   build/bench/bench_auto_parallel_search [--repeats N]
+//   build/bench/bench_auto_parallel_search --megatron     # Megatron-LM's table as what-ifs
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -47,10 +48,71 @@ TrainCostModel gpt(int layers, double h, double heads, double s, double v, int d
 
 }  // namespace
 
+// Megatron-LM's weak-scaling table (Narayanan et al. 2021, Table 1: GPT, vocabulary 51200,
+// sequences of 2048, A100 80 GB, 8 per node, activation recomputation): the published layout
+// and throughput beside the search's, on the same what-if devices at their peak (312 TFLOP/s,
+// 2039 GB/s). Throughput in TFLOP/s per GPU by the paper's count, F = 96 B s l h^2 (1 + s/(6h) +
+// V/(16 l h)) per step (recomputation included), over the step time and the GPUs.
+void megatron_table() {
+  struct Row {
+    double billions;
+    int heads, hidden, layers, t, p, gpus, batch;
+    double tflops;  // published, per GPU
+  };
+  const Row rows[] = {{1.7, 24, 2304, 24, 1, 1, 32, 512, 137},
+                      {3.6, 32, 3072, 30, 2, 1, 64, 512, 138},
+                      {7.5, 32, 4096, 36, 4, 1, 128, 512, 142},
+                      {18.4, 48, 6144, 40, 8, 1, 256, 1024, 135},
+                      {39.1, 64, 8192, 48, 8, 2, 512, 1536, 138},
+                      {76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140},
+                      {145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148},
+                      {310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155},
+                      {529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163},
+                      {1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163}};
+  std::printf("\n| model (published t, p) | published TF/s/GPU | chosen layout | predicted TF/s/GPU | "
+              "best with the published t, p | predicted TF/s/GPU | search |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows) {
+    const double h = r.hidden, s = 2048, v = 51200, l = r.layers;
+    TrainCostModel model = gpt(r.layers, h, r.heads, s, v, r.gpus, 8, r.batch);
+    for (auto& d : model.devices) d.gflops = 312e3;  // the peak: what the published % refers to
+    const double flops = 96.0 * r.batch * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h));
+    const auto tflops = [&](const SearchResult& x) {
+      return x.ranked.empty() ? 0.0 : flops / x.ranked[0].estimate.step_seconds / r.gpus / 1e12;
+    };
+    SearchSpace space{.devices = r.gpus, .devices_per_node = 8, .num_layers = r.layers,
+                      .global_batch = r.batch, .heads = r.heads};
+    space.constraints.activation_checkpoint = true;  // as the published runs
+    const auto start = std::chrono::steady_clock::now();
+    const SearchResult free = search_parallel(space, [&](const ParallelChoice& c) {
+      return estimate_training(model, c);
+    });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    space.constraints.tp = r.t;
+    space.constraints.pp = r.p;
+    const SearchResult published = search_parallel(space, [&](const ParallelChoice& c) {
+      return estimate_training(model, c);
+    });
+    std::printf("| %.1fB (t %d, p %d, %d GPUs) | %.0f | %s | %.0f | %s | %.0f | %.1f s |\n", r.billions,
+                r.t, r.p, r.gpus, r.tflops,
+                free.ranked.empty() ? "none fits" : describe(free.ranked[0].choice).c_str(),
+                tflops(free), published.ranked.empty() ? "none fits" : describe(published.ranked[0].choice).c_str(),
+                tflops(published), seconds);
+    std::fflush(stdout);
+  }
+}
+
 int main(int argc, char** argv) {
   int repeats = 3;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], "--repeats") == 0) repeats = std::atoi(argv[i + 1]);
+  bool megatron = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) repeats = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--megatron") == 0) megatron = true;
+  }
+  if (megatron) {
+    megatron_table();
+    return 0;
+  }
   struct Case {
     const char* name;
     int layers;
