@@ -280,6 +280,16 @@ std::vector<std::string> choice_overrides(const schedule::ParallelChoice& c) {
   return out;
 }
 
+AutoParallelRun run_auto_parallel(const config::Config& cfg, const models::HfConfig& model,
+                                  const std::string& model_name) {
+  AutoParallelRun run;
+  run.setup = auto_parallel_setup(cfg, model, model_name);
+  run.devices = auto_parallel_devices(cfg, run.setup);
+  run.costs = auto_parallel_costs(run.setup, run.devices);
+  run.result = search_train_layouts(run.setup, run.costs);
+  return run;
+}
+
 config::Config apply_auto_parallel(const config::Config& cfg, std::ostream& out) {
   const auto weights = cfg.get_or<std::string>("model.weights", "");
   const auto config_file = cfg.get_or<std::string>("model.config", "");
@@ -287,12 +297,11 @@ config::Config apply_auto_parallel(const config::Config& cfg, std::ostream& out)
               "graph.auto_parallel.enabled: set one of model.weights and model.config");
   const models::HfConfig hf = models::HfConfig::load(
       weights.empty() ? std::filesystem::path(config_file) : std::filesystem::path(weights) / "config.json");
-  AutoParallelSetup setup = auto_parallel_setup(cfg, hf, weights.empty() ? config_file : weights);
-  const std::vector<wire::DeviceProfile> devices = auto_parallel_devices(cfg, setup);
-  const schedule::SearchResult result = search_train_layouts(setup, auto_parallel_costs(setup, devices));
+  const AutoParallelRun run = run_auto_parallel(cfg, hf, weights.empty() ? config_file : weights);
+  const schedule::SearchResult& result = run.result;
   if (result.ranked.empty()) {
     std::ostringstream why;
-    print_auto_parallel(why, setup, result, 0);
+    print_auto_parallel(why, run.setup, result, 0);
     std::string text = why.str();
     for (char& c : text)
       if (c == '\n') c = ';';

@@ -54,7 +54,9 @@ schedule::LinkModel probe_local_link();
 
 // Every device of the cluster as if each node were this one (cpu:0 measured once, one layer
 // timed at the config's micro-batch size, or 1), named node<k>:cpu:<d>, with
-// train.cluster.profiles' overrides; fills the links the config leaves unset.
+// train.cluster.profiles' overrides and rates calibrated by the timed layer. Fills what the
+// measurement gives of `setup`: the links the config leaves unset, the fixed per-micro-batch
+// overhead and the backward factor.
 std::vector<wire::DeviceProfile> auto_parallel_devices(const config::Config& cfg,
                                                        AutoParallelSetup& setup);
 
@@ -68,6 +70,17 @@ schedule::SearchResult search_train_layouts(const AutoParallelSetup& setup,
 ModelTrainShape shape_of(const AutoParallelSetup& setup, const schedule::ParallelChoice& choice);
 // The command-line overrides that run `choice`: "train.dist.data_parallel_size=2", ...
 std::vector<std::string> choice_overrides(const schedule::ParallelChoice& choice);
+
+// The whole search as `plan` and `train` run it: the setup, the devices measured, the cost
+// model and the ranking.
+struct AutoParallelRun {
+  AutoParallelSetup setup;
+  std::vector<wire::DeviceProfile> devices;
+  schedule::TrainCostModel costs;
+  schedule::SearchResult result;
+};
+AutoParallelRun run_auto_parallel(const config::Config& cfg, const models::HfConfig& model,
+                                  const std::string& model_name);
 
 // `cfg` with the search's choice applied (for `libai-actor train` in graph mode on one node):
 // the model from model.config or model.weights, the search as `plan` runs it, the chosen

@@ -222,10 +222,8 @@ bool is_model_training(const config::Config& cfg) {
 // then the chosen layout's plan in full.
 int plan_auto_parallel(const PlanOptions& options, const config::Config& cfg,
                        const models::HfConfig& hf, const std::string& model_name) {
-  actors::AutoParallelSetup setup = actors::auto_parallel_setup(cfg, hf, model_name);
-  const std::vector<wire::DeviceProfile> profiles = actors::auto_parallel_devices(cfg, setup);
-  const schedule::TrainCostModel costs = actors::auto_parallel_costs(setup, profiles);
-  const schedule::SearchResult result = actors::search_train_layouts(setup, costs);
+  const actors::AutoParallelRun run = actors::run_auto_parallel(cfg, hf, model_name);
+  const auto& [setup, profiles, costs, result] = run;
   if (options.json) {
     std::cout << actors::auto_parallel_json(setup, result).dump(2) << "\n" << std::flush;
     return result.ranked.empty() ? kExitError : kExitOk;

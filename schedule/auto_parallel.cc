@@ -229,8 +229,15 @@ void check_model(const TrainCostModel& m, const ParallelChoice& c) {
                 " GFLOP/s and ", d.gbs, " GB/s (both must be > 0)");
 }
 
-// Whether the devices [first, first + count) of the mesh span more than one node.
+// Whether `count` consecutive devices of the mesh span more than one node.
 bool spans_nodes(int count, int devices_per_node) { return count > devices_per_node; }
+
+// Layer l's tensor-parallel all-reduces of one micro-batch's forward (0 without tp).
+double layer_collectives(const TrainCostModel& m, const ParallelChoice& c, size_t l) {
+  if (c.tp <= 1) return 0;
+  return m.tensor_collectives *
+         all_reduce_seconds(double(c.micro_batch_size) * m.layer_output_bytes[l], c.tp, m.intra_node);
+}
 
 }  // namespace
 
@@ -261,21 +268,15 @@ PlanRequest training_request(const TrainCostModel& m, const ParallelChoice& c) {
   }
   r.embedding.parameters = m.embedding_parameters;
   r.head.parameters = m.head_parameters;
-  // compile_plan divides a stage's time by tp: the collectives, which do not shrink with tp,
-  // are given tp times over (Note [Training cost model]).
-  double collectives = 0;
-  if (c.tp > 1)
-    for (size_t l = 0; l < m.layer_output_bytes.size(); ++l)
-      collectives = std::max(collectives, m.tensor_collectives *
-                                              all_reduce_seconds(mbs * m.layer_output_bytes[l], c.tp,
-                                                                 m.intra_node));
+  // compile_plan divides a stage's time by tp: the collectives and the fixed overhead, which do
+  // not shrink with tp, are given tp times over (Note [Training cost model]).
   for (const DeviceRates& d : m.devices) {
     std::vector<double> times;
     for (size_t l = 0; l < m.layer_flops.size(); ++l)
       times.push_back(layer_time_from_profile(mbs * m.layer_flops[l],
                                               m.bytes_per_parameter * m.layer_parameters[l],
                                               d.gflops, d.gbs) +
-                      c.tp * (collectives + d.overhead_seconds));
+                      c.tp * (layer_collectives(m, c, l) + d.overhead_seconds));
     r.layer_time.push_back(std::move(times));
     r.memory_cap.push_back(d.memory_bytes);
     r.embedding.time.push_back(
@@ -332,10 +333,8 @@ ParallelEstimate estimate_training(const TrainCostModel& m, const ParallelChoice
   // micro-batch, on the busiest pipeline rank's layers.
   if (c.tp > 1) {
     double per_layer = 0;
-    for (double bytes : m.layer_output_bytes)
-      per_layer = std::max(per_layer, m.tensor_collectives *
-                                          all_reduce_seconds(double(c.micro_batch_size) * bytes, c.tp,
-                                                             m.intra_node));
+    for (size_t l = 0; l < m.layer_output_bytes.size(); ++l)
+      per_layer = std::max(per_layer, layer_collectives(m, c, l));
     int most_layers = 0;
     for (const StagePlan& s : plan.stages) most_layers = std::max(most_layers, s.num_layers());
     e.tensor_comm_seconds = per_layer * (1 + request.backward_factor) * most_layers * c.accumulation;

@@ -176,6 +176,16 @@ def write_json(path, data, compact_lists=False):
         f.write(text + "\n")
 
 
+def write_image_processor(folder, resample, mean, std):
+    """preprocessor_config.json of a ViTImageProcessor for 32x32 images (PIL resample code)."""
+    write_json(os.path.join(folder, "preprocessor_config.json"), {
+        "image_processor_type": "ViTImageProcessor",
+        "do_resize": True, "size": {"height": 32, "width": 32}, "resample": resample,
+        "do_rescale": True, "rescale_factor": 1 / 255,
+        "do_normalize": True, "image_mean": mean, "image_std": std,
+    })
+
+
 def untie_lm_head(model):
     """transformers 5 always ties T5/mT5's lm_head to the shared embedding when it builds a model; real
     T5 v1.1 / mT5 checkpoints have their own lm_head.weight, so give the model one."""
@@ -867,12 +877,7 @@ def make_vit():
     torch.manual_seed(seed)
     model = reinit(ViTForImageClassification(cfg), seed)
     save_model(model, folder)
-    write_json(os.path.join(folder, "preprocessor_config.json"), {
-        "image_processor_type": "ViTImageProcessor",
-        "do_resize": True, "size": {"height": 32, "width": 32}, "resample": 2,
-        "do_rescale": True, "rescale_factor": 1 / 255,
-        "do_normalize": True, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
-    })
+    write_image_processor(folder, resample=2, mean=[0.5, 0.5, 0.5], std=[0.5, 0.5, 0.5])
     gen = torch.Generator().manual_seed(seed + 1)
     pixel_values = torch.randn((2, 3, 32, 32), generator=gen)
     inputs = {"pixel_values": pixel_values}
@@ -946,12 +951,7 @@ def swin_fixture(name, cls, cfg, base_prefix, edit=None, image_case=False):
     save_model(model, folder, with_bin=False)
     torch.save(load_file(os.path.join(folder, "model.safetensors")), os.path.join(folder, "pytorch_model.bin"))
     if image_case:
-        write_json(os.path.join(folder, "preprocessor_config.json"), {
-            "image_processor_type": "ViTImageProcessor",
-            "do_resize": True, "size": {"height": 32, "width": 32}, "resample": 3,
-            "do_rescale": True, "rescale_factor": 1 / 255,
-            "do_normalize": True, "image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225],
-        })
+        write_image_processor(folder, resample=3, mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
     gen = torch.Generator().manual_seed(seed + 1)
     inputs = {"pixel_values": torch.randn((2, 3, 32, 32), generator=gen)}
     m = reload(cls, folder)
