@@ -118,6 +118,15 @@ AutoParallelSetup auto_parallel_setup(const config::Config& cfg, const models::H
     fixed.activation_checkpoint = *on;
   if (auto on = set_value<bool>(cfg, "train.zero_optimization.enabled"))
     fixed.zero_stage = *on ? cfg.get_or<int>("train.zero_optimization.stage", 1) : 0;
+  if (auto balance = set_value<std::string>(cfg, "train.dist.balance")) {
+    LIBAI_CHECK(*balance != "memory", "graph.auto_parallel.enabled: train.dist.balance is memory; "
+                "the search chooses between uniform and measured splits (set one of them, or "
+                "null to search both)");
+    fixed.balanced = *balance == "measured";
+  }
+  LIBAI_CHECK(!set_value<std::vector<int64_t>>(cfg, "train.dist.custom_pipeline_stage_id"),
+              "graph.auto_parallel.enabled: train.dist.custom_pipeline_stage_id fixes the split "
+              "of one layout; the search chooses the pipeline size and the split (leave it null)");
   LIBAI_CHECK(!set_value<int>(cfg, "train.num_accumulation_steps"),
               "graph.auto_parallel.enabled: train.num_accumulation_steps follows from the global "
               "batch, the data-parallel size and the micro-batch size the search chooses; set "
@@ -128,6 +137,7 @@ AutoParallelSetup auto_parallel_setup(const config::Config& cfg, const models::H
                           "train.dist.pipeline_parallel_size"})
     one.apply_override(std::string(key) + "=1");
   one.apply_override("train.cluster.device_slowdown=null");
+  one.apply_override("train.dist.balance=uniform");
   s.base = model_train_shape(one, model, model_name, 1);
   s.base.devices_per_node = per_node;
   bool intra = false, inter = false;
@@ -137,18 +147,34 @@ AutoParallelSetup auto_parallel_setup(const config::Config& cfg, const models::H
   return s;
 }
 
-std::vector<wire::DeviceProfile> auto_parallel_devices(const config::Config& cfg,
-                                                       AutoParallelSetup& setup) {
-  const int devices = setup.space.devices;
+namespace {
+
+// Every device of the cluster a replica of one device, without recomputation, at the config's
+// micro-batch size or 1: how each device is measured for the search.
+config::Config profiling_config(const config::Config& cfg, const AutoParallelSetup& setup) {
   config::Config all = cfg;
-  all.apply_override("train.dist.data_parallel_size=" + std::to_string(devices));
+  all.apply_override("train.dist.data_parallel_size=" + std::to_string(setup.space.devices));
   all.apply_override("train.dist.tensor_parallel_size=1");
   all.apply_override("train.dist.pipeline_parallel_size=1");
   all.apply_override("train.activation_checkpoint.enabled=false");  // the factor without recompute
   if (!setup.space.constraints.micro_batch_size) all.apply_override("train.train_micro_batch_size=1");
-  const ModelTrainShape shape =
-      model_train_shape(all, setup.base.model, setup.base.model_name, setup.space.devices_per_node);
-  std::vector<wire::DeviceProfile> profiles = train_devices_like_this_node(all, shape);
+  return all;
+}
+
+}  // namespace
+
+ModelTrainShape auto_parallel_profiling_shape(const config::Config& cfg,
+                                              const AutoParallelSetup& setup) {
+  return model_train_shape(profiling_config(cfg, setup), setup.base.model, setup.base.model_name,
+                           setup.space.devices_per_node);
+}
+
+void calibrate_auto_parallel(const config::Config& cfg, AutoParallelSetup& setup,
+                             std::vector<wire::DeviceProfile>& profiles,
+                             double remote_hop_seconds) {
+  const ModelTrainShape shape = auto_parallel_profiling_shape(cfg, setup);
+  LIBAI_CHECK(int(profiles.size()) == setup.space.devices, "auto parallel: ", profiles.size(),
+              " device profiles for a cluster of ", setup.space.devices, " devices");
   // The fixed part of a layer's time: the layer timed again at a larger micro-batch k, where
   // t(k) = fixed + k x per-sample (Note [Auto parallel costs of a model]).
   setup.overhead_fraction = 0;
@@ -177,10 +203,15 @@ std::vector<wire::DeviceProfile> auto_parallel_devices(const config::Config& cfg
     p.matmul_gflops /= scale;
     p.memory_bandwidth_gbs /= scale;
   }
+  const bool inter_latency = set_value<double>(cfg, "graph.auto_parallel.inter_node.latency_seconds").has_value();
+  // A cluster's measured hop between nodes (cluster formation) is the latency the config leaves
+  // unset.
+  if (!inter_latency && !set_value<double>(cfg, "train.cluster.remote_hop_seconds") &&
+      remote_hop_seconds > 0)
+    setup.inter_node.latency_seconds = remote_hop_seconds;
   if (setup.links_measured) {
     const schedule::LinkModel probed = probe_local_link();
     const bool intra_latency = set_value<double>(cfg, "graph.auto_parallel.intra_node.latency_seconds").has_value();
-    const bool inter_latency = set_value<double>(cfg, "graph.auto_parallel.inter_node.latency_seconds").has_value();
     if (setup.intra_node.bandwidth_gbs <= 0) {
       setup.intra_node.bandwidth_gbs = probed.bandwidth_gbs;
       if (!intra_latency) setup.intra_node.latency_seconds = probed.latency_seconds;
@@ -192,6 +223,14 @@ std::vector<wire::DeviceProfile> auto_parallel_devices(const config::Config& cfg
     }
   }
   setup.backward_factor = train_backward_factor(shape, profiles);
+}
+
+std::vector<wire::DeviceProfile> auto_parallel_devices(const config::Config& cfg,
+                                                       AutoParallelSetup& setup) {
+  const config::Config all = profiling_config(cfg, setup);
+  std::vector<wire::DeviceProfile> profiles =
+      train_devices_like_this_node(all, auto_parallel_profiling_shape(cfg, setup));
+  calibrate_auto_parallel(cfg, setup, profiles);
   return profiles;
 }
 
@@ -234,7 +273,6 @@ schedule::TrainCostModel auto_parallel_costs(const AutoParallelSetup& setup,
   m.devices_per_node = setup.space.devices_per_node;
   m.intra_node = setup.intra_node;
   m.inter_node = setup.inter_node;
-  m.balance = base.balance == "measured" ? schedule::Balance::balanced : schedule::Balance::uniform;
   m.global_batch = setup.space.global_batch;
   return m;
 }
@@ -257,6 +295,7 @@ ModelTrainShape shape_of(const AutoParallelSetup& setup, const schedule::Paralle
   s.micro_batch_size = c.micro_batch_size;
   s.activation_checkpoint = c.activation_checkpoint;
   s.zero_stage = c.zero_stage;
+  s.balance = c.balanced ? "measured" : "uniform";
   s.slowdown.assign(size_t(c.devices()), 1.0);
   return s;
 }
@@ -273,6 +312,7 @@ std::vector<std::string> choice_overrides(const schedule::ParallelChoice& c) {
     if (c.schedule == schedule::PipelineSchedule::interleaved)
       out.push_back("train.dist.virtual_pipeline_size=" + std::to_string(c.chunks));
   }
+  out.push_back(std::string("train.dist.balance=") + (c.balanced ? "measured" : "uniform"));
   out.push_back(std::string("train.activation_checkpoint.enabled=") +
                 (c.activation_checkpoint ? "true" : "false"));
   out.push_back(std::string("train.zero_optimization.enabled=") + (c.zero_stage > 0 ? "true" : "false"));
@@ -290,14 +330,20 @@ AutoParallelRun run_auto_parallel(const config::Config& cfg, const models::HfCon
   return run;
 }
 
-config::Config apply_auto_parallel(const config::Config& cfg, std::ostream& out) {
-  const auto weights = cfg.get_or<std::string>("model.weights", "");
-  const auto config_file = cfg.get_or<std::string>("model.config", "");
-  LIBAI_CHECK(weights.empty() != config_file.empty(),
-              "graph.auto_parallel.enabled: set one of model.weights and model.config");
-  const models::HfConfig hf = models::HfConfig::load(
-      weights.empty() ? std::filesystem::path(config_file) : std::filesystem::path(weights) / "config.json");
-  const AutoParallelRun run = run_auto_parallel(cfg, hf, weights.empty() ? config_file : weights);
+AutoParallelRun run_auto_parallel(const config::Config& cfg, AutoParallelSetup setup,
+                                  std::vector<wire::DeviceProfile> measured,
+                                  double remote_hop_seconds) {
+  AutoParallelRun run;
+  run.setup = std::move(setup);
+  run.devices = std::move(measured);
+  calibrate_auto_parallel(cfg, run.setup, run.devices, remote_hop_seconds);
+  run.costs = auto_parallel_costs(run.setup, run.devices);
+  run.result = search_train_layouts(run.setup, run.costs);
+  return run;
+}
+
+config::Config chosen_config(const config::Config& cfg, const AutoParallelRun& run,
+                             std::ostream& out) {
   const schedule::SearchResult& result = run.result;
   if (result.ranked.empty()) {
     std::ostringstream why;
@@ -314,6 +360,29 @@ config::Config apply_auto_parallel(const config::Config& cfg, std::ostream& out)
   for (const std::string& o : choice_overrides(best.choice)) chosen.apply_override(o);
   chosen.apply_override("graph.auto_parallel.enabled=false");
   return chosen;
+}
+
+config::Config adopt_chosen_layout(const config::Config& mine, const config::Config& planned) {
+  LIBAI_CHECK(!planned.get_or<bool>("graph.auto_parallel.enabled", false),
+              "node 0's plan carries no chosen layout (its graph.auto_parallel.enabled is still "
+              "true)");
+  schedule::ParallelChoice c;
+  c.dp = planned.get_or<int>("train.dist.data_parallel_size", 1);
+  c.tp = planned.get_or<int>("train.dist.tensor_parallel_size", 1);
+  c.pp = planned.get_or<int>("train.dist.pipeline_parallel_size", 1);
+  c.micro_batch_size = planned.get_or<int64_t>("train.train_micro_batch_size", 1);
+  c.accumulation = planned.get_or<int>("train.num_accumulation_steps", 1);
+  c.schedule = schedule::parse_schedule(planned.get_or<std::string>("train.dist.pipeline_schedule", "1f1b"));
+  c.chunks = planned.get_or<int>("train.dist.virtual_pipeline_size", 1);
+  c.activation_checkpoint = planned.get_or<bool>("train.activation_checkpoint.enabled", false);
+  c.zero_stage = planned.get_or<bool>("train.zero_optimization.enabled", false)
+                     ? planned.get_or<int>("train.zero_optimization.stage", 1)
+                     : 0;
+  c.balanced = planned.get_or<std::string>("train.dist.balance", "uniform") == "measured";
+  config::Config out = mine;
+  for (const std::string& o : choice_overrides(c)) out.apply_override(o);
+  out.apply_override("graph.auto_parallel.enabled=false");
+  return out;
 }
 
 namespace {
@@ -408,6 +477,7 @@ nlohmann::json auto_parallel_json(const AutoParallelSetup& setup, const schedule
                           {"virtual_pipeline_size", c.chunks},
                           {"zero_stage", c.zero_stage},
                           {"activation_checkpoint", c.activation_checkpoint},
+                          {"balance", c.balanced ? "measured" : "uniform"},
                           {"description", describe(c)}};
   };
   const auto estimate_json = [](const schedule::ParallelEstimate& e) {

@@ -14,6 +14,8 @@
 //   train.dist.data_parallel_size, tensor_parallel_size, pipeline_parallel_size,
 //   pipeline_schedule, virtual_pipeline_size, train.train_micro_batch_size,
 //   train.zero_optimization.enabled / stage, train.activation_checkpoint.enabled
+// train.dist.balance (null: uniform and measured splits both searched; memory is refused) and
+// train.dist.custom_pipeline_stage_id (must be null) concern the split.
 // Costs (Note [Auto parallel costs of a model] in auto_parallel.cc): per layer the model's flops
 // and bytes per sample (models/pipeline/stage.h layer_costs), calibrated on each device by one
 // timed layer as the training plans are (actors/train_plan.h); the links from
@@ -52,11 +54,24 @@ AutoParallelSetup auto_parallel_setup(const config::Config& cfg, const models::H
 // The link between two ranks of this process (Note [The link probe]).
 schedule::LinkModel probe_local_link();
 
+// The shape each device is measured with for the search: every device of the cluster a replica
+// of one device, no recomputation, the config's micro-batch size or 1.
+ModelTrainShape auto_parallel_profiling_shape(const config::Config& cfg,
+                                              const AutoParallelSetup& setup);
+
+// Fills what measurement gives of `setup` from `profiles` (every device of the cluster, measured
+// with auto_parallel_profiling_shape): the fixed per-micro-batch overhead (the layer timed
+// again on this process's cpu:0), the rates calibrated by each device's timed layer, the
+// backward factor, and the links the config leaves unset (probed here; between nodes the
+// latency is `remote_hop_seconds` when a cluster measured it, > 0).
+void calibrate_auto_parallel(const config::Config& cfg, AutoParallelSetup& setup,
+                             std::vector<wire::DeviceProfile>& profiles,
+                             double remote_hop_seconds = 0);
+
 // Every device of the cluster as if each node were this one (cpu:0 measured once, one layer
 // timed at the config's micro-batch size, or 1), named node<k>:cpu:<d>, with
-// train.cluster.profiles' overrides and rates calibrated by the timed layer. Fills what the
-// measurement gives of `setup`: the links the config leaves unset, the fixed per-micro-batch
-// overhead and the backward factor.
+// train.cluster.profiles' overrides and train.cluster.device_slowdown, calibrated
+// (calibrate_auto_parallel): what `plan` searches over.
 std::vector<wire::DeviceProfile> auto_parallel_devices(const config::Config& cfg,
                                                        AutoParallelSetup& setup);
 
@@ -71,24 +86,32 @@ ModelTrainShape shape_of(const AutoParallelSetup& setup, const schedule::Paralle
 // The command-line overrides that run `choice`: "train.dist.data_parallel_size=2", ...
 std::vector<std::string> choice_overrides(const schedule::ParallelChoice& choice);
 
-// The whole search as `plan` and `train` run it: the setup, the devices measured, the cost
-// model and the ranking.
+// The whole search: the setup, the devices, the cost model and the ranking.
 struct AutoParallelRun {
   AutoParallelSetup setup;
   std::vector<wire::DeviceProfile> devices;
   schedule::TrainCostModel costs;
   schedule::SearchResult result;
 };
+// As `plan` runs it: every node like this one (auto_parallel_devices).
 AutoParallelRun run_auto_parallel(const config::Config& cfg, const models::HfConfig& model,
                                   const std::string& model_name);
+// As `train` runs it on node 0 of a cluster: over the devices every node measured of itself
+// (profile_train_devices at auto_parallel_profiling_shape, each node's slow-downs in them) and
+// the hop between nodes the cluster measured as it formed (0: one node).
+AutoParallelRun run_auto_parallel(const config::Config& cfg, AutoParallelSetup setup,
+                                  std::vector<wire::DeviceProfile> measured,
+                                  double remote_hop_seconds);
 
-// `cfg` with the search's choice applied (for `libai-actor train` in graph mode on one node):
-// the model from model.config or model.weights, the search as `plan` runs it, the chosen
-// layout's keys set (choice_overrides) and graph.auto_parallel.enabled false, so that the
-// resolved config written to the output folder runs the same layout again. Prints the choice
-// and its prediction to `out`. InvalidArgument when no layout fits, with the fastest
-// rejection of each kind.
-config::Config apply_auto_parallel(const config::Config& cfg, std::ostream& out);
+// `cfg` with the search's choice applied: the chosen layout's keys set (choice_overrides) and
+// graph.auto_parallel.enabled false, so that the resolved config written to the output folder
+// runs the same layout again. Prints the choice and its prediction to `out`. InvalidArgument
+// when no layout fits, with the fastest rejection of each kind.
+config::Config chosen_config(const config::Config& cfg, const AutoParallelRun& run,
+                             std::ostream& out);
+// A node other than 0: its own config with the layout node 0 chose (`planned`, node 0's
+// chosen_config as the assignment carries it).
+config::Config adopt_chosen_layout(const config::Config& mine, const config::Config& planned);
 
 // The chosen layout and the next `next` candidates with predicted step time, samples/s and
 // memory, the rejected ones by reason (memory, the planner's errors) with the fastest of each,

@@ -283,16 +283,33 @@ class GraphRunner final : public train::StepRunner {
 
 ModelTrainJob::ModelTrainJob(const config::Config& cfg, const ClusterSpec& spec,
                              const train::TrainerFlags& flags)
-    : cfg_(cfg), spec_(spec), flags_(flags), settings_(graph_train_settings(cfg, spec.nodes)) {
-  if (flags.fast_dev_run) {  // the loop's 2 steps (train/training_loop.cc, read_settings)
+    : cfg_(cfg), spec_(spec), flags_(flags) {
+  if (cfg.get_or<bool>("graph.auto_parallel.enabled", false)) {
+    // Note [Auto parallel on a cluster]: the layout waits for node 0's search; until then every
+    // node's devices are replicas, measured as the search wants them.
+    cfg_.apply_override("train.cluster.nodes=" + std::to_string(spec.nodes));
+    std::filesystem::path weights;
+    const models::HfConfig model = model_config_of(cfg_, &weights);
+    search_ = auto_parallel_setup(
+        cfg_, model, weights.empty() ? cfg_.get_or<std::string>("model.config", "") : weights.string());
+    per_node_ = search_->space.devices_per_node;
+    shape_ = auto_parallel_profiling_shape(cfg_, *search_);
+    return;
+  }
+  configure();
+}
+
+void ModelTrainJob::configure() {
+  settings_ = graph_train_settings(cfg_, spec_.nodes);
+  if (flags_.fast_dev_run) {  // the loop's 2 steps (train/training_loop.cc, read_settings)
     settings_.train_iter = 2;
     settings_.train.schedule.max_iter = 2;
   }
-  per_node_ = settings_.dp * settings_.tp * settings_.pp / spec.nodes;
+  per_node_ = settings_.dp * settings_.tp * settings_.pp / spec_.nodes;
   const std::string name = settings_.weights.empty()
-                               ? cfg.get_or<std::string>("model.config", "")
+                               ? cfg_.get_or<std::string>("model.config", "")
                                : settings_.weights.string();
-  shape_ = model_train_shape(cfg, settings_.model_config, name, per_node_);
+  shape_ = model_train_shape(cfg_, settings_.model_config, name, per_node_);
 }
 
 std::vector<wire::DeviceProfile> ModelTrainJob::profile_devices(int node_rank) {
@@ -309,7 +326,29 @@ std::vector<wire::DeviceProfile> ModelTrainJob::profile_devices(int node_rank) {
 // layout() builds the parts and places the slots from them, so every node agrees. Parameters
 // are initialised by their whole-model names (Note [Model parts]), so any split trains the
 // same model: the losses equal one device's whatever the plan chose.
+//
+// Note [Auto parallel on a cluster]
+// With graph.auto_parallel.enabled the layout is not known when the nodes start: each node
+// measures its devices as the search wants them (every device a replica at micro-batch 1 under
+// its own train.cluster.device_slowdown; auto_parallel_profiling_shape), node 0 searches over
+// all of them and the hop between nodes the cluster just measured (run_auto_parallel), sets
+// the chosen keys in its config (auto parallel off) and plans that layout as any other; the
+// assignment carries that config, from which every other node takes the same keys
+// (adopt_chosen_layout) before building its slots. The output folder's config.yaml is the
+// chosen config, so that running it again runs the same layout. On one node the same steps
+// run in this process.
 void ModelTrainJob::plan(wire::Assignment& assignment) {
+  if (search_) {
+    const AutoParallelRun run =
+        run_auto_parallel(cfg_, *search_, assignment.devices, assignment.remote_hop_seconds);
+    std::ostringstream chosen;
+    cfg_ = chosen_config(cfg_, run, chosen);
+    logger("train")->info("{}", chosen.str().substr(0, chosen.str().size() - 1));
+    search_.reset();
+    configure();
+    assignment.config_yaml = cfg_.to_yaml();
+    config::write_resolved(cfg_, cfg_.get_or<std::string>("train.output_dir", "./output"));
+  }
   const int virtual_stages = settings_.pp * settings_.chunks;
   assignment.stage_of.assign(settings_.stage_of.begin(), settings_.stage_of.end());
   assignment.device_of_stage.clear();
@@ -343,6 +382,14 @@ void ModelTrainJob::plan(wire::Assignment& assignment) {
 }
 
 PipelineLayout ModelTrainJob::layout(const wire::Assignment& assignment) {
+  if (search_) {  // a node other than 0 (Note [Auto parallel on a cluster])
+    LIBAI_CHECK(!assignment.config_yaml.empty(),
+                "graph.auto_parallel.enabled: node 0's assignment carries no config to take the "
+                "chosen layout from");
+    cfg_ = adopt_chosen_layout(cfg_, config::Config::parse(assignment.config_yaml, "node 0's config"));
+    search_.reset();
+    configure();
+  }
   // Node 0 planned with its config: the keys that decide who owns which shard must be this
   // node's too (each node builds its slots from its own config), else the slots would issue
   // different collectives. One error naming the key instead.
@@ -445,6 +492,7 @@ void ModelTrainJob::train(TrainClient& client, const PipelineLayout&) {
 train::TrainResult run_graph_training(const config::Config& cfg, const train::TrainerFlags& flags,
                                       const ClusterSpec& spec) {
   config::check_implemented(cfg, config::Purpose::graph_training);  // before writing anything
+  // Under auto parallel node 0 writes the chosen config over this one once it has searched.
   const std::filesystem::path out = cfg.get_or<std::string>("train.output_dir", "./output");
   if (spec.node_rank == 0) {
     std::filesystem::create_directories(out);

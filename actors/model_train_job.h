@@ -13,6 +13,9 @@
 // family without costs splits uniformly), whose order of devices along the pipeline the layout
 // follows; train.dist.pipeline_schedule's programs with
 // num_accumulation_steps micro-batches. train.cluster.device_threads compute threads per slot.
+// graph.auto_parallel.enabled: the layout is the search's (actors/auto_parallel.h; Note [Auto
+// parallel on a cluster] in model_train_job.cc): every node measures its devices for it, node
+// 0 searches and its assignment carries the chosen keys to the others.
 // Node 0 runs the trainer's loop (train/step_runner.h: logging, metrics.json, TensorBoard, the
 // loss curve) with a runner whose steps go through the train driver; the losses equal eager
 // training's on one device (Note [Micro-batch order]). Checkpoints, --resume and evaluation
@@ -21,6 +24,7 @@
 // rank 0, read by every slot from train.output_dir (which every node must see).
 #pragma once
 
+#include "actors/auto_parallel.h"
 #include "actors/cluster.h"
 #include "actors/model_train.h"
 #include "actors/train_plan.h"
@@ -82,7 +86,11 @@ class ModelTrainJob : public ClusterJob {
   const ModelTrainShape& shape() const { return shape_; }
 
  private:
+  // Settings and shape from cfg_ (once the layout is known).
+  void configure();
+
   config::Config cfg_;
+  std::optional<AutoParallelSetup> search_;  // set until the search's layout is adopted
   ClusterSpec spec_;
   train::TrainerFlags flags_;
   GraphTrainSettings settings_;

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "actors/auto_parallel.h"
 #include "actors/cluster.h"
 #include "actors/model_train_job.h"
 #include "bin/commands.h"
@@ -40,20 +39,9 @@ train::TrainResult graph_training(const config::Config& cfg, const TrainOptions&
   flags.token = options.token;
   const ClusterSpec spec = resolve_cluster(flags, &cfg);
   set_log_rank(spec.node_rank);
-  // graph.auto_parallel.enabled: the search of `plan`, its choice applied (one node: every
-  // node of a cluster builds its slots from its own config, and their measurements differ).
-  config::Config run_cfg = cfg;
-  if (cfg.get_or<bool>("graph.auto_parallel.enabled", false)) {
-    LIBAI_CHECK_KIND(Unsupported, spec.nodes == 1,
-                     "graph.auto_parallel.enabled: train applies the search on one node only (",
-                     spec.nodes, " nodes here: each node builds its slots from its own config); "
-                     "run `libai-actor plan` and start every node with the keys it prints");
-    run_cfg = actors::apply_auto_parallel(cfg, std::cout);
-    std::fflush(stdout);
-  }
   if (spec.nodes > 1) actors::install_interrupt_handlers();
   try {
-    return actors::run_graph_training(run_cfg, options.flags, spec);
+    return actors::run_graph_training(cfg, options.flags, spec);
   } catch (const CommunicationError& e) {
     // Stage threads of this node may still be tied to a dead peer: end the process now.
     std::fprintf(stderr, "libai-actor train: error: %s\n", e.what());

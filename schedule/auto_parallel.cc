@@ -17,6 +17,7 @@ std::string describe(const ParallelChoice& c) {
   if (c.pp > 1) {
     s += std::string(", ") + schedule_name(c.schedule);
     if (c.schedule == PipelineSchedule::interleaved) s += " v" + std::to_string(c.chunks);
+    if (c.balanced) s += ", measured split";
   }
   if (c.zero_stage > 0) s += ", ZeRO-" + std::to_string(c.zero_stage);
   if (c.activation_checkpoint) s += ", checkpointing";
@@ -123,24 +124,36 @@ std::vector<ParallelChoice> enumerate_choices(const SearchSpace& space,
             }
           }
         }
+        // One stage has no split to choose.
+        std::vector<bool> balances;
+        for (bool balanced : pp == 1 ? std::vector<bool>{false} : space.balances)
+          if (pp == 1 || allowed(fixed.balanced, balanced)) balances.push_back(balanced);
         for (const auto& [schedule, chunks] : schedules)
-          for (bool checkpoint : space.checkpointing) {
-            if (!allowed(fixed.activation_checkpoint, checkpoint)) continue;
-            for (int zero : space.zero_stages) {
-              if (!allowed(fixed.zero_stage, zero)) continue;
-              if (zero > 0 && dp == 1) {
-                out.add("layouts with ZeRO and one replica (nothing to shard)");
-                continue;
+          for (bool balanced : balances) {
+            if (balanced && schedule == PipelineSchedule::interleaved) {
+              out.add("interleaved layouts with a measured split (the planner splits virtual "
+                      "stages evenly)");
+              continue;
+            }
+            for (bool checkpoint : space.checkpointing) {
+              if (!allowed(fixed.activation_checkpoint, checkpoint)) continue;
+              for (int zero : space.zero_stages) {
+                if (!allowed(fixed.zero_stage, zero)) continue;
+                if (zero > 0 && dp == 1) {
+                  out.add("layouts with ZeRO and one replica (nothing to shard)");
+                  continue;
+                }
+                choices.push_back({.dp = int(dp),
+                                   .tp = int(tp),
+                                   .pp = int(pp),
+                                   .micro_batch_size = mbs,
+                                   .accumulation = accumulation,
+                                   .zero_stage = zero,
+                                   .activation_checkpoint = checkpoint,
+                                   .schedule = schedule,
+                                   .chunks = chunks,
+                                   .balanced = balanced});
               }
-              choices.push_back({.dp = int(dp),
-                                 .tp = int(tp),
-                                 .pp = int(pp),
-                                 .micro_batch_size = mbs,
-                                 .accumulation = accumulation,
-                                 .zero_stage = zero,
-                                 .activation_checkpoint = checkpoint,
-                                 .schedule = schedule,
-                                 .chunks = chunks});
             }
           }
       }
@@ -188,6 +201,7 @@ SearchResult search_parallel(const SearchSpace& space, const EstimateFn& estimat
                        return a.choice.zero_stage < b.choice.zero_stage;
                      if (a.choice.activation_checkpoint != b.choice.activation_checkpoint)
                        return !a.choice.activation_checkpoint;
+                     if (a.choice.balanced != b.choice.balanced) return !a.choice.balanced;
                      // Per-micro-batch overheads the cost model does not see favour the larger.
                      if (a.choice.micro_batch_size != b.choice.micro_batch_size)
                        return a.choice.micro_batch_size > b.choice.micro_batch_size;
@@ -255,7 +269,7 @@ PlanRequest training_request(const TrainCostModel& m, const ParallelChoice& c) {
   r.items_per_micro_batch = mbs;
   r.backward_factor = m.backward_factor + (c.activation_checkpoint ? 1.0 : 0.0);
   r.zero_stage = c.zero_stage;
-  r.balance = m.balance;
+  r.balance = c.balanced && c.pp > 1 ? Balance::balanced : Balance::uniform;
   // A hop between stages: inside a node while the whole pipeline of a replica is.
   const LinkModel& hop = spans_nodes(c.pp * c.tp, m.devices_per_node) ? m.inter_node : m.intra_node;
   const double hidden_bytes = mbs * m.layer_output_bytes.front();
@@ -301,13 +315,14 @@ bool all_alike(const std::vector<DeviceRates>& devices) {
 }  // namespace
 
 ParallelEstimate estimate_training(const TrainCostModel& m, const ParallelChoice& c, Plan* out) {
-  // Note [One replica stands for all]: with the uniform split every replica runs the same
-  // stages; on devices that are all alike they run them equally fast, so one replica's plan
-  // (dp 1) has the step of all of them, and each rank's model state is ZeRO's over the real dp
-  // from that plan's parameter counts. The data-parallel terms below use the real choice. Only
+  // Note [One replica stands for all]: every replica runs the same stages (the balanced split
+  // is one for all replicas too, each stage as slow as its slowest replica's device); on
+  // devices that are all alike they run them equally fast, so one replica's plan
+  // (dp 1) has the step of all of them; its model state is ZeRO's over the real dp
+  // (PlanRequest::zero_replicas), so a measured split weighs memory as the whole plan's does.
+  // The data-parallel terms below use the real choice. Only
   // for the search (no plan asked for): a plan to print is compiled whole.
-  const bool one_replica = out == nullptr && c.dp > 1 && m.balance == Balance::uniform &&
-                           all_alike(m.devices);
+  const bool one_replica = out == nullptr && c.dp > 1 && all_alike(m.devices);
   PlanRequest request;
   if (one_replica) {
     check_model(m, c);
@@ -317,15 +332,12 @@ ParallelEstimate estimate_training(const TrainCostModel& m, const ParallelChoice
     ParallelChoice alone = c;
     alone.dp = 1;
     request = training_request(replica, alone);
-    request.zero_stage = 0;  // recomputed over the real dp below
+    request.zero_stage = c.zero_stage;
+    request.zero_replicas = c.dp;  // ZeRO's shards over the real replicas
   } else {
     request = training_request(m, c);
   }
   Plan plan = compile_plan(request);
-  if (one_replica)
-    for (RankMemory& rank : plan.rank_memory)
-      rank.model_state = zero_state_bytes(c.zero_stage, c.dp, rank.parameters, rank.largest_layer,
-                                          rank.rest_unit);
   ParallelEstimate e;
   e.pipeline_seconds = plan.timeline.step_time;
   e.bubble_fraction = measured_bubble_fraction(plan.timeline);

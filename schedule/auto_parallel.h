@@ -66,17 +66,21 @@ struct ParallelChoice {
   bool activation_checkpoint = false;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   int chunks = 1;  // model chunks per pipeline rank (interleaved only)
+  // The layers split by the plan's balanced partition (train.dist.balance measured: the
+  // stages' forward + backward times evened out over the devices' speeds, the fast devices
+  // where the heavy stages go) rather than evenly by count (uniform). Only with pp > 1.
+  bool balanced = false;
   int devices() const { return dp * tp * pp; }
   bool operator==(const ParallelChoice&) const = default;
 };
-// "dp 4 x tp 2 x pp 2, 8 micro-batches of 2, 1f1b, ZeRO-1, checkpointing".
+// "dp 4 x tp 2 x pp 2, 8 micro-batches of 2, 1f1b, measured split, ZeRO-1, checkpointing".
 std::string describe(const ParallelChoice& choice);
 
 // What the user fixed (set members); the search varies the rest.
 struct ParallelConstraints {
   std::optional<int> dp, tp, pp, zero_stage, chunks;
   std::optional<int64_t> micro_batch_size;
-  std::optional<bool> activation_checkpoint;
+  std::optional<bool> activation_checkpoint, balanced;
   std::optional<PipelineSchedule> schedule;
 };
 
@@ -92,6 +96,7 @@ struct SearchSpace {
                                              PipelineSchedule::one_f_one_b,
                                              PipelineSchedule::interleaved};
   std::vector<int> interleave_chunks = {2, 4};
+  std::vector<bool> balances = {false, true};  // uniform and measured splits (pp > 1)
   int64_t max_micro_batch_size = 0;  // 0: up to a replica's whole batch
   ParallelConstraints constraints;
 };
@@ -129,15 +134,15 @@ struct SearchResult {
 using EstimateFn = std::function<ParallelEstimate(const ParallelChoice&)>;
 
 // Every choice of the space that divides and meets the constraints, in a fixed order (dp, tp,
-// pp, micro-batch size, schedule, chunks, checkpointing, ZeRO stage). `excluded` gets one line
+// pp, micro-batch size, schedule, chunks, split, checkpointing, ZeRO stage). `excluded` gets one line
 // per reason a whole class of choices was left out, with how many. InvalidArgument for a space
 // that makes no sense (no devices, a batch of 0).
 std::vector<ParallelChoice> enumerate_choices(const SearchSpace& space,
                                               std::vector<std::string>* excluded = nullptr);
 
 // Estimates every choice of enumerate_choices and ranks those that fit by step time (ties: the
-// lower ZeRO stage, no checkpointing, the larger micro-batch, less memory, then enumeration
-// order). An estimate that throws an Error (a plan the planner
+// lower ZeRO stage, no checkpointing, the uniform split, the larger micro-batch, less memory,
+// then enumeration order). An estimate that throws an Error (a plan the planner
 // refuses) is a rejection with its message. InvalidArgument, listing the exclusions, when no
 // choice divides.
 SearchResult search_parallel(const SearchSpace& space, const EstimateFn& estimate);
@@ -176,7 +181,6 @@ struct TrainCostModel {
   std::vector<DeviceRates> devices;  // every device of the cluster, mesh order
   int devices_per_node = 1;
   LinkModel intra_node, inter_node;
-  Balance balance = Balance::uniform;  // uniform or balanced
   int64_t global_batch = 1;
 };
 

@@ -56,6 +56,11 @@ class OrderSearch {
     std::vector<int> given(static_cast<size_t>(D_));
     std::iota(given.begin(), given.end(), 0);
     consider(given);
+    // Devices all of one kind: every order is the given one.
+    if (std::all_of(kind_.begin(), kind_.end(), [](int k) { return k == 0; })) {
+      if (std::isinf(best_)) throw_nothing_fits();
+      return best_result_;
+    }
     if (D_ <= 8) {
       reach_.assign(size_t(D_), std::vector<char>(size_t(L_) + 1, 0));
       std::vector<char> start(size_t(L_) + 1, 0);

@@ -121,6 +121,8 @@ void check_request(const PlanRequest& r) {
               "plan: custom stage ids given but the balance policy is ", balance_name(r.balance));
   LIBAI_CHECK(r.zero_stage >= 0 && r.zero_stage <= 3, "plan: zero_stage is ", r.zero_stage,
               "; expected 0, 1, 2 or 3");
+  LIBAI_CHECK(r.zero_replicas >= 0, "plan: zero_replicas is ", r.zero_replicas,
+              "; expected 0 (dp) or the replicas ZeRO shards over");
   LIBAI_CHECK(r.layer_parameters.empty() || int(r.layer_parameters.size()) == L,
               "plan: layer_parameters has ", r.layer_parameters.size(), " entries for ", L,
               " layers (or give none)");
@@ -217,8 +219,8 @@ class Compiler {
     // stage its largest unit at that layer's rate, the rest included (max(U, R) x the rate),
     // which undercounts ZeRO-2 and 3 when a stage has both (ZeRO-2: 8 max(U, R), not 4 R + 8 U);
     // assemble() costs the plan it picks by the exact formula, which validate() checks.
-    state_per_parameter_ = zero_state_bytes(r.zero_stage, r.dp, 1).total();
-    unit_per_element_ = zero_state_bytes(r.zero_stage, r.dp, 0, 1).total();
+    state_per_parameter_ = zero_state_bytes(r.zero_stage, r.zero_ranks(), 1).total();
+    unit_per_element_ = zero_state_bytes(r.zero_stage, r.zero_ranks(), 0, 1).total();
     for (int l = 0; l < L_; ++l) {
       fixed_bytes_[size_t(l)] =
           (r.weight_bytes[size_t(l)] + state_per_parameter_ * parameters_of(l)) / r.tp;
@@ -349,6 +351,7 @@ class Compiler {
     plan.schedule = r_.schedule;
     plan.balance = r_.balance;
     plan.zero_stage = r_.zero_stage;
+    plan.zero_ranks = r_.zero_ranks();
     plan.memory_cap = r_.memory_cap;
     plan.memory_cap.resize(r_.layer_time.size(), 0.0);
     plan.stage_of = stage_of;
@@ -377,7 +380,7 @@ class Compiler {
         st.kv_cache_bytes += kv_bytes_[size_t(l)];
         st.activation_bytes += in_flight_[size_t(s)] * activation_bytes_[size_t(l)];
       }
-      st.model_state = zero_state_bytes(r_.zero_stage, r_.dp, st.parameters, largest_layer, rest);
+      st.model_state = zero_state_bytes(r_.zero_stage, r_.zero_ranks(), st.parameters, largest_layer, rest);
       unit_of_stage.push_back({largest_layer, rest});
       st.input_slots = quota_[size_t(s)];
       plan.costs.forward.push_back(st.forward_time);
@@ -414,7 +417,7 @@ class Compiler {
     }
     for (RankMemory& m : plan.rank_memory)  // one unit in flight at a time, of all its chunks
       m.model_state =
-          zero_state_bytes(r_.zero_stage, r_.dp, m.parameters, m.largest_layer, m.rest_unit);
+          zero_state_bytes(r_.zero_stage, r_.zero_ranks(), m.parameters, m.largest_layer, m.rest_unit);
     for (int r = 0; r < r_.pp; ++r) plan.rank_memory[size_t(r)].activation_bytes = peak[size_t(r)];
     plan.timeline = simulate(plan.program, plan.costs, plan.quota);
     plan.items_per_step = double(r_.dp) * r_.num_micro_batches * r_.items_per_micro_batch *
@@ -513,7 +516,7 @@ void validate(const Plan& plan) {
                   format_bytes(m.weight_bytes),
                   m.parameters > 0
                       ? str_cat(", model state ", format_bytes(m.model_state.total()), " (",
-                                zero_description(plan.zero_stage, plan.dp), ": parameters ",
+                                zero_description(plan.zero_stage, plan.zero_ranks), ": parameters ",
                                 format_bytes(m.model_state.parameters), ", gradients ",
                                 format_bytes(m.model_state.gradients), ", optimizer ",
                                 format_bytes(m.model_state.optimizer), ", in flight ",

@@ -97,6 +97,10 @@ struct PlanRequest {
   // a layer, or the embedding or head of a (virtual) stage.
   std::vector<double> layer_parameters;
   int zero_stage = 0;
+  // The data-parallel ranks ZeRO shards over (0: dp). A plan of one replica that stands for
+  // several (auto parallel's search, Note [One replica stands for all]) sets the real count.
+  int zero_replicas = 0;
+  int zero_ranks() const { return zero_replicas > 0 ? zero_replicas : dp; }
   // Per layer, optional: bytes kept per micro-batch until its backward (training only).
   std::vector<double> activation_bytes;
   // Per layer, optional: KV-cache bytes per group for the whole generation (decoding only;
@@ -161,6 +165,7 @@ struct Plan {
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;  // training
   Balance balance = Balance::uniform;
   int zero_stage = 0;                   // training: the model state's ZeRO stage
+  int zero_ranks = 1;                   // over this many data-parallel ranks (dp, or the request's zero_replicas)
   std::vector<double> memory_cap;       // [device] bytes, <= 0: unlimited
   StageAssignment stage_of;             // [layer] (virtual) stage
   std::vector<StagePlan> stages;        // by (virtual) stage: rank k % pp, chunk k / pp

@@ -52,7 +52,11 @@ Schema train_schema() {
                Schema::list_of(count_at_least(0))
                    .nullable()
                    .doc("stage of each layer, e.g. [0,0,1,1]; null: chosen by `balance`"))
-          .key("balance", Schema::one_of({"uniform", "measured", "memory"}))
+          .key("balance", Schema::one_of({"uniform", "measured", "memory"})
+                              .nullable()
+                              .doc("null: uniform, or the planner's choice (uniform or measured) "
+                                   "under graph.auto_parallel; how the layers split over the "
+                                   "pipeline stages"))
           .key("pipeline_schedule",
                Schema::one_of({"gpipe", "1f1b", "interleaved"})
                    .nullable()

@@ -54,14 +54,14 @@ constexpr const char* kRuntimeDeviceKeys[] = {
     "train.cluster.device_slowdown", "train.cluster.profiles", "train.cluster.local_hop_seconds",
     "train.cluster.remote_hop_seconds"};
 
-// graph.auto_parallel.enabled: `libai-actor plan` searches and prints the keys to set; the
-// commands that run do not apply a search's choice yet.
+// graph.auto_parallel.enabled: `libai-actor plan` searches and prints the keys to set, and
+// graph-mode `libai-actor train` applies the search's choice; run jobs and eager training do not.
 void auto_parallel_not_applied(Problems& problems) {
   problems.add_if_true("graph.auto_parallel.enabled",
                        "the layout search runs in `libai-actor plan` of a model's training, which "
                        "prints the chosen layout and the keys that run it, and in `libai-actor "
-                       "train` of one node in graph mode; elsewhere set those keys and leave "
-                       "auto_parallel off");
+                       "train` in graph mode (graph.enabled: true); elsewhere set those keys and "
+                       "leave auto_parallel off");
 }
 
 void inference_job(Problems& problems) {
@@ -122,7 +122,6 @@ void training(Problems& problems) {
 }
 
 void graph_training(Problems& problems) {
-  auto_parallel_not_applied(problems);
   pipeline_chunks(problems);
   problems.add_if_true("train.amp.enabled",
                        "mixed precision through the training stage actors is not implemented "

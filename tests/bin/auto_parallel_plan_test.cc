@@ -47,7 +47,7 @@ class AutoParallelPlan : public ModelCommands {
                         << "  zero_optimization: {enabled: null}\n"
                         << "  dist: {data_parallel_size: null, tensor_parallel_size: null, "
                            "pipeline_parallel_size: null, pipeline_schedule: null, "
-                           "virtual_pipeline_size: null}\n"
+                           "virtual_pipeline_size: null, balance: null}\n"
                         << "  cluster: {nodes: 2, devices_per_node: 2, profiles: {" << profiles << "}}\n";
     return path;
   }
@@ -127,14 +127,19 @@ TEST_F(AutoParallelPlan, AFixedLayoutOnFreeLinksPredictsWhatTheTrainingPlanDoes)
   for (const std::string from : {"bandwidth_gbs: 20, latency_seconds: 1.0e-5", "bandwidth_gbs: 2, latency_seconds: 1.0e-4"})
     text.replace(text.find(from), from.size(), "bandwidth_gbs: 1.0e+12, latency_seconds: 0");
   std::ofstream(path) << text;
-  const json r = run_json("plan '" + path + "'" + fixed);
-  ASSERT_TRUE(r.is_object());
-  ASSERT_EQ(r["ranked"].size(), 1u);
-  const json plain = run_json("plan '" + path + "'" + fixed +
-                              " graph.auto_parallel.enabled=false train.num_accumulation_steps=4");
-  ASSERT_TRUE(plain.is_object());
-  EXPECT_NEAR(r["ranked"][0]["estimate"]["step_seconds"].get<double>(), plain["step_seconds"].get<double>(),
-              1e-9 * plain["step_seconds"].get<double>());
+  // The even split and the measured one (the training plan's balance: measured) alike.
+  for (const std::string balance : {"uniform", "measured"}) {
+    const std::string keys = fixed + " train.dist.balance=" + balance;
+    const json r = run_json("plan '" + path + "'" + keys);
+    ASSERT_TRUE(r.is_object());
+    ASSERT_EQ(r["ranked"].size(), 1u);
+    const json plain = run_json("plan '" + path + "'" + keys +
+                                " graph.auto_parallel.enabled=false train.num_accumulation_steps=4");
+    ASSERT_TRUE(plain.is_object());
+    EXPECT_NEAR(r["ranked"][0]["estimate"]["step_seconds"].get<double>(), plain["step_seconds"].get<double>(),
+                1e-9 * plain["step_seconds"].get<double>())
+        << balance;
+  }
 }
 
 TEST_F(AutoParallelPlan, BadSettingsAreOneClearError) {
@@ -145,9 +150,10 @@ TEST_F(AutoParallelPlan, BadSettingsAreOneClearError) {
   expect_error("plan '" + config() + "' train.dist.tensor_parallel_size=4",
                {"auto parallel: no layout of 4 devices divides",
                 "tp not dividing a node's 2 devices"});
-  expect_error("train '" + config() + "'",
-               {"graph.auto_parallel.enabled: train applies the search on one node only",
-                "run `libai-actor plan`"});
+  expect_error("plan '" + config() + "' train.dist.balance=memory",
+               {"train.dist.balance is memory", "uniform and measured"});
+  expect_error("plan '" + config() + "' train.dist.custom_pipeline_stage_id=[0,0,0,0,1,1,1,1]",
+               {"custom_pipeline_stage_id fixes the split of one layout"});
   expect_error("train '" + config() + "' graph.enabled=false",
                {"graph.auto_parallel.enabled", "runs in `libai-actor plan`"});
   EXPECT_FALSE(std::filesystem::exists(scratch_.file("out"))) << "refused before writing anything";
@@ -179,9 +185,10 @@ TEST_F(AutoParallelPlan, TrainOnOneNodeRunsTheChosenLayout) {
   ASSERT_EQ(planned["devices"], 2);
   const Result trained = run("train '" + path + "'" + one_node);
   ASSERT_EQ(trained.exit_code, 0) << trained.err;
-  EXPECT_NE(trained.out.find("auto parallel: " + planned["ranked"][0]["layout"]["description"].get<std::string>()),
+  EXPECT_NE((trained.out + trained.err)
+                .find("auto parallel: " + planned["ranked"][0]["layout"]["description"].get<std::string>()),
             std::string::npos)
-      << trained.out;
+      << trained.out << trained.err;
   EXPECT_NE(trained.out.find("trained steps 0 to 2"), std::string::npos) << trained.out;
   const config::Config resolved = config::Config::load(scratch_.file("out") + "/config.yaml");
   EXPECT_FALSE(resolved.get<bool>("graph.auto_parallel.enabled"));

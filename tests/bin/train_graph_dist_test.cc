@@ -18,6 +18,7 @@
 #include <regex>
 
 #include "models/model.h"
+#include "runtime/config/config.h"
 #include "tests/bin/cluster.h"
 
 namespace libai::testing {
@@ -50,6 +51,9 @@ struct Layout {
   int64_t checkpoint_period = 100000;
   bool evaluate = false;  // validation split 1/10, every 2 steps over 2 micro-batches
   int zero = 0;           // train.zero_optimization.stage (0: off)
+  // graph.auto_parallel.enabled: the layout keys null (searched) but the micro-batch size, the
+  // global batch 2 x accumulation x dp.
+  bool auto_parallel = false;
 };
 
 class TrainGraph : public ::testing::Test {
@@ -94,25 +98,35 @@ class TrainGraph : public ::testing::Test {
     std::ofstream f(path);
     f << "_base_: [" << configs << "train.yaml, " << configs << "optim.yaml, " << configs
       << "graph.yaml]\n"
-      << "graph: {enabled: " << (l.graph ? "true" : "false") << "}\n"
+      << "graph: {enabled: " << (l.graph ? "true" : "false")
+      << (l.auto_parallel ? ", auto_parallel: {enabled: true}" : "") << "}\n"
       << "model: {config: " << model_config(l.layers) << "}\n"
       << "data: {_target_: gpt, prefix: " << cluster_.dir()
       << "/corpus_text_document, seq_length: 16, splits: " << (l.evaluate ? "[9, 1]" : "[1]")
       << "}\n"
       << "optim: {lr: 1.0e-3, clip_grad_norm: 1.0}\n"
       << "train:\n  output_dir: " << out.string() << "\n  train_micro_batch_size: 2\n"
-      << "  num_accumulation_steps: " << l.accumulation << "\n  train_iter: " << l.steps
-      << "\n  warmup_ratio: 0.2\n  log_period: 1\n  seed: 7\n"
+      << "  train_iter: " << l.steps << "\n  warmup_ratio: 0.2\n  log_period: 1\n  seed: 7\n"
       << "  checkpointer: {period: " << l.checkpoint_period << "}\n"
       << "  evaluation: {enabled: " << (l.evaluate ? "true" : "false")
-      << ", eval_period: 2, eval_iter: 2}\n"
-      << "  activation_checkpoint: {enabled: true}\n"
-      << "  zero_optimization: {enabled: " << (l.zero ? "true" : "false")
-      << ", stage: " << std::max(l.zero, 1) << "}\n"
-      << "  dist: {data_parallel_size: " << l.dp << ", pipeline_parallel_size: " << l.pp
-      << ", pipeline_schedule: " << l.schedule << ", virtual_pipeline_size: " << l.chunks
-      << (l.graph ? ", balance: " + l.balance : std::string()) << "}\n"
-      << "  cluster: {nodes: " << l.nodes << ", token: test-token, join_timeout: 30.0"
+      << ", eval_period: 2, eval_iter: 2}\n";
+    if (l.auto_parallel)
+      f << "  global_batch_size: " << 2 * l.accumulation * l.dp << "\n"
+        << "  num_accumulation_steps: null\n"
+        << "  activation_checkpoint: {enabled: null}\n"
+        << "  zero_optimization: {enabled: null}\n"
+        << "  dist: {data_parallel_size: null, tensor_parallel_size: null, "
+           "pipeline_parallel_size: null, pipeline_schedule: null, virtual_pipeline_size: null, "
+           "balance: null}\n";
+    else
+      f << "  num_accumulation_steps: " << l.accumulation << "\n"
+        << "  activation_checkpoint: {enabled: true}\n"
+        << "  zero_optimization: {enabled: " << (l.zero ? "true" : "false")
+        << ", stage: " << std::max(l.zero, 1) << "}\n"
+        << "  dist: {data_parallel_size: " << l.dp << ", pipeline_parallel_size: " << l.pp
+        << ", pipeline_schedule: " << l.schedule << ", virtual_pipeline_size: " << l.chunks
+        << (l.graph ? ", balance: " + l.balance : std::string()) << "}\n";
+    f << "  cluster: {nodes: " << l.nodes << ", token: test-token, join_timeout: 30.0"
       << (l.graph && !l.slowdown.empty() ? ", device_slowdown: " + l.slowdown : std::string())
       << (l.graph && !l.profiles.empty() ? ", profiles: " + l.profiles : std::string())
       << "}\n";
@@ -252,6 +266,28 @@ TEST_F(TrainGraph, MeasuredBalanceMayPutStageZeroOnAnotherNode) {
   for (std::sregex_iterator it(log.begin(), log.end(), stage), end; it != end; ++it)
     layers_on[(*it)[2]] += std::stoi((*it)[1]);
   EXPECT_GT(layers_on["node0:cpu:0"], layers_on["node1:cpu:0"]) << log;
+}
+
+// graph.auto_parallel.enabled on two processes (Note [Auto parallel on a cluster]): node 0
+// searches over both nodes' measured devices, the second 3x slower, and its assignment carries
+// the choice to node 1; the chosen layout trains the same model as one device, and the output
+// folder's config.yaml holds the choice with auto parallel off.
+TEST_F(TrainGraph, AutoParallelOnTwoProcessesRunsNodeZerosChoiceAndEqualsOneDevice) {
+  const Layout l{.nodes = 2, .accumulation = 4, .steps = 6, .slowdown = "[1, 3]", .auto_parallel = true};
+  std::string log;
+  expect_equals_one_device("auto", l, &log);
+  const std::smatch chosen = [&] {
+    std::smatch m;
+    std::regex_search(log, m, std::regex("auto parallel: dp (\\d) x tp (\\d) x pp (\\d), [^\\n]*"));
+    return m;
+  }();
+  ASSERT_FALSE(chosen.empty()) << log;
+  const config::Config resolved = config::Config::load((fs::path(cluster_.dir()) / "auto" / "config.yaml").string());
+  EXPECT_FALSE(resolved.get<bool>("graph.auto_parallel.enabled"));
+  EXPECT_EQ(resolved.get<int>("train.dist.data_parallel_size"), std::stoi(chosen[1]));
+  EXPECT_EQ(resolved.get<int>("train.dist.pipeline_parallel_size"), std::stoi(chosen[3]));
+  EXPECT_EQ(std::stoi(chosen[1]) * std::stoi(chosen[2]) * std::stoi(chosen[3]), 2);
+  EXPECT_EQ(resolved.get<int>("train.num_accumulation_steps") * resolved.get<int>("train.dist.data_parallel_size"), 4);
 }
 
 TEST_F(TrainGraph, AKilledNodeEndsTheTrainingEverywhereNamingIt) {

@@ -60,7 +60,7 @@ TEST(Schema, EnumWithDidYouMean) {
   const std::string message = problem_of("train: {dist: {balance: mesured}}\n");
   EXPECT_TRUE(contains(message,
                        "key 'train.dist.balance': expected one of uniform, measured, "
-                       "memory, got \"mesured\" (did you mean 'measured'?)"))
+                       "memory, or null, got \"mesured\" (did you mean 'measured'?)"))
       << message;
 }
 

@@ -37,11 +37,12 @@ TEST(AutoParallelSearch, EnumeratesExactlyTheLayoutsThatDivide) {
         for (int mbs = 1; mbs <= 8 / dp; ++mbs) {
           if ((8 / dp) % mbs != 0) continue;
           const int acc = 8 / dp / mbs;
-          int schedules = pp == 1 ? 1 : 2;  // gpipe, 1f1b
+          // gpipe and 1f1b with uniform and measured splits, interleaved uniform only
+          int schedules = pp == 1 ? 1 : 4;
           if (pp > 1)
             for (int v : {2, 4})
               if (pp * v <= 6 && acc % pp == 0) ++schedules;
-          expected += schedules * 2 * (dp == 1 ? 1 : 4);  // checkpointing x ZeRO stages
+          expected += schedules * 2 * (dp == 1 ? 1 : 4);  // x checkpointing x ZeRO stages
         }
       }
   EXPECT_EQ(int64_t(choices.size()), expected);
@@ -56,6 +57,7 @@ TEST(AutoParallelSearch, EnumeratesExactlyTheLayoutsThatDivide) {
   EXPECT_TRUE(contains(excluded, "tp not dividing the model's 6 heads"));
   EXPECT_TRUE(contains(excluded, "more pipeline stages than the model's 6 layers"));
   EXPECT_TRUE(contains(excluded, "ZeRO and one replica"));
+  EXPECT_TRUE(contains(excluded, "interleaved layouts with a measured split"));
 }
 
 TEST(AutoParallelSearch, TheConfigsKeysAreConstraints) {
@@ -64,9 +66,11 @@ TEST(AutoParallelSearch, TheConfigsKeysAreConstraints) {
   space.constraints.zero_stage = 1;
   space.constraints.activation_checkpoint = true;
   space.constraints.schedule = PipelineSchedule::interleaved;
+  space.constraints.balanced = false;
   const auto choices = enumerate_choices(space);
   ASSERT_FALSE(choices.empty());
   for (const auto& c : choices) {
+    EXPECT_FALSE(c.balanced);
     EXPECT_EQ(c.tp, 2);
     EXPECT_EQ(c.zero_stage, 1);
     EXPECT_TRUE(c.activation_checkpoint);
@@ -74,6 +78,15 @@ TEST(AutoParallelSearch, TheConfigsKeysAreConstraints) {
     EXPECT_GT(c.pp, 1);
     EXPECT_GT(c.dp, 1);  // ZeRO needs replicas
   }
+  // A measured split: every pipeline splits so (interleaved ones cannot); one stage has no split.
+  space.constraints = {.balanced = true};
+  int pipelines = 0;
+  for (const auto& c : enumerate_choices(space)) {
+    EXPECT_EQ(c.balanced, c.pp > 1) << describe(c);
+    EXPECT_NE(c.schedule, PipelineSchedule::interleaved);
+    pipelines += c.pp > 1;
+  }
+  EXPECT_GT(pipelines, 0);
   space.constraints = {.dp = 8, .tp = 2};
   EXPECT_NE(error_of([&] { search_parallel(space, [](const ParallelChoice&) { return ParallelEstimate{}; }); })
                 .find("auto parallel: no layout of 8 devices divides"),
@@ -85,8 +98,9 @@ TEST(AutoParallelSearch, TheConfigsKeysAreConstraints) {
 // memory that ZeRO, checkpointing and parallelism shrink. Random coefficients per instance.
 struct Synthetic {
   double compute, bubble, tp_cost, dp_cost, micro_cost, model_memory, activation_memory, cap;
+  double split;  // what a measured split saves of a pipeline's work, and costs in memory
   double step(const ParallelChoice& c) const {
-    const double work = compute / c.devices();
+    const double work = compute / c.devices() * (c.balanced ? 1 - 0.1 * split : 1.0);
     const double b = c.pp > 1 ? bubble * (c.pp - 1) / double(c.accumulation * (c.schedule == PipelineSchedule::interleaved ? c.chunks : 1)) : 0;
     const double gpipe = c.schedule == PipelineSchedule::gpipe && c.pp > 1 ? 0.01 * compute : 0;
     return work * (1 + b) * (c.activation_checkpoint ? 1.33 : 1.0) + tp_cost * (c.tp - 1) +
@@ -96,8 +110,9 @@ struct Synthetic {
     const double state = model_memory / (c.tp * c.pp) *
                          (c.zero_stage == 0 ? 1.0 : c.zero_stage == 1 ? 0.5 : c.zero_stage == 2 ? 0.3 : 0.1);
     const double stash = c.schedule == PipelineSchedule::gpipe ? c.accumulation : c.pp;
-    return state + activation_memory * c.micro_batch_size * stash / c.tp *
-                       (c.activation_checkpoint ? 0.2 : 1.0);
+    return (state + activation_memory * c.micro_batch_size * stash / c.tp *
+                        (c.activation_checkpoint ? 0.2 : 1.0)) *
+           (c.balanced ? 1 + 0.2 * split : 1.0);
   }
 };
 
@@ -109,7 +124,7 @@ TEST(AutoParallelSearch, RanksAsABruteForceOverEveryLayout) {
     const Synthetic s{.compute = 10 + 100 * u(gen), .bubble = u(gen), .tp_cost = 0.5 * u(gen),
                       .dp_cost = 0.5 * u(gen), .micro_cost = 0.2 * u(gen),
                       .model_memory = 50 + 100 * u(gen), .activation_memory = 2 * u(gen),
-                      .cap = 2 + 12 * u(gen)};
+                      .cap = 2 + 12 * u(gen), .split = u(gen)};
     const SearchSpace space{.devices = 16, .devices_per_node = 8, .num_layers = 12, .global_batch = 32,
                             .heads = 8};
     const SearchResult r = search_parallel(space, [&](const ParallelChoice& c) {
@@ -130,16 +145,18 @@ TEST(AutoParallelSearch, RanksAsABruteForceOverEveryLayout) {
                 if ((sched == PipelineSchedule::interleaved) != (v > 1)) continue;
                 if (pp == 1 && sched != PipelineSchedule::one_f_one_b) continue;
                 if (v > 1 && (pp * v > 12 || acc % pp != 0)) continue;
-                for (bool ckpt : {false, true})
-                  for (int zero = 0; zero <= 3; ++zero) {
-                    if (zero > 0 && dp == 1) continue;
-                    const ParallelChoice c{.dp = dp, .tp = tp, .pp = pp, .micro_batch_size = mbs,
-                                           .accumulation = acc, .zero_stage = zero,
-                                           .activation_checkpoint = ckpt, .schedule = sched,
-                                           .chunks = v};
-                    fastest = std::min(fastest, s.step(c));
-                    if (s.memory(c) <= s.cap) best = std::min(best, s.step(c));
-                  }
+                for (bool balanced : {false, true})
+                  for (bool ckpt : {false, true})
+                    for (int zero = 0; zero <= 3; ++zero) {
+                      if (zero > 0 && dp == 1) continue;
+                      if (balanced && (pp == 1 || v > 1)) continue;
+                      const ParallelChoice c{.dp = dp, .tp = tp, .pp = pp, .micro_batch_size = mbs,
+                                             .accumulation = acc, .zero_stage = zero,
+                                             .activation_checkpoint = ckpt, .schedule = sched,
+                                             .chunks = v, .balanced = balanced};
+                      fastest = std::min(fastest, s.step(c));
+                      if (s.memory(c) <= s.cap) best = std::min(best, s.step(c));
+                    }
               }
           }
         }
@@ -295,6 +312,36 @@ TEST(TrainingCostModel, OneReplicaStandsForAllOnDevicesAlike) {
     ++compared;
   }
   EXPECT_GT(compared, 100);
+}
+
+// A pipeline over a device 4x faster than the other: the measured split gives it more layers
+// and beats the even split, whose step waits on the slow device's half; on devices alike the
+// measured split is no slower than the even one.
+TEST(TrainingCostModel, AMeasuredSplitFollowsUnequalDevices) {
+  TrainCostModel m = small_model(2);
+  m.layer_flops.assign(8, 2e9);
+  m.layer_parameters.assign(8, 1e6);
+  m.layer_activation_bytes.assign(8, 8e6);
+  m.layer_output_bytes.assign(8, 1e6);
+  m.devices[1].gflops = 25;  // 4x slower
+  const ParallelChoice even{.pp = 2, .micro_batch_size = 1, .accumulation = 8};
+  ParallelChoice measured = even;
+  measured.balanced = true;
+  Plan split;
+  const ParallelEstimate u = estimate_training(m, even);
+  const ParallelEstimate b = estimate_training(m, measured, &split);
+  EXPECT_LT(b.step_seconds, 0.7 * u.step_seconds);
+  ASSERT_EQ(split.stages.size(), 2u);
+  int on_fast = 0;
+  for (const StagePlan& s : split.stages)
+    if (s.devices == std::vector<int>{0}) on_fast = s.num_layers();
+  EXPECT_GE(on_fast, 6) << "the fast device should hold most of the 8 layers";
+  const TrainCostModel alike = small_model(2);
+  ParallelChoice alike_measured{.pp = 2, .micro_batch_size = 1, .accumulation = 8};
+  alike_measured.balanced = true;
+  EXPECT_LE(estimate_training(alike, alike_measured).step_seconds,
+            estimate_training(alike, {.pp = 2, .micro_batch_size = 1, .accumulation = 8}).step_seconds + 1e-12);
+  EXPECT_NE(describe(measured).find("measured split"), std::string::npos);
 }
 
 TEST(TrainingCostModel, AChoiceThatDoesNotMatchIsRefusedNamingIt) {
