@@ -279,8 +279,9 @@ schedule::TrainCostModel auto_parallel_costs(const AutoParallelSetup& setup,
 
 schedule::SearchResult search_train_layouts(const AutoParallelSetup& setup,
                                             const schedule::TrainCostModel& costs) {
+  schedule::EstimateCache cache;
   return schedule::search_parallel(setup.space, [&](const schedule::ParallelChoice& c) {
-    return schedule::estimate_training(costs, c);
+    return schedule::estimate_training(costs, c, cache);
   });
 }
 

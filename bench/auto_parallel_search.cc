@@ -84,14 +84,15 @@ void megatron_table() {
                       .global_batch = r.batch, .heads = r.heads};
     space.constraints.activation_checkpoint = true;  // as the published runs
     const auto start = std::chrono::steady_clock::now();
+    EstimateCache cache;
     const SearchResult free = search_parallel(space, [&](const ParallelChoice& c) {
-      return estimate_training(model, c);
+      return estimate_training(model, c, cache);
     });
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     space.constraints.tp = r.t;
     space.constraints.pp = r.p;
     const SearchResult published = search_parallel(space, [&](const ParallelChoice& c) {
-      return estimate_training(model, c);
+      return estimate_training(model, c, cache);
     });
     std::printf("| %.1fB (t %d, p %d, %d GPUs) | %.0f | %s | %.0f | %s | %.0f | %.1f s |\n", r.billions,
                 r.t, r.p, r.gpus, r.tflops,
@@ -139,8 +140,9 @@ int main(int argc, char** argv) {
     SearchResult result;
     for (int r = 0; r < repeats; ++r) {
       const auto start = std::chrono::steady_clock::now();
+      EstimateCache cache;
       result = search_parallel(space, [&](const ParallelChoice& choice) {
-        return estimate_training(model, choice);
+        return estimate_training(model, choice, cache);
       });
       seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       std::fprintf(stderr, "%s: search %d/%d took %.2f s\n", c.name, r + 1, repeats, seconds.back());

@@ -314,7 +314,10 @@ bool all_alike(const std::vector<DeviceRates>& devices) {
 
 }  // namespace
 
-ParallelEstimate estimate_training(const TrainCostModel& m, const ParallelChoice& c, Plan* out) {
+namespace {
+
+ParallelEstimate estimate(const TrainCostModel& m, const ParallelChoice& c, Plan* out,
+                          EstimateCache* cache) {
   // Note [One replica stands for all]: every replica runs the same stages (the balanced split
   // is one for all replicas too, each stage as slow as its slowest replica's device); on
   // devices that are all alike they run them equally fast, so one replica's plan
@@ -337,7 +340,23 @@ ParallelEstimate estimate_training(const TrainCostModel& m, const ParallelChoice
   } else {
     request = training_request(m, c);
   }
+  // With a cache, the plan is compiled without its simulation, which is reused when only the
+  // ZeRO stage changed and the plan came out the same otherwise.
+  request.simulate = cache == nullptr;
   Plan plan = compile_plan(request);
+  if (cache) {
+    ParallelChoice key = c;
+    key.zero_stage = 0;
+    std::vector<int> slots;
+    for (const StagePlan& s : plan.stages) slots.push_back(s.slot);
+    if (cache->valid && cache->key == key && cache->stage_of == plan.stage_of &&
+        cache->slots == slots && cache->quota == plan.quota) {
+      plan.timeline = cache->timeline;
+    } else {
+      plan.timeline = simulate(plan.program, plan.costs, plan.quota);
+      *cache = {key, plan.stage_of, std::move(slots), plan.quota, plan.timeline, true};
+    }
+  }
   ParallelEstimate e;
   e.pipeline_seconds = plan.timeline.step_time;
   e.bubble_fraction = measured_bubble_fraction(plan.timeline);
@@ -378,6 +397,17 @@ ParallelEstimate estimate_training(const TrainCostModel& m, const ParallelChoice
   }
   if (out) *out = std::move(plan);
   return e;
+}
+
+}  // namespace
+
+ParallelEstimate estimate_training(const TrainCostModel& m, const ParallelChoice& c, Plan* out) {
+  return estimate(m, c, out, nullptr);
+}
+
+ParallelEstimate estimate_training(const TrainCostModel& m, const ParallelChoice& c,
+                                   EstimateCache& cache) {
+  return estimate(m, c, nullptr, &cache);
 }
 
 }  // namespace libai::schedule

@@ -187,8 +187,22 @@ struct TrainCostModel {
 // The request compile_plan gets for `choice` (InvalidArgument when the choice does not match
 // the model or the devices).
 PlanRequest training_request(const TrainCostModel& model, const ParallelChoice& choice);
+// What estimate_training may reuse from the choice before: the simulated step, when only the
+// ZeRO stage differs and the split, the devices' order and the quotas came out the same (ZeRO
+// changes memory, not the schedule's timeline). The search enumerates ZeRO stages innermost.
+struct EstimateCache {
+  ParallelChoice key;  // the choice with zero_stage 0
+  StageAssignment stage_of;
+  std::vector<int> slots, quota;
+  Timeline timeline;
+  bool valid = false;
+};
+
 // The choice's estimate; `plan` (optional) receives the compiled plan.
 ParallelEstimate estimate_training(const TrainCostModel& model, const ParallelChoice& choice,
                                    Plan* plan = nullptr);
+// The same, for the search: reuses and refills `cache`.
+ParallelEstimate estimate_training(const TrainCostModel& model, const ParallelChoice& choice,
+                                   EstimateCache& cache);
 
 }  // namespace libai::schedule

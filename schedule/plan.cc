@@ -419,7 +419,7 @@ class Compiler {
       m.model_state =
           zero_state_bytes(r_.zero_stage, r_.zero_ranks(), m.parameters, m.largest_layer, m.rest_unit);
     for (int r = 0; r < r_.pp; ++r) plan.rank_memory[size_t(r)].activation_bytes = peak[size_t(r)];
-    plan.timeline = simulate(plan.program, plan.costs, plan.quota);
+    if (r_.simulate) plan.timeline = simulate(plan.program, plan.costs, plan.quota);
     plan.items_per_step = double(r_.dp) * r_.num_micro_batches * r_.items_per_micro_batch *
                           (r_.workload == Workload::decode ? r_.num_steps : 1);
     plan.throughput =

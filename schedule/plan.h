@@ -101,6 +101,9 @@ struct PlanRequest {
   // several (auto parallel's search, Note [One replica stands for all]) sets the real count.
   int zero_replicas = 0;
   int zero_ranks() const { return zero_replicas > 0 ? zero_replicas : dp; }
+  // false: the plan without its step simulated (timeline, throughput and utilisation left
+  // empty), for a caller that already has the timeline of the same program and costs.
+  bool simulate = true;
   // Per layer, optional: bytes kept per micro-batch until its backward (training only).
   std::vector<double> activation_bytes;
   // Per layer, optional: KV-cache bytes per group for the whole generation (decoding only;

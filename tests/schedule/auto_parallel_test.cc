@@ -300,6 +300,7 @@ TEST(TrainingCostModel, OneReplicaStandsForAllOnDevicesAlike) {
   m.global_batch = 16;
   for (auto& d : m.devices) d.memory_bytes = 1e9;
   int compared = 0;
+  EstimateCache cache;
   for (const ParallelChoice& c : enumerate_choices({.devices = 8, .devices_per_node = 2,
                                                     .num_layers = 4, .global_batch = 16})) {
     if (c.dp == 1) continue;
@@ -307,6 +308,11 @@ TEST(TrainingCostModel, OneReplicaStandsForAllOnDevicesAlike) {
     const ParallelEstimate full = estimate_training(m, c, &whole);
     const ParallelEstimate fast = estimate_training(m, c);
     EXPECT_DOUBLE_EQ(fast.step_seconds, full.step_seconds) << describe(c);
+    // The search's reuse of the step across ZeRO stages (EstimateCache) changes nothing.
+    const ParallelEstimate cached = estimate_training(m, c, cache);
+    EXPECT_DOUBLE_EQ(cached.step_seconds, full.step_seconds) << describe(c);
+    EXPECT_DOUBLE_EQ(cached.memory_bytes, full.memory_bytes) << describe(c);
+    EXPECT_DOUBLE_EQ(cached.bubble_fraction, full.bubble_fraction) << describe(c);
     EXPECT_DOUBLE_EQ(fast.memory_bytes, full.memory_bytes) << describe(c);
     EXPECT_DOUBLE_EQ(fast.data_comm_seconds, full.data_comm_seconds) << describe(c);
     ++compared;
@@ -342,6 +348,45 @@ TEST(TrainingCostModel, AMeasuredSplitFollowsUnequalDevices) {
   EXPECT_LE(estimate_training(alike, alike_measured).step_seconds,
             estimate_training(alike, {.pp = 2, .micro_batch_size = 1, .accumulation = 8}).step_seconds + 1e-12);
   EXPECT_NE(describe(measured).find("measured split"), std::string::npos);
+}
+
+// EstimateCache: reusing the step across ZeRO stages gives every choice's estimate as compiling
+// it whole does, on unequal devices whose memory binds (so ZeRO moves the measured split).
+TEST(TrainingCostModel, TheSearchsReuseOfTheStepChangesNoEstimate) {
+  TrainCostModel m = small_model(4);
+  m.layer_flops.assign(8, 2e9);
+  m.layer_parameters.assign(8, 4e6);
+  m.layer_activation_bytes.assign(8, 8e6);
+  m.layer_output_bytes.assign(8, 1e6);
+  for (size_t d = 0; d < m.devices.size(); ++d) {
+    m.devices[d].gflops = d % 2 ? 30 : 100;
+    m.devices[d].memory_bytes = 4e8;
+  }
+  EstimateCache cache;
+  int compared = 0, failed = 0;
+  for (const ParallelChoice& c : enumerate_choices({.devices = 4, .devices_per_node = 2,
+                                                    .num_layers = 8, .global_batch = 8})) {
+    ParallelEstimate whole, cached;
+    std::string whole_error, cached_error;
+    try {
+      whole = estimate_training(m, c);
+    } catch (const Error& e) {
+      whole_error = e.what();
+    }
+    try {
+      cached = estimate_training(m, c, cache);
+    } catch (const Error& e) {
+      cached_error = e.what();
+    }
+    EXPECT_EQ(cached_error, whole_error) << describe(c);
+    failed += !whole_error.empty();
+    EXPECT_DOUBLE_EQ(cached.step_seconds, whole.step_seconds) << describe(c);
+    EXPECT_DOUBLE_EQ(cached.memory_bytes, whole.memory_bytes) << describe(c);
+    EXPECT_DOUBLE_EQ(cached.bubble_fraction, whole.bubble_fraction) << describe(c);
+    ++compared;
+  }
+  EXPECT_GT(compared, 100);
+  EXPECT_LT(failed, compared);
 }
 
 TEST(TrainingCostModel, AChoiceThatDoesNotMatchIsRefusedNamingIt) {
