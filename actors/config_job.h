@@ -43,7 +43,9 @@
 // llama.cpp's RPC backend and exo use), or measured (the optimal contiguous split under the
 // devices' measured speed and memory, over the orders of the pipeline slots too: stage s may
 // run on slot device_of_stage[s], whose tensor-parallel ranks still share a node). A plan that
-// does not fit the devices' memory fails on node 0 before any stage is loaded.
+// does not fit the devices' memory fails on node 0 before any stage is loaded. With
+// graph.auto_parallel.enabled (generate and encode) node 0 chooses the data and pipeline sizes
+// and generate's job.num_groups first (Note [Auto parallel of a run job] in config_job.cc).
 #pragma once
 
 #include <filesystem>
@@ -102,6 +104,11 @@ class ConfigJob : public ClusterJob {
   // measured once with train.cluster.device_threads, each device's rates divided by its
   // train.cluster.device_slowdown, then train.cluster.profiles' fields applied by name.
   std::vector<wire::DeviceProfile> devices_like_this_node() const;
+  // graph.auto_parallel.enabled (searching()): chooses the layout over assignment.devices and
+  // its hops and reads the chosen config (Note [Auto parallel of a run job] in config_job.cc);
+  // returns the choice, the next best and the rejected, a line each. plan() calls it on node 0.
+  bool searching() const { return searching_; }
+  std::string search_layout(const wire::Assignment& assignment);
   // After drive() on node 0: the results, printed as text or one JSON document.
   void print_results(std::ostream& out, bool json) const;
   // The chosen plan (print_job_plan): split, devices, memory, predicted timeline, throughput.
@@ -138,6 +145,7 @@ class ConfigJob : public ClusterJob {
   std::string balance_;
   // serve (Note [Serve jobs]).
   bool serving_ = false;
+  bool searching_ = false;  // graph.auto_parallel.enabled, the layout not chosen yet
   int max_batch_ = 16, max_queue_ = 256, prompt_tokens_ = 32;
   std::function<void(Service&)> server_;
   std::optional<JobShape> shape_;       // node 0, after plan()

@@ -299,18 +299,25 @@ int plan_job(const PlanOptions& options, const config::Config& cfg) {
   const int tp = cfg.get_or<int>("train.dist.tensor_parallel_size", 1);
   const int pp = cfg.get_or<int>("train.dist.pipeline_parallel_size", 1);
   const int per_node = cfg.get_or<int>("train.cluster.devices_per_node", 1);
-  const int devices = dp * pp * tp;
+  // Auto parallel: the cluster's devices, the layout searched (as node 0 of `run` does).
+  const bool search = cfg.get_or<bool>("graph.auto_parallel.enabled", false);
+  const int devices = search ? cfg.get_or<int>("train.cluster.nodes", 1) * per_node : dp * pp * tp;
   LIBAI_CHECK(devices % per_node == 0, options.config, ": data ", dp, " x pipeline ", pp,
               " x tensor ", tp, " = ", devices,
               " devices do not fill whole nodes of train.cluster.devices_per_node ", per_node);
-  const actors::ConfigJob job(cfg, devices / per_node);
+  actors::ConfigJob job(cfg, devices / per_node);
   const std::vector<wire::DeviceProfile> profiles = job.devices_like_this_node();
-  const actors::JobShape shape = job.shape();
-  const schedule::Plan plan = actors::compile_job_plan(shape, profiles);
   std::ostringstream out;
   out << "devices: every node like this one (cpu:0 measured with "
       << cfg.get_or<int>("train.cluster.device_threads", 1)
       << " thread(s)), train.cluster.device_slowdown and train.cluster.profiles applied\n";
+  if (search) {
+    wire::Assignment assignment;
+    assignment.devices = profiles;
+    out << job.search_layout(assignment);
+  }
+  const actors::JobShape shape = job.shape();
+  const schedule::Plan plan = actors::compile_job_plan(shape, profiles);
   actors::print_job_plan(out, shape, plan, profiles, options.width);
   std::cout << out.str() << std::flush;
   if (!options.svg.empty())

@@ -54,18 +54,19 @@ constexpr const char* kRuntimeDeviceKeys[] = {
     "train.cluster.device_slowdown", "train.cluster.profiles", "train.cluster.local_hop_seconds",
     "train.cluster.remote_hop_seconds"};
 
-// graph.auto_parallel.enabled: `libai-actor plan` searches and prints the keys to set, and
-// graph-mode `libai-actor train` applies the search's choice; run jobs and eager training do not.
+// graph.auto_parallel.enabled: `libai-actor plan` searches and prints the keys to set,
+// graph-mode `libai-actor train` and the generate and encode jobs of `libai-actor run` apply
+// the search's choice (a run job names the kinds it refuses); eager training does not.
 void auto_parallel_not_applied(Problems& problems) {
   problems.add_if_true("graph.auto_parallel.enabled",
                        "the layout search runs in `libai-actor plan` of a model's training, which "
-                       "prints the chosen layout and the keys that run it, and in `libai-actor "
-                       "train` in graph mode (graph.enabled: true); elsewhere set those keys and "
-                       "leave auto_parallel off");
+                       "prints the chosen layout and the keys that run it, in `libai-actor "
+                       "train` in graph mode (graph.enabled: true) and in `libai-actor run` of "
+                       "generate and encode jobs; elsewhere set those keys and leave "
+                       "auto_parallel off");
 }
 
 void inference_job(Problems& problems) {
-  auto_parallel_not_applied(problems);
   if (problems.is_false("graph.enabled"))
     problems.add("graph.enabled",
                  "eager execution of a run job is not implemented: run jobs execute on the "
@@ -140,6 +141,10 @@ void graph_training(Problems& problems) {
 }
 
 void what_if_plan(Problems& problems) {
+  problems.add_if_true("graph.auto_parallel.enabled",
+                       "the layout search needs a model's costs (model.config or model.weights "
+                       "for training, model.weights for a generate or encode job); a what-if "
+                       "plan of train.dist.device_speed and the memory keys is not searched");
   if (problems.is_false("graph.enabled"))
     problems.add("graph.enabled",
                  "a plan is of the actor runtime's pipeline (graph mode); eager execution has "

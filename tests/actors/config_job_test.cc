@@ -330,6 +330,62 @@ TEST_F(ModelJobPlan, TensorParallelRanksOfAMovedStageShareANode) {
   EXPECT_EQ(job.chosen_plan().stages[0].devices, (std::vector<int>{2, 3}));
 }
 
+// Note [Auto parallel of a run job]: node 0's search over 2 nodes x 2 devices, the second
+// node 4x slower, picks the layout and number of groups whose plan predicts the shortest job,
+// as planning every candidate config directly does (dp x pp of the 4 devices, groups from dp to
+// min(5 prompts, 2 dp pp) in steps of dp), reads it, and puts it in the assignment's config.
+TEST_F(ModelJobPlan, AutoParallelChoosesTheFastestPlannedLayout) {
+  config::Config cfg = generate_config("uniform", 1, 2);
+  for (const char* o : {"+graph.auto_parallel.enabled=true", "train.dist.pipeline_parallel_size=null",
+                        "job.num_groups=null"})
+    cfg.apply_override(o);
+  const std::vector<wire::DeviceProfile> devices = {
+      device("node0:cpu:0", 1, 1000), device("node0:cpu:1", 1, 1000),
+      device("node1:cpu:0", 0.25, 250), device("node1:cpu:1", 0.25, 250)};
+  double best = 1e30;
+  std::string best_layout;
+  int candidates = 0;
+  for (int dp : {1, 2, 4})
+    for (int groups = dp; groups <= std::min(5, 2 * 4); groups += dp) {
+      config::Config c = generate_config("uniform", 1, 2);
+      for (const std::string& o : {str_cat("+train.dist.data_parallel_size=", dp),
+                                   str_cat("train.dist.pipeline_parallel_size=", 4 / dp),
+                                   str_cat("job.num_groups=", groups)})
+        c.apply_override(o);
+      const double t = compile_job_plan(ConfigJob(c, 2).shape(), devices).timeline.step_time;
+      ++candidates;
+      if (t < best) {
+        best = t;
+        best_layout = str_cat(dp, " ", 4 / dp, " ", groups);
+      }
+    }
+  ConfigJob job(cfg, 2);
+  EXPECT_TRUE(job.searching());
+  wire::Assignment a;
+  a.devices = devices;
+  job.plan(a);
+  const config::Config chosen = config::Config::parse(a.config_yaml, "node 0's config");
+  EXPECT_FALSE(chosen.get<bool>("graph.auto_parallel.enabled"));
+  EXPECT_EQ(str_cat(chosen.get<int>("train.dist.data_parallel_size"), " ",
+                    chosen.get<int>("train.dist.pipeline_parallel_size"), " ",
+                    chosen.get<int>("job.num_groups")),
+            best_layout);
+  EXPECT_EQ(job.data_parallel_size() * job.pipeline_parallel_size(), 4);
+  EXPECT_DOUBLE_EQ(predict_job(job, a).step_time, best);
+  EXPECT_GT(candidates, 4);
+  // What the search does not cover is one error naming it.
+  config::Config synthetic = synthetic_config(4, 2, "uniform", 2, 1);
+  synthetic.apply_override("+graph.auto_parallel.enabled=true");
+  try {
+    ConfigJob refused(synthetic, 2);
+    ADD_FAILURE() << "a synthetic job with auto parallel was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("searches its layout for generate and encode jobs"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ConfigJobPlan, ErrorsNameWhatWasWrong) {
   ConfigJob job(synthetic_config(4, 2, "uniform", 2, 1), 2);
   wire::Assignment a;

@@ -4,6 +4,8 @@
 // process is left.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "actors/config_job.h"
 #include "actors/model_jobs.h"
 #include "models/model.h"
@@ -178,6 +180,44 @@ TEST(RunCluster, T5GenerationTwoStagesOnTwoNodes) {
     EXPECT_EQ(out["sequences"][i]["prompt"].get<std::vector<int64_t>>(), kPrompts[i]);
   }
   EXPECT_FALSE(expected[0].empty());
+  fs::remove_all(model);
+}
+
+// graph.auto_parallel.enabled (Note [Auto parallel of a run job]): node 0 plans every layout of
+// the two nodes' devices (the second 3x slower) and number of groups, and the nodes run its
+// choice; the tokens equal eager mode's for the groups it chose. `plan` of the same config
+// searches the same space on devices like this one.
+TEST(RunCluster, Gpt2GenerationWithAutoParallelRunsNodeZerosChoice) {
+  Cluster cluster;
+  const fs::path model = random_gpt2(4);
+  const std::string config = generate_config(
+      cluster, model, {.nodes = 2, .pp = 1, .groups = 1},
+      "graph: {auto_parallel: {enabled: true}}\n");
+  const std::vector<std::string> searched = {
+      "train.dist.data_parallel_size=null", "train.dist.pipeline_parallel_size=null",
+      "job.num_groups=null", "train.cluster.device_slowdown=[1, 3]"};
+  launch_nodes(cluster, config, 2, free_port(), searched);
+  expect_all_succeed(cluster, 2);
+  std::smatch chosen;
+  const std::string log = cluster.err(0);
+  ASSERT_TRUE(std::regex_search(log, chosen,
+                                std::regex("auto parallel: dp (\\d) x tp 1 x pp (\\d), (\\d+) groups")))
+      << log;
+  const int dp = std::stoi(chosen[1]), pp = std::stoi(chosen[2]), groups = std::stoi(chosen[3]);
+  EXPECT_EQ(dp * pp, 2);
+  EXPECT_EQ(groups % dp, 0);
+  const json out = json::parse(cluster.out(0));
+  EXPECT_EQ(out["plan"]["stage_devices"].size(), size_t(pp));
+  const auto expected = eager_tokens(model, groups);
+  ASSERT_EQ(out["sequences"].size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(out["sequences"][i]["token_ids"].get<std::vector<int64_t>>(), expected[i]) << "prompt " << i;
+  std::vector<std::string> plan_args = {"plan", config};
+  plan_args.insert(plan_args.end(), searched.begin(), searched.end());
+  const int planned = cluster.launch(plan_args);
+  ASSERT_EQ(cluster.wait(planned, 60s), 0) << cluster.err(planned);
+  EXPECT_NE(cluster.out(planned).find("auto parallel: dp "), std::string::npos) << cluster.out(planned);
+  EXPECT_NE(cluster.out(planned).find("next: "), std::string::npos) << cluster.out(planned);
   fs::remove_all(model);
 }
 

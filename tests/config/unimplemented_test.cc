@@ -111,10 +111,15 @@ TEST(Unimplemented, GraphTraining) {
                        "graph-mode training counts steps"));
 }
 
-TEST(Unimplemented, AutoParallelIsSearchedByPlanAndGraphTrainingOnly) {
-  EXPECT_TRUE(problems_of({"graph.auto_parallel.enabled=true"}, Purpose::graph_training).empty());
-  EXPECT_TRUE(contains(only_problem({"graph.auto_parallel.enabled=true"}, Purpose::inference_job),
+TEST(Unimplemented, AutoParallelIsSearchedByPlanGraphTrainingAndRunJobsOnly) {
+  for (Purpose purpose : {Purpose::graph_training, Purpose::inference_job})
+    EXPECT_TRUE(problems_of({"graph.auto_parallel.enabled=true"}, purpose).empty())
+        << purpose_name(purpose);
+  EXPECT_TRUE(contains(only_problem({"graph.auto_parallel.enabled=true", "graph.enabled=false"},
+                                    Purpose::training),
                        "the layout search runs in `libai-actor plan`"));
+  EXPECT_TRUE(contains(only_problem({"graph.auto_parallel.enabled=true"}, Purpose::what_if_plan),
+                       "the layout search needs a model's costs"));
 }
 
 TEST(Unimplemented, Training) {
