@@ -6,6 +6,8 @@
 //
 //   build/bench/bench_auto_parallel_search [--repeats N]
 //   build/bench/bench_auto_parallel_search --megatron     # Megatron-LM's table as what-ifs
+//   build/bench/bench_auto_parallel_search --libai        # LiBai's benchmark tables likewise
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -103,15 +105,87 @@ void megatron_table() {
   }
 }
 
+// LiBai's benchmark tables (docs/source/tutorials/get_started/Benchmark.md of Oneflow-Inc/libai,
+// v0.2.0: BERT of sequences of 512 and GPT-2 of 1024, 24 layers (48 for 8 stages), width 1024,
+// 16 heads, fp16, 8 GPUs a node; the GPU model is not stated there): each published layout
+// (d x m x p, micro-batch, global batch, checkpointing) and its LiBai samples/s, beside the
+// search's choice for the same cluster, global batch and checkpointing on the what-if devices
+// above, and the search's prediction for the published layout itself (1F1B, even split, no
+// ZeRO). Where the table has several layouts for one cluster and batch, the search's order of
+// them can be set against the measured order.
+void libai_table() {
+  struct Row {
+    const char* model;
+    int layers, d, m, p;
+    bool checkpointing;
+    int mb, gb, gpus;
+    double samples;  // LiBai's, published
+  };
+  const Row rows[] = {
+      {"BERT", 24, 1, 1, 1, false, 24, 24, 1, 46.91},      {"BERT", 24, 4, 1, 1, false, 16, 64, 4, 176.88},
+      {"BERT", 24, 8, 1, 1, false, 16, 128, 8, 351.57},    {"BERT", 24, 16, 1, 1, false, 16, 256, 16, 675.87},
+      {"BERT", 24, 32, 1, 1, false, 16, 512, 32, 1207.65}, {"BERT", 24, 1, 1, 1, true, 128, 1024, 1, 35.74},
+      {"BERT", 24, 1, 4, 1, true, 128, 1024, 4, 87.12},    {"BERT", 24, 1, 1, 4, true, 128, 1024, 4, 103.6},
+      {"BERT", 24, 1, 8, 1, true, 128, 1024, 8, 131.94},   {"BERT", 48, 1, 1, 8, true, 64, 1024, 8, 94.4},
+      {"BERT", 24, 2, 2, 1, true, 128, 2048, 4, 88.47},    {"BERT", 24, 4, 2, 1, true, 128, 4096, 8, 175.94},
+      {"BERT", 24, 8, 2, 1, true, 128, 8192, 16, 348.58},  {"BERT", 24, 2, 8, 1, true, 128, 2048, 16, 261.78},
+      {"BERT", 24, 4, 4, 1, true, 128, 2048, 16, 338.97},  {"BERT", 24, 2, 2, 4, true, 128, 2048, 16, 267.39},
+      {"BERT", 24, 2, 1, 4, true, 128, 2048, 8, 207.31},   {"BERT", 24, 4, 1, 4, true, 128, 4096, 16, 406.24},
+      {"BERT", 24, 8, 1, 4, true, 128, 8192, 32, 805.04},  {"BERT", 24, 4, 2, 4, true, 192, 6144, 32, 503.51},
+      {"BERT", 24, 2, 4, 4, true, 256, 4096, 32, 405.75},
+      {"GPT-2", 24, 1, 1, 1, false, 6, 6, 1, 17.52},       {"GPT-2", 24, 4, 1, 1, false, 4, 16, 4, 63.45},
+      {"GPT-2", 24, 8, 1, 1, false, 4, 32, 8, 125.64},     {"GPT-2", 24, 16, 1, 1, false, 4, 64, 16, 215.35},
+      {"GPT-2", 24, 32, 1, 1, false, 4, 128, 32, 329.58},  {"GPT-2", 24, 1, 4, 1, false, 6, 6, 4, 40.38},
+      {"GPT-2", 24, 1, 8, 1, false, 8, 8, 8, 60.53},       {"GPT-2", 24, 1, 1, 1, true, 32, 256, 1, 14.43},
+      {"GPT-2", 24, 1, 1, 4, true, 32, 256, 4, 41.9},      {"GPT-2", 48, 1, 1, 8, true, 24, 384, 8, 37.4},
+      {"GPT-2", 24, 2, 2, 1, true, 32, 512, 4, 37.63},     {"GPT-2", 24, 4, 2, 1, true, 32, 1024, 8, 74.35},
+      {"GPT-2", 24, 8, 2, 1, true, 32, 2048, 16, 148.94},  {"GPT-2", 24, 2, 8, 1, true, 32, 512, 16, 116.04},
+      {"GPT-2", 24, 4, 4, 1, true, 32, 512, 16, 141.25},   {"GPT-2", 24, 2, 1, 4, true, 32, 512, 8, 83.12},
+      {"GPT-2", 24, 4, 1, 4, true, 32, 1024, 16, 164.23},  {"GPT-2", 24, 8, 1, 4, true, 32, 2048, 32, 322.42},
+      {"GPT-2", 24, 2, 2, 4, true, 32, 1024, 16, 128.77},  {"GPT-2", 24, 4, 2, 4, true, 48, 1536, 32, 209.32},
+      {"GPT-2", 24, 2, 4, 4, true, 64, 1024, 32, 186.67}};
+  std::printf("\n| model, GPUs, global batch, checkpointing | published layout (d x m x p, mb) | LiBai samples/s | "
+              "predicted for it | chosen layout | predicted samples/s | chosen / published layout (predicted) |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const Row& r : rows) {
+    const bool bert = r.model[0] == 'B';
+    const double s = bert ? 512 : 1024, v = bert ? 30522 : 50257;
+    const int per_node = std::min(r.gpus, 8);
+    const TrainCostModel model = gpt(r.layers, 1024, 16, s, v, r.gpus, per_node, r.gb);
+    SearchSpace space{.devices = r.gpus, .devices_per_node = per_node, .num_layers = r.layers,
+                      .global_batch = r.gb, .heads = 16};
+    space.constraints.activation_checkpoint = r.checkpointing;
+    EstimateCache cache;
+    const SearchResult free = search_parallel(
+        space, [&](const ParallelChoice& c) { return estimate_training(model, c, cache); });
+    const ParallelChoice published{.dp = r.d, .tp = r.m, .pp = r.p, .micro_batch_size = r.mb,
+                                   .accumulation = r.gb / (r.mb * r.d), .zero_stage = 0,
+                                   .activation_checkpoint = r.checkpointing};
+    const ParallelEstimate theirs = estimate_training(model, published);
+    const double chosen = free.ranked.empty() ? 0 : free.ranked[0].estimate.samples_per_second;
+    std::printf("| %s%s, %d, %d, %s | %dx%dx%d, mb %d | %.2f | %.1f%s | %s | %.1f | %.2f |\n", r.model,
+                r.layers == 48 ? " (48 layers)" : "", r.gpus, r.gb, r.checkpointing ? "on" : "off", r.d, r.m,
+                r.p, r.mb, r.samples, theirs.samples_per_second, theirs.fits() ? "" : " (does not fit)",
+                free.ranked.empty() ? "none fits" : describe(free.ranked[0].choice).c_str(), chosen,
+                theirs.samples_per_second > 0 ? chosen / theirs.samples_per_second : 0.0);
+    std::fflush(stdout);
+  }
+}
+
 int main(int argc, char** argv) {
   int repeats = 3;
-  bool megatron = false;
+  bool megatron = false, libai = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) repeats = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--megatron") == 0) megatron = true;
+    if (std::strcmp(argv[i], "--libai") == 0) libai = true;
   }
   if (megatron) {
     megatron_table();
+    return 0;
+  }
+  if (libai) {
+    libai_table();
     return 0;
   }
   struct Case {
