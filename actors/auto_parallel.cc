@@ -171,7 +171,7 @@ ModelTrainShape auto_parallel_profiling_shape(const config::Config& cfg,
 
 void calibrate_auto_parallel(const config::Config& cfg, AutoParallelSetup& setup,
                              std::vector<wire::DeviceProfile>& profiles,
-                             double remote_hop_seconds) {
+                             double remote_hop_seconds, double inter_node_bandwidth_gbs) {
   const ModelTrainShape shape = auto_parallel_profiling_shape(cfg, setup);
   LIBAI_CHECK(int(profiles.size()) == setup.space.devices, "auto parallel: ", profiles.size(),
               " device profiles for a cluster of ", setup.space.devices, " devices");
@@ -209,6 +209,11 @@ void calibrate_auto_parallel(const config::Config& cfg, AutoParallelSetup& setup
   if (!inter_latency && !set_value<double>(cfg, "train.cluster.remote_hop_seconds") &&
       remote_hop_seconds > 0)
     setup.inter_node.latency_seconds = remote_hop_seconds;
+  // And its measured bandwidth, the bandwidth the config leaves unset.
+  if (setup.inter_node.bandwidth_gbs <= 0 && inter_node_bandwidth_gbs > 0) {
+    setup.inter_node.bandwidth_gbs = inter_node_bandwidth_gbs;
+    setup.inter_node_measured = true;
+  }
   if (setup.links_measured) {
     const schedule::LinkModel probed = probe_local_link();
     const bool intra_latency = set_value<double>(cfg, "graph.auto_parallel.intra_node.latency_seconds").has_value();
@@ -333,11 +338,11 @@ AutoParallelRun run_auto_parallel(const config::Config& cfg, const models::HfCon
 
 AutoParallelRun run_auto_parallel(const config::Config& cfg, AutoParallelSetup setup,
                                   std::vector<wire::DeviceProfile> measured,
-                                  double remote_hop_seconds) {
+                                  double remote_hop_seconds, double inter_node_bandwidth_gbs) {
   AutoParallelRun run;
   run.setup = std::move(setup);
   run.devices = std::move(measured);
-  calibrate_auto_parallel(cfg, run.setup, run.devices, remote_hop_seconds);
+  calibrate_auto_parallel(cfg, run.setup, run.devices, remote_hop_seconds, inter_node_bandwidth_gbs);
   run.costs = auto_parallel_costs(run.setup, run.devices);
   run.result = search_train_layouts(run.setup, run.costs);
   return run;
@@ -418,9 +423,12 @@ void print_auto_parallel(std::ostream& out, const AutoParallelSetup& setup,
                 "  links: inside a node %.3g GB/s + %s, between nodes %.3g GB/s + %s%s\n",
                 setup.intra_node.bandwidth_gbs, format_seconds(setup.intra_node.latency_seconds).c_str(),
                 setup.inter_node.bandwidth_gbs, format_seconds(setup.inter_node.latency_seconds).c_str(),
-                setup.links_measured ? " (unset ones probed: two ranks of this process "
-                                       "all-reducing; between nodes a tenth of its bandwidth)"
-                                     : "");
+                setup.inter_node_measured
+                    ? " (unset ones measured: inside a node two ranks of this process "
+                      "all-reducing; between nodes the cluster's control plane as it formed)"
+                : setup.links_measured ? " (unset ones probed: two ranks of this process "
+                                         "all-reducing; between nodes a tenth of its bandwidth)"
+                                       : "");
   out << links;
   if (setup.overhead_timed_at > 0) {
     char overhead[160];

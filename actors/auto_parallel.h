@@ -21,8 +21,9 @@
 // timed layer as the training plans are (actors/train_plan.h); the links from
 // graph.auto_parallel.intra_node / inter_node ({bandwidth_gbs, latency_seconds}); what they leave
 // null is probed (Note [The link probe]): inside a node, two ranks of this process all-reducing;
-// between nodes, a tenth of that bandwidth and train.cluster.remote_hop_seconds (else the probed
-// latency) until a cluster measures its own.
+// between nodes, what the cluster measured as it formed (`train`: the control plane's hop and
+// bandwidth, Note [The control plane's bandwidth]) or, for `plan` and one node, a tenth of that
+// bandwidth and train.cluster.remote_hop_seconds (else the probed latency).
 #pragma once
 
 #include <iosfwd>
@@ -40,6 +41,7 @@ struct AutoParallelSetup {
   schedule::SearchSpace space;
   schedule::LinkModel intra_node, inter_node;
   bool links_measured = false;  // not given in the config
+  bool inter_node_measured = false;  // the bandwidth between nodes measured by the cluster
   double backward_factor = 2;   // backward / forward of the timed layer (auto_parallel_devices)
   // The part of a layer's time at micro-batch 1 that does not grow with the micro-batch
   // (auto_parallel_devices; Note [Auto parallel costs of a model]), and the second size timed.
@@ -63,10 +65,11 @@ ModelTrainShape auto_parallel_profiling_shape(const config::Config& cfg,
 // with auto_parallel_profiling_shape): the fixed per-micro-batch overhead (the layer timed
 // again on this process's cpu:0), the rates calibrated by each device's timed layer, the
 // backward factor, and the links the config leaves unset (probed here; between nodes the
-// latency is `remote_hop_seconds` when a cluster measured it, > 0).
+// latency is `remote_hop_seconds` and the bandwidth `inter_node_bandwidth_gbs` when a cluster
+// measured them, > 0: Note [The control plane's bandwidth] in actors/cluster_node.h).
 void calibrate_auto_parallel(const config::Config& cfg, AutoParallelSetup& setup,
                              std::vector<wire::DeviceProfile>& profiles,
-                             double remote_hop_seconds = 0);
+                             double remote_hop_seconds = 0, double inter_node_bandwidth_gbs = 0);
 
 // Every device of the cluster as if each node were this one (cpu:0 measured once, one layer
 // timed at the config's micro-batch size, or 1), named node<k>:cpu:<d>, with
@@ -98,10 +101,10 @@ AutoParallelRun run_auto_parallel(const config::Config& cfg, const models::HfCon
                                   const std::string& model_name);
 // As `train` runs it on node 0 of a cluster: over the devices every node measured of itself
 // (profile_train_devices at auto_parallel_profiling_shape, each node's slow-downs in them) and
-// the hop between nodes the cluster measured as it formed (0: one node).
+// the hop and bandwidth between nodes the cluster measured as it formed (0: one node).
 AutoParallelRun run_auto_parallel(const config::Config& cfg, AutoParallelSetup setup,
                                   std::vector<wire::DeviceProfile> measured,
-                                  double remote_hop_seconds);
+                                  double remote_hop_seconds, double inter_node_bandwidth_gbs = 0);
 
 // `cfg` with the search's choice applied: the chosen layout's keys set (choice_overrides) and
 // graph.auto_parallel.enabled false, so that the resolved config written to the output folder

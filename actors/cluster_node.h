@@ -101,6 +101,14 @@ struct Node {
   void check_interrupt();
 };
 
+// Note [The control plane's bandwidth]
+// As it joins, each node sends node 0 a 1 MiB message over the control plane and times the
+// echo (the best of 3); the round trip's excess over an empty one is 2 MiB over the link. Node
+// 0 puts the slowest node's figure in the assignment (inter_node_bandwidth_gbs), which the
+// auto-parallel search prices the link between nodes with when graph.auto_parallel.inter_node
+// leaves it unset. It is the control plane's TCP path, serialisation included: a lower bound
+// for the data plane's UCX (or shared memory on one host), measured before that plane exists
+// (the plan must be made first). Node 0 echoes no message larger than the probe's.
 // Note [Choosing the transport]
 // Nodes that share one host's memory (the same kernel, IPC and PID namespaces: their
 // host_identity() keys are equal) exchange data through shared memory (the shm communicator

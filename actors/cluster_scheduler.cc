@@ -28,6 +28,7 @@ struct Scheduler {
   std::set<int> hung;  // stopped answering heartbeats (Note [Liveness])
   bool aborted_ = false;
   std::vector<double> control_rtts;  // the agents' measured round trips to node 0
+  std::vector<double> control_bandwidths;  // and bandwidths (GB/s; 0: not measured)
   std::vector<std::string> host_keys;  // by node rank (runtime/host_identity.h)
 
   explicit Scheduler(Node& n)
@@ -171,6 +172,7 @@ struct Scheduler {
             devices[request.node_rank] = request.devices;
             host_keys[request.node_rank] = request.host_key;
             control_rtts.push_back(request.control_rtt_seconds);
+            control_bandwidths.push_back(request.control_bandwidth_gbs);
             node.me()->monitor(sender);
             ++joined;
             logger("cluster")->info("node {} ({}) joined with {} device(s)", request.node_rank,
@@ -183,6 +185,12 @@ struct Scheduler {
           [&](ping_atom, int32_t seq) {
             node.me()->send(caf::actor_cast<caf::actor>(node.me()->current_sender()),
                             pong_atom::value, seq);
+          },
+          // Note [The control plane's bandwidth]: echoed, up to 1 MiB (larger is not a probe).
+          [&](ping_atom, const wire::Bytes& payload) {
+            if (payload.size() <= (size_t(1) << 20))
+              node.me()->send(caf::actor_cast<caf::actor>(node.me()->current_sender()),
+                              pong_atom::value, payload);
           },
           [&](abort_atom, const wire::Bytes&) {}, caf::after(100ms) >> [] {});
     }
@@ -243,9 +251,14 @@ struct Scheduler {
       std::sort(rtts.begin(), rtts.end());
       a.remote_hop_seconds = rtts[rtts.size() / 2] / 2 + a.local_hop_seconds;
     }
+    // The slowest node's control-plane bandwidth stands for the link between nodes.
+    for (double b : control_bandwidths)
+      if (b > 0 && (a.inter_node_bandwidth_gbs == 0 || b < a.inter_node_bandwidth_gbs))
+        a.inter_node_bandwidth_gbs = b;
     logger("cluster")->info(
-        "measured packet hops: {:.1f} us in this process, {:.1f} us between nodes",
-        a.local_hop_seconds * 1e6, a.remote_hop_seconds * 1e6);
+        "measured packet hops: {:.1f} us in this process, {:.1f} us between nodes; control plane "
+        "between nodes {:.3g} GB/s",
+        a.local_hop_seconds * 1e6, a.remote_hop_seconds * 1e6, a.inter_node_bandwidth_gbs);
     a.config_yaml = node.options.config_yaml;
     for (const auto& d : devices) a.devices.insert(a.devices.end(), d.begin(), d.end());
     try {

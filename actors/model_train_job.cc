@@ -4,6 +4,7 @@
 #include <chrono>
 #include <sstream>
 
+#include "actors/job_plan.h"
 #include "actors/messages.h"
 #include "actors/train_programs.h"
 #include "models/pipeline/stage.h"
@@ -339,11 +340,18 @@ std::vector<wire::DeviceProfile> ModelTrainJob::profile_devices(int node_rank) {
 // run in this process.
 void ModelTrainJob::plan(wire::Assignment& assignment) {
   if (search_) {
-    const AutoParallelRun run =
-        run_auto_parallel(cfg_, *search_, assignment.devices, assignment.remote_hop_seconds);
+    const AutoParallelRun run = run_auto_parallel(cfg_, *search_, assignment.devices,
+                                                  assignment.remote_hop_seconds,
+                                                  assignment.inter_node_bandwidth_gbs);
     std::ostringstream chosen;
     cfg_ = chosen_config(cfg_, run, chosen);
     logger("train")->info("{}", chosen.str().substr(0, chosen.str().size() - 1));
+    const schedule::LinkModel &inside = run.setup.intra_node, &between = run.setup.inter_node;
+    logger("train")->info(
+        "auto parallel links: inside a node {:.3g} GB/s + {}, between nodes {:.3g} GB/s + {}{}",
+        inside.bandwidth_gbs, format_seconds(inside.latency_seconds), between.bandwidth_gbs,
+        format_seconds(between.latency_seconds),
+        run.setup.inter_node_measured ? " (between nodes: measured as the cluster formed)" : "");
     search_.reset();
     configure();
     assignment.config_yaml = cfg_.to_yaml();

@@ -23,6 +23,7 @@ struct JoinRequest {
   devices @3 :List(DeviceProfile);
   controlRttSeconds @4 :Float64; # the node's measured round trip to node 0 over the control plane
   hostKey @5 :Text;              # equal on nodes that can share memory (runtime/host_identity.h)
+  controlBandwidthGbs @6 :Float64; # the node's measured bandwidth to node 0 over the control plane (0: not measured)
 }
 
 struct JoinReply {
@@ -97,6 +98,7 @@ struct Assignment {
   localHopSeconds @5 :Float64;   # measured: one packet hop between actors of one process
   remoteHopSeconds @6 :Float64;  # measured: one packet hop between nodes (0: one node)
   transport @7 :Text;            # the data plane between the nodes: "shm" or "ucx" ("": one node)
+  interNodeBandwidthGbs @8 :Float64; # measured: the slowest node's control-plane bandwidth to node 0 (0: one node)
 }
 
 # What one stage did, for the per-stage utilisation report.

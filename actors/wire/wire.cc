@@ -128,6 +128,7 @@ Bytes encode(const JoinRequest& m) {
     for (unsigned i = 0; i < m.devices.size(); ++i) fill_device(devices[i], m.devices[i]);
     root.setControlRttSeconds(m.control_rtt_seconds);
     root.setHostKey(m.host_key);
+    root.setControlBandwidthGbs(m.control_bandwidth_gbs);
   });
 }
 
@@ -156,6 +157,7 @@ JoinRequest decode<JoinRequest>(std::span<const std::uint8_t> bytes, const ReadL
           m.devices.push_back(read_device(device));
         m.control_rtt_seconds = root.getControlRttSeconds();
         m.host_key = root.getHostKey().cStr();
+        m.control_bandwidth_gbs = root.getControlBandwidthGbs();
         return m;
       },
       limits);
@@ -326,6 +328,7 @@ Bytes encode(const Assignment& m) {
     root.setLocalHopSeconds(m.local_hop_seconds);
     root.setRemoteHopSeconds(m.remote_hop_seconds);
     root.setTransport(m.transport);
+    root.setInterNodeBandwidthGbs(m.inter_node_bandwidth_gbs);
   });
 }
 
@@ -346,6 +349,7 @@ Assignment decode<Assignment>(std::span<const std::uint8_t> bytes, const ReadLim
         m.local_hop_seconds = root.getLocalHopSeconds();
         m.remote_hop_seconds = root.getRemoteHopSeconds();
         m.transport = root.getTransport().cStr();
+        m.inter_node_bandwidth_gbs = root.getInterNodeBandwidthGbs();
         return m;
       },
       limits);

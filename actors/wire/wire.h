@@ -46,6 +46,7 @@ struct JoinRequest {
   std::vector<DeviceProfile> devices;
   double control_rtt_seconds = 0;
   std::string host_key;  // equal on nodes that can share memory (runtime/host_identity.h)
+  double control_bandwidth_gbs = 0;  // measured to node 0 over the control plane (0: not)
   bool operator==(const JoinRequest&) const = default;
 };
 
@@ -120,6 +121,10 @@ struct Assignment {
   double local_hop_seconds = 0;
   double remote_hop_seconds = 0;
   std::string transport;  // the data plane between the nodes: "shm" or "ucx" ("": one node)
+  // Measured: the slowest node's bandwidth to node 0 over the control plane (0: one node or
+  // not measured), the link between nodes the auto-parallel search prices when the config
+  // leaves it unset.
+  double inter_node_bandwidth_gbs = 0;
   bool operator==(const Assignment&) const = default;
 };
 

@@ -275,7 +275,8 @@ Schema graph_schema() {
                          "process all-reducing)",
                          "seconds a message costs (null: probed)"))
                .key("inter_node",
-                    link("GB/s between nodes (null: a tenth of the probed bandwidth)",
+                    link("GB/s between nodes (null: measured by the cluster as it forms; plan and "
+                         "one node: a tenth of the probed bandwidth)",
                          "seconds a message costs (null: train.cluster.remote_hop_seconds, else "
                          "the probed latency)")));
 }

@@ -17,6 +17,7 @@ JoinRequest sample_join() {
                 {{"cpu:0", 371.5, 18.25, 8ull << 30}, {"cuda:0", 60000.0, 3300.0, 80ull << 30}}};
   m.control_rtt_seconds = 0.0004;
   m.host_key = "boot 1234 ipc 4026531839 pid 4026531836";
+  m.control_bandwidth_gbs = 1.25;
   return m;
 }
 
@@ -196,6 +197,7 @@ TEST(Wire, PipelineMessagesRoundTrip) {
   EXPECT_EQ(decode<Abort>(encode(abort)), abort);
   Assignment a{"job: {_target_: generate}\n", {0, 0, 1, 1}, {1, 0}, 40123, {{"node0:cpu:0", 90, 15, 1ull << 33}}};
   a.transport = "shm";
+  a.inter_node_bandwidth_gbs = 1.5;
   EXPECT_EQ(decode<Assignment>(encode(a)), a);
   const StageReport r{"stage 1 (dp 0, tp 1)", 1, 0.25, 52, 1 << 20};
   EXPECT_EQ(decode<StageReport>(encode(r)), r);

@@ -282,6 +282,13 @@ TEST_F(TrainGraph, AutoParallelOnTwoProcessesRunsNodeZerosChoiceAndEqualsOneDevi
     return m;
   }();
   ASSERT_FALSE(chosen.empty()) << log;
+  // The link between the nodes as the cluster measured it (Note [The control plane's
+  // bandwidth]): the search priced it.
+  std::smatch link;
+  ASSERT_TRUE(std::regex_search(log, link, std::regex("between nodes ([0-9.e+-]+) GB/s \\+ [^\\n]*"
+                                                      "measured as the cluster formed")))
+      << log;
+  EXPECT_GT(std::stod(link[1]), 0.0);
   const config::Config resolved = config::Config::load((fs::path(cluster_.dir()) / "auto" / "config.yaml").string());
   EXPECT_FALSE(resolved.get<bool>("graph.auto_parallel.enabled"));
   EXPECT_EQ(resolved.get<int>("train.dist.data_parallel_size"), std::stoi(chosen[1]));
