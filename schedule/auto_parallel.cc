@@ -246,6 +246,42 @@ void check_model(const TrainCostModel& m, const ParallelChoice& c) {
 // Whether `count` consecutive devices of the mesh span more than one node.
 bool spans_nodes(int count, int devices_per_node) { return count > devices_per_node; }
 
+// When the last data-parallel bucket of the step is reduced, without ZeRO: on each pipeline
+// rank, each chunk's buckets start as its last backward starts and reduce one after another
+// on the rank's link; the last bucket (at most kBucketBytes of the chunk's gradients) cannot
+// start before that backward ends.
+constexpr double kBucketBytes = 25 << 20;  // models/parallel/data_parallel.h's default
+double overlapped_gradients_end(const Plan& plan, int dp, const LinkModel& link) {
+  const int pp = plan.pp, chunks = std::max(1, plan.num_chunks);
+  std::vector<double> last_start(size_t(pp * chunks), -1), last_end(size_t(pp * chunks), 0);
+  for (const TimelineEvent& event : plan.timeline.events) {
+    if (event.action.kind != ActionKind::backward) continue;
+    const size_t k = size_t(event.action.chunk * pp + event.stage);
+    if (k < last_start.size() && event.start >= last_start[k]) {
+      last_start[k] = event.start;
+      last_end[k] = event.end;
+    }
+  }
+  double end = 0;
+  for (int rank = 0; rank < pp; ++rank) {
+    std::vector<int> order;  // the rank's chunks by their last backward
+    for (int chunk = 0; chunk < chunks; ++chunk) order.push_back(chunk * pp + rank);
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return last_start[size_t(a)] < last_start[size_t(b)]; });
+    double stream = 0;
+    for (int s : order) {
+      if (s >= int(plan.stages.size()) || last_start[size_t(s)] < 0) continue;
+      const double bytes = 4.0 * plan.stages[size_t(s)].parameters;
+      const double seconds = all_reduce_seconds(bytes, dp, link);
+      const double last_bucket = seconds * std::min(1.0, kBucketBytes / std::max(bytes, 1.0));
+      stream = std::max({stream + seconds, last_start[size_t(s)] + seconds,
+                         last_end[size_t(s)] + last_bucket});
+    }
+    end = std::max(end, stream);
+  }
+  return end;
+}
+
 // Layer l's tensor-parallel all-reduces of one micro-batch's forward (0 without tp).
 double layer_collectives(const TrainCostModel& m, const ParallelChoice& c, size_t l) {
   if (c.tp <= 1) return 0;
@@ -370,13 +406,19 @@ ParallelEstimate estimate(const TrainCostModel& m, const ParallelChoice& c, Plan
     for (const StagePlan& s : plan.stages) most_layers = std::max(most_layers, s.num_layers());
     e.tensor_comm_seconds = per_layer * (1 + request.backward_factor) * most_layers * c.accumulation;
   }
-  // Data parallelism: the fullest rank's gradients, after the pipeline.
+  // Data parallelism (Note [Training cost model]): without ZeRO, each chunk's buckets reduce
+  // during its last backward; with ZeRO, the fullest rank's gradients after the pipeline.
   if (c.dp > 1) {
-    double params = 0;
-    for (const RankMemory& rank : plan.rank_memory) params = std::max(params, rank.parameters);
-    const double bytes = 4.0 * params * (c.zero_stage == 3 ? 1.5 : 1.0);
     const LinkModel& link = spans_nodes(c.devices(), m.devices_per_node) ? m.inter_node : m.intra_node;
-    e.data_comm_seconds = all_reduce_seconds(bytes, c.dp, link);
+    if (c.zero_stage > 0) {
+      double params = 0;
+      for (const RankMemory& rank : plan.rank_memory) params = std::max(params, rank.parameters);
+      const double bytes = 4.0 * params * (c.zero_stage == 3 ? 1.5 : 1.0);
+      e.data_comm_seconds = all_reduce_seconds(bytes, c.dp, link);
+    } else {
+      e.data_comm_seconds =
+          std::max(0.0, overlapped_gradients_end(plan, c.dp, link) - plan.timeline.step_time);
+    }
   }
   e.step_seconds = e.pipeline_seconds + e.data_comm_seconds;
   e.samples_per_second = e.step_seconds > 0 ? double(m.global_batch) / e.step_seconds : 0;

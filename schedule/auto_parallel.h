@@ -38,11 +38,16 @@
 //                       keeps only its input for backward
 //   pipeline            each hop between stages sends one micro-batch's hidden states, on the
 //                       node's link, or between nodes when the pipeline spans nodes
-//   data parallelism    after the pipeline, the gradients of the fullest pipeline rank are
-//                       all-reduced over dp (ring), not overlapped with the backward; ZeRO-1/2
-//                       move the same bytes (reduce-scatter + all-gather), ZeRO-3 half as much
-//                       again (parameters gathered for forward and backward); on the node's link
-//                       when every replica is inside one node, else between nodes
+//   data parallelism    without ZeRO, as the stages do it (models/parallel/data_parallel.h):
+//                       each chunk's gradients are all-reduced over dp (ring) in buckets that
+//                       start with its last micro-batch's backward, a rank's chunks one after
+//                       another, the last bucket (25 MiB) after that backward ends; what
+//                       outlasts the simulated pipeline is added to the step. With ZeRO the
+//                       fullest rank's gradients move after the pipeline, not overlapped
+//                       (reduce-scatter, then the all-gather after the optimizer: an
+//                       all-reduce's bytes; ZeRO-3 half as much again for the parameters
+//                       gathered in forward and backward). On the node's link when every
+//                       replica is inside one node, else between nodes
 // Devices are in mesh order (data, pipeline, tensor; tensor rank fastest), so device d is on
 // node d / devices_per_node, as the cluster places slots.
 #pragma once

@@ -240,10 +240,20 @@ TEST(TrainingCostModel, DataParallelismAddsARingAllReduceOfTheGradients) {
   const TrainCostModel m = small_model(4);
   const ParallelChoice c{.dp = 4, .micro_batch_size = 2, .accumulation = 1};
   const ParallelEstimate e = estimate_training(m, c);
-  // 4 devices over 2 nodes: the ring crosses nodes. 8e6 parameters x 4 bytes.
+  // 4 devices over 2 nodes: the ring crosses nodes. 8e6 parameters x 4 bytes. Without ZeRO
+  // the buckets reduce during the backward (0.36 s, longer than the ring): only the last
+  // bucket, 25 MiB of the 32 MB, is left after it.
   const double ring = 2.0 * 3 / 4 * 32e6 / 2e9 + 2 * 3 * 1e-4;
-  EXPECT_NEAR(e.data_comm_seconds, ring, 1e-12);
-  EXPECT_NEAR(e.step_seconds, e.pipeline_seconds + ring, 1e-12);
+  const double last_bucket = ring * (25 << 20) / 32e6;
+  EXPECT_NEAR(e.data_comm_seconds, last_bucket, 1e-12);
+  EXPECT_NEAR(e.step_seconds, e.pipeline_seconds + last_bucket, 1e-12);
+  // A link 100x slower: the ring outlasts the backward, which it started with.
+  TrainCostModel slow = m;
+  slow.inter_node.bandwidth_gbs = 0.02;
+  const double slow_ring = 2.0 * 3 / 4 * 32e6 / 0.02e9 + 2 * 3 * 1e-4;
+  const ParallelEstimate s = estimate_training(slow, c);
+  const double backward = s.pipeline_seconds / 3 * 2;  // forward + 2 forwards, one micro-batch
+  EXPECT_NEAR(s.data_comm_seconds, slow_ring - backward, 1e-9);
   const ParallelChoice zero3{.dp = 4, .micro_batch_size = 2, .accumulation = 1, .zero_stage = 3};
   const ParallelEstimate z = estimate_training(m, zero3);
   EXPECT_NEAR(z.data_comm_seconds, 2.0 * 3 / 4 * 48e6 / 2e9 + 2 * 3 * 1e-4, 1e-12);
@@ -251,7 +261,7 @@ TEST(TrainingCostModel, DataParallelismAddsARingAllReduceOfTheGradients) {
   // Inside one node (2 devices): the node's link.
   TrainCostModel two = small_model(2);
   const ParallelEstimate inside = estimate_training(two, {.dp = 2, .micro_batch_size = 4});
-  EXPECT_NEAR(inside.data_comm_seconds, 2.0 * 1 / 2 * 32e6 / 20e9 + 2 * 1e-5, 1e-12);
+  EXPECT_NEAR(inside.data_comm_seconds, (2.0 * 1 / 2 * 32e6 / 20e9 + 2 * 1e-5) * (25 << 20) / 32e6, 1e-12);
 }
 
 TEST(TrainingCostModel, CheckpointingTradesARecomputedForwardForActivations) {
