@@ -203,7 +203,8 @@ void calibrate_auto_parallel(const config::Config& cfg, AutoParallelSetup& setup
     p.matmul_gflops /= scale;
     p.memory_bandwidth_gbs /= scale;
   }
-  const bool inter_latency = set_value<double>(cfg, "graph.auto_parallel.inter_node.latency_seconds").has_value();
+  const bool inter_latency =
+      set_value<double>(cfg, "graph.auto_parallel.inter_node.latency_seconds").has_value();
   // A cluster's measured hop between nodes (cluster formation) is the latency the config leaves
   // unset.
   if (!inter_latency && !set_value<double>(cfg, "train.cluster.remote_hop_seconds") &&
@@ -342,7 +343,8 @@ AutoParallelRun run_auto_parallel(const config::Config& cfg, AutoParallelSetup s
   AutoParallelRun run;
   run.setup = std::move(setup);
   run.devices = std::move(measured);
-  calibrate_auto_parallel(cfg, run.setup, run.devices, remote_hop_seconds, inter_node_bandwidth_gbs);
+  calibrate_auto_parallel(cfg, run.setup, run.devices, remote_hop_seconds,
+                          inter_node_bandwidth_gbs);
   run.costs = auto_parallel_costs(run.setup, run.devices);
   run.result = search_train_layouts(run.setup, run.costs);
   return run;
@@ -378,7 +380,8 @@ config::Config adopt_chosen_layout(const config::Config& mine, const config::Con
   c.pp = planned.get_or<int>("train.dist.pipeline_parallel_size", 1);
   c.micro_batch_size = planned.get_or<int64_t>("train.train_micro_batch_size", 1);
   c.accumulation = planned.get_or<int>("train.num_accumulation_steps", 1);
-  c.schedule = schedule::parse_schedule(planned.get_or<std::string>("train.dist.pipeline_schedule", "1f1b"));
+  c.schedule = schedule::parse_schedule(
+      planned.get_or<std::string>("train.dist.pipeline_schedule", "1f1b"));
   c.chunks = planned.get_or<int>("train.dist.virtual_pipeline_size", 1);
   c.activation_checkpoint = planned.get_or<bool>("train.activation_checkpoint.enabled", false);
   c.zero_stage = planned.get_or<bool>("train.zero_optimization.enabled", false)

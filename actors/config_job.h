@@ -45,7 +45,8 @@
 // run on slot device_of_stage[s], whose tensor-parallel ranks still share a node). A plan that
 // does not fit the devices' memory fails on node 0 before any stage is loaded. With
 // graph.auto_parallel.enabled (generate and encode) node 0 chooses the data and pipeline sizes
-// and generate's job.num_groups first (Note [Auto parallel of a run job] in config_job.cc).
+// and generate's job.num_groups first (Note [Auto parallel of a run job] in
+// config_job_search.cc).
 #pragma once
 
 #include <filesystem>
@@ -105,7 +106,8 @@ class ConfigJob : public ClusterJob {
   // train.cluster.device_slowdown, then train.cluster.profiles' fields applied by name.
   std::vector<wire::DeviceProfile> devices_like_this_node() const;
   // graph.auto_parallel.enabled (searching()): chooses the layout over assignment.devices and
-  // its hops and reads the chosen config (Note [Auto parallel of a run job] in config_job.cc);
+  // its hops and reads the chosen config (Note [Auto parallel of a run job] in
+  // config_job_search.cc);
   // returns the choice, the next best and the rejected, a line each. plan() calls it on node 0.
   bool searching() const { return searching_; }
   std::string search_layout(const wire::Assignment& assignment);

@@ -291,8 +291,9 @@ ModelTrainJob::ModelTrainJob(const config::Config& cfg, const ClusterSpec& spec,
     cfg_.apply_override("train.cluster.nodes=" + std::to_string(spec.nodes));
     std::filesystem::path weights;
     const models::HfConfig model = model_config_of(cfg_, &weights);
-    search_ = auto_parallel_setup(
-        cfg_, model, weights.empty() ? cfg_.get_or<std::string>("model.config", "") : weights.string());
+    const std::string name =
+        weights.empty() ? cfg_.get_or<std::string>("model.config", "") : weights.string();
+    search_ = auto_parallel_setup(cfg_, model, name);
     per_node_ = search_->space.devices_per_node;
     shape_ = auto_parallel_profiling_shape(cfg_, *search_);
     return;
@@ -394,7 +395,8 @@ PipelineLayout ModelTrainJob::layout(const wire::Assignment& assignment) {
     LIBAI_CHECK(!assignment.config_yaml.empty(),
                 "graph.auto_parallel.enabled: node 0's assignment carries no config to take the "
                 "chosen layout from");
-    cfg_ = adopt_chosen_layout(cfg_, config::Config::parse(assignment.config_yaml, "node 0's config"));
+    cfg_ = adopt_chosen_layout(cfg_,
+                               config::Config::parse(assignment.config_yaml, "node 0's config"));
     search_.reset();
     configure();
   }

@@ -122,30 +122,53 @@ void libai_table() {
     double samples;  // LiBai's, published
   };
   const Row rows[] = {
-      {"BERT", 24, 1, 1, 1, false, 24, 24, 1, 46.91},      {"BERT", 24, 4, 1, 1, false, 16, 64, 4, 176.88},
-      {"BERT", 24, 8, 1, 1, false, 16, 128, 8, 351.57},    {"BERT", 24, 16, 1, 1, false, 16, 256, 16, 675.87},
-      {"BERT", 24, 32, 1, 1, false, 16, 512, 32, 1207.65}, {"BERT", 24, 1, 1, 1, true, 128, 1024, 1, 35.74},
-      {"BERT", 24, 1, 4, 1, true, 128, 1024, 4, 87.12},    {"BERT", 24, 1, 1, 4, true, 128, 1024, 4, 103.6},
-      {"BERT", 24, 1, 8, 1, true, 128, 1024, 8, 131.94},   {"BERT", 48, 1, 1, 8, true, 64, 1024, 8, 94.4},
-      {"BERT", 24, 2, 2, 1, true, 128, 2048, 4, 88.47},    {"BERT", 24, 4, 2, 1, true, 128, 4096, 8, 175.94},
-      {"BERT", 24, 8, 2, 1, true, 128, 8192, 16, 348.58},  {"BERT", 24, 2, 8, 1, true, 128, 2048, 16, 261.78},
-      {"BERT", 24, 4, 4, 1, true, 128, 2048, 16, 338.97},  {"BERT", 24, 2, 2, 4, true, 128, 2048, 16, 267.39},
-      {"BERT", 24, 2, 1, 4, true, 128, 2048, 8, 207.31},   {"BERT", 24, 4, 1, 4, true, 128, 4096, 16, 406.24},
-      {"BERT", 24, 8, 1, 4, true, 128, 8192, 32, 805.04},  {"BERT", 24, 4, 2, 4, true, 192, 6144, 32, 503.51},
+      {"BERT", 24, 1, 1, 1, false, 24, 24, 1, 46.91},
+      {"BERT", 24, 4, 1, 1, false, 16, 64, 4, 176.88},
+      {"BERT", 24, 8, 1, 1, false, 16, 128, 8, 351.57},
+      {"BERT", 24, 16, 1, 1, false, 16, 256, 16, 675.87},
+      {"BERT", 24, 32, 1, 1, false, 16, 512, 32, 1207.65},
+      {"BERT", 24, 1, 1, 1, true, 128, 1024, 1, 35.74},
+      {"BERT", 24, 1, 4, 1, true, 128, 1024, 4, 87.12},
+      {"BERT", 24, 1, 1, 4, true, 128, 1024, 4, 103.6},
+      {"BERT", 24, 1, 8, 1, true, 128, 1024, 8, 131.94},
+      {"BERT", 48, 1, 1, 8, true, 64, 1024, 8, 94.4},
+      {"BERT", 24, 2, 2, 1, true, 128, 2048, 4, 88.47},
+      {"BERT", 24, 4, 2, 1, true, 128, 4096, 8, 175.94},
+      {"BERT", 24, 8, 2, 1, true, 128, 8192, 16, 348.58},
+      {"BERT", 24, 2, 8, 1, true, 128, 2048, 16, 261.78},
+      {"BERT", 24, 4, 4, 1, true, 128, 2048, 16, 338.97},
+      {"BERT", 24, 2, 2, 4, true, 128, 2048, 16, 267.39},
+      {"BERT", 24, 2, 1, 4, true, 128, 2048, 8, 207.31},
+      {"BERT", 24, 4, 1, 4, true, 128, 4096, 16, 406.24},
+      {"BERT", 24, 8, 1, 4, true, 128, 8192, 32, 805.04},
+      {"BERT", 24, 4, 2, 4, true, 192, 6144, 32, 503.51},
       {"BERT", 24, 2, 4, 4, true, 256, 4096, 32, 405.75},
-      {"GPT-2", 24, 1, 1, 1, false, 6, 6, 1, 17.52},       {"GPT-2", 24, 4, 1, 1, false, 4, 16, 4, 63.45},
-      {"GPT-2", 24, 8, 1, 1, false, 4, 32, 8, 125.64},     {"GPT-2", 24, 16, 1, 1, false, 4, 64, 16, 215.35},
-      {"GPT-2", 24, 32, 1, 1, false, 4, 128, 32, 329.58},  {"GPT-2", 24, 1, 4, 1, false, 6, 6, 4, 40.38},
-      {"GPT-2", 24, 1, 8, 1, false, 8, 8, 8, 60.53},       {"GPT-2", 24, 1, 1, 1, true, 32, 256, 1, 14.43},
-      {"GPT-2", 24, 1, 1, 4, true, 32, 256, 4, 41.9},      {"GPT-2", 48, 1, 1, 8, true, 24, 384, 8, 37.4},
-      {"GPT-2", 24, 2, 2, 1, true, 32, 512, 4, 37.63},     {"GPT-2", 24, 4, 2, 1, true, 32, 1024, 8, 74.35},
-      {"GPT-2", 24, 8, 2, 1, true, 32, 2048, 16, 148.94},  {"GPT-2", 24, 2, 8, 1, true, 32, 512, 16, 116.04},
-      {"GPT-2", 24, 4, 4, 1, true, 32, 512, 16, 141.25},   {"GPT-2", 24, 2, 1, 4, true, 32, 512, 8, 83.12},
-      {"GPT-2", 24, 4, 1, 4, true, 32, 1024, 16, 164.23},  {"GPT-2", 24, 8, 1, 4, true, 32, 2048, 32, 322.42},
-      {"GPT-2", 24, 2, 2, 4, true, 32, 1024, 16, 128.77},  {"GPT-2", 24, 4, 2, 4, true, 48, 1536, 32, 209.32},
-      {"GPT-2", 24, 2, 4, 4, true, 64, 1024, 32, 186.67}};
-  std::printf("\n| model, GPUs, global batch, checkpointing | published layout (d x m x p, mb) | LiBai samples/s | "
-              "predicted for it | chosen layout | predicted samples/s | chosen / published layout (predicted) |\n");
+      {"GPT-2", 24, 1, 1, 1, false, 6, 6, 1, 17.52},
+      {"GPT-2", 24, 4, 1, 1, false, 4, 16, 4, 63.45},
+      {"GPT-2", 24, 8, 1, 1, false, 4, 32, 8, 125.64},
+      {"GPT-2", 24, 16, 1, 1, false, 4, 64, 16, 215.35},
+      {"GPT-2", 24, 32, 1, 1, false, 4, 128, 32, 329.58},
+      {"GPT-2", 24, 1, 4, 1, false, 6, 6, 4, 40.38},
+      {"GPT-2", 24, 1, 8, 1, false, 8, 8, 8, 60.53},
+      {"GPT-2", 24, 1, 1, 1, true, 32, 256, 1, 14.43},
+      {"GPT-2", 24, 1, 1, 4, true, 32, 256, 4, 41.9},
+      {"GPT-2", 48, 1, 1, 8, true, 24, 384, 8, 37.4},
+      {"GPT-2", 24, 2, 2, 1, true, 32, 512, 4, 37.63},
+      {"GPT-2", 24, 4, 2, 1, true, 32, 1024, 8, 74.35},
+      {"GPT-2", 24, 8, 2, 1, true, 32, 2048, 16, 148.94},
+      {"GPT-2", 24, 2, 8, 1, true, 32, 512, 16, 116.04},
+      {"GPT-2", 24, 4, 4, 1, true, 32, 512, 16, 141.25},
+      {"GPT-2", 24, 2, 1, 4, true, 32, 512, 8, 83.12},
+      {"GPT-2", 24, 4, 1, 4, true, 32, 1024, 16, 164.23},
+      {"GPT-2", 24, 8, 1, 4, true, 32, 2048, 32, 322.42},
+      {"GPT-2", 24, 2, 2, 4, true, 32, 1024, 16, 128.77},
+      {"GPT-2", 24, 4, 2, 4, true, 48, 1536, 32, 209.32},
+      {"GPT-2", 24, 2, 4, 4, true, 64, 1024, 32, 186.67},
+  };
+  std::printf(
+      "\n| model, GPUs, global batch, checkpointing | published layout (d x m x p, mb) | "
+      "LiBai samples/s | predicted for it | chosen layout | predicted samples/s | "
+      "chosen / published layout (predicted) |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const Row& r : rows) {
     const bool bert = r.model[0] == 'B';
@@ -163,9 +186,10 @@ void libai_table() {
                                    .activation_checkpoint = r.checkpointing};
     const ParallelEstimate theirs = estimate_training(model, published);
     const double chosen = free.ranked.empty() ? 0 : free.ranked[0].estimate.samples_per_second;
-    std::printf("| %s%s, %d, %d, %s | %dx%dx%d, mb %d | %.2f | %.1f%s | %s | %.1f | %.2f |\n", r.model,
-                r.layers == 48 ? " (48 layers)" : "", r.gpus, r.gb, r.checkpointing ? "on" : "off", r.d, r.m,
-                r.p, r.mb, r.samples, theirs.samples_per_second, theirs.fits() ? "" : " (does not fit)",
+    std::printf("| %s%s, %d, %d, %s | %dx%dx%d, mb %d | %.2f | %.1f%s | %s | %.1f | %.2f |\n",
+                r.model, r.layers == 48 ? " (48 layers)" : "", r.gpus, r.gb,
+                r.checkpointing ? "on" : "off", r.d, r.m, r.p, r.mb, r.samples,
+                theirs.samples_per_second, theirs.fits() ? "" : " (does not fit)",
                 free.ranked.empty() ? "none fits" : describe(free.ranked[0].choice).c_str(), chosen,
                 theirs.samples_per_second > 0 ? chosen / theirs.samples_per_second : 0.0);
     std::fflush(stdout);

@@ -139,9 +139,9 @@ struct SearchResult {
 using EstimateFn = std::function<ParallelEstimate(const ParallelChoice&)>;
 
 // Every choice of the space that divides and meets the constraints, in a fixed order (dp, tp,
-// pp, micro-batch size, schedule, chunks, split, checkpointing, ZeRO stage). `excluded` gets one line
-// per reason a whole class of choices was left out, with how many. InvalidArgument for a space
-// that makes no sense (no devices, a batch of 0).
+// pp, micro-batch size, schedule, chunks, split, checkpointing, ZeRO stage). `excluded` gets
+// one line per reason a whole class of choices was left out, with how many. InvalidArgument
+// for a space that makes no sense (no devices, a batch of 0).
 std::vector<ParallelChoice> enumerate_choices(const SearchSpace& space,
                                               std::vector<std::string>* excluded = nullptr);
 

@@ -380,7 +380,8 @@ class Compiler {
         st.kv_cache_bytes += kv_bytes_[size_t(l)];
         st.activation_bytes += in_flight_[size_t(s)] * activation_bytes_[size_t(l)];
       }
-      st.model_state = zero_state_bytes(r_.zero_stage, r_.zero_ranks(), st.parameters, largest_layer, rest);
+      st.model_state =
+          zero_state_bytes(r_.zero_stage, r_.zero_ranks(), st.parameters, largest_layer, rest);
       unit_of_stage.push_back({largest_layer, rest});
       st.input_slots = quota_[size_t(s)];
       plan.costs.forward.push_back(st.forward_time);
@@ -417,7 +418,8 @@ class Compiler {
     }
     for (RankMemory& m : plan.rank_memory)  // one unit in flight at a time, of all its chunks
       m.model_state =
-          zero_state_bytes(r_.zero_stage, r_.zero_ranks(), m.parameters, m.largest_layer, m.rest_unit);
+          zero_state_bytes(r_.zero_stage, r_.zero_ranks(), m.parameters, m.largest_layer,
+                           m.rest_unit);
     for (int r = 0; r < r_.pp; ++r) plan.rank_memory[size_t(r)].activation_bytes = peak[size_t(r)];
     if (r_.simulate) plan.timeline = simulate(plan.program, plan.costs, plan.quota);
     plan.items_per_step = double(r_.dp) * r_.num_micro_batches * r_.items_per_micro_batch *

@@ -168,7 +168,7 @@ struct Plan {
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;  // training
   Balance balance = Balance::uniform;
   int zero_stage = 0;                   // training: the model state's ZeRO stage
-  int zero_ranks = 1;                   // over this many data-parallel ranks (dp, or the request's zero_replicas)
+  int zero_ranks = 1;  // over this many data-parallel ranks (dp, or the request's zero_replicas)
   std::vector<double> memory_cap;       // [device] bytes, <= 0: unlimited
   StageAssignment stage_of;             // [layer] (virtual) stage
   std::vector<StagePlan> stages;        // by (virtual) stage: rank k % pp, chunk k / pp

@@ -333,12 +333,18 @@ TEST(TrainingCostModel, OneReplicaStandsForAllOnDevicesAlike) {
 // A pipeline over a device 4x faster than the other: the measured split gives it more layers
 // and beats the even split, whose step waits on the slow device's half; on devices alike the
 // measured split is no slower than the even one.
-TEST(TrainingCostModel, AMeasuredSplitFollowsUnequalDevices) {
-  TrainCostModel m = small_model(2);
+// small_model's layers, 8 of them, of `parameters` each.
+TrainCostModel eight_layers(int devices, double parameters) {
+  TrainCostModel m = small_model(devices);
   m.layer_flops.assign(8, 2e9);
-  m.layer_parameters.assign(8, 1e6);
+  m.layer_parameters.assign(8, parameters);
   m.layer_activation_bytes.assign(8, 8e6);
   m.layer_output_bytes.assign(8, 1e6);
+  return m;
+}
+
+TEST(TrainingCostModel, AMeasuredSplitFollowsUnequalDevices) {
+  TrainCostModel m = eight_layers(2, 1e6);
   m.devices[1].gflops = 25;  // 4x slower
   const ParallelChoice even{.pp = 2, .micro_batch_size = 1, .accumulation = 8};
   ParallelChoice measured = even;
@@ -363,11 +369,7 @@ TEST(TrainingCostModel, AMeasuredSplitFollowsUnequalDevices) {
 // EstimateCache: reusing the step across ZeRO stages gives every choice's estimate as compiling
 // it whole does, on unequal devices whose memory binds (so ZeRO moves the measured split).
 TEST(TrainingCostModel, TheSearchsReuseOfTheStepChangesNoEstimate) {
-  TrainCostModel m = small_model(4);
-  m.layer_flops.assign(8, 2e9);
-  m.layer_parameters.assign(8, 4e6);
-  m.layer_activation_bytes.assign(8, 8e6);
-  m.layer_output_bytes.assign(8, 1e6);
+  TrainCostModel m = eight_layers(4, 4e6);
   for (size_t d = 0; d < m.devices.size(); ++d) {
     m.devices[d].gflops = d % 2 ? 30 : 100;
     m.devices[d].memory_bytes = 4e8;
