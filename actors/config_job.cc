@@ -61,8 +61,8 @@ void ConfigJob::read(const config::Config& cfg) {
                 "graph.auto_parallel.enabled: a run job searches its layout for generate and "
                 "encode jobs; a ", target, " job takes train.dist from the config (set "
                 "auto_parallel off)");
-    LIBAI_CHECK(devices % tp_ == 0 && per_node_ % tp_ == 0, "train.dist.tensor_parallel_size ",
-                tp_, " does not divide train.cluster.devices_per_node ", per_node_);
+    LIBAI_CHECK(per_node_ % tp_ == 0, "train.dist.tensor_parallel_size ", tp_,
+                " does not divide train.cluster.devices_per_node ", per_node_);
     dp_ = 1;
     pp_ = 1;
   }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "actors/config_job.h"
@@ -34,6 +35,7 @@ std::string ConfigJob::search_layout(const wire::Assignment& assignment) {
     config::Config cfg;
     std::string name;
     double seconds = 0;
+    int pp = 1, groups = 1;
   };
   std::vector<Candidate> fits;
   std::vector<std::string> rejected;
@@ -66,7 +68,7 @@ std::string ConfigJob::search_layout(const wire::Assignment& assignment) {
         if (!job.remote_hop_seconds) job.remote_hop_seconds = assignment.remote_hop_seconds;
         const schedule::Plan plan = compile_job_plan(job, assignment.devices);
         check_job_plan(plan, assignment.devices, per_node_);
-        fits.push_back({std::move(c), name, plan.timeline.step_time});
+        fits.push_back({std::move(c), name, plan.timeline.step_time, pp, groups});
       } catch (const Error& e) {
         rejected.push_back(name + ": " + e.what());
       }
@@ -78,8 +80,9 @@ std::string ConfigJob::search_layout(const wire::Assignment& assignment) {
     LIBAI_THROW(InvalidArgument, "graph.auto_parallel.enabled: no layout of the ", devices,
                 " devices fits this job", why.empty() ? std::string(" (none divides)") : why);
   }
-  std::stable_sort(fits.begin(), fits.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.seconds < b.seconds; });
+  std::sort(fits.begin(), fits.end(), [](const Candidate& a, const Candidate& b) {
+    return std::tie(a.seconds, a.pp, a.groups) < std::tie(b.seconds, b.pp, b.groups);
+  });
   std::string text =
       str_cat("auto parallel: ", fits[0].name, " (of ", fits.size() + rejected.size(), " layouts, ",
               rejected.size(), " rejected; predicted ", format_seconds(fits[0].seconds),

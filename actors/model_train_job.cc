@@ -301,6 +301,12 @@ ModelTrainJob::ModelTrainJob(const config::Config& cfg, const ClusterSpec& spec,
   configure();
 }
 
+void ModelTrainJob::adopt(const config::Config& chosen) {
+  cfg_ = chosen;
+  search_.reset();
+  configure();
+}
+
 void ModelTrainJob::configure() {
   settings_ = graph_train_settings(cfg_, spec_.nodes);
   if (flags_.fast_dev_run) {  // the loop's 2 steps (train/training_loop.cc, read_settings)
@@ -345,7 +351,7 @@ void ModelTrainJob::plan(wire::Assignment& assignment) {
                                                   assignment.remote_hop_seconds,
                                                   assignment.inter_node_bandwidth_gbs);
     std::ostringstream chosen;
-    cfg_ = chosen_config(cfg_, run, chosen);
+    adopt(chosen_config(cfg_, run, chosen));
     logger("train")->info("{}", chosen.str().substr(0, chosen.str().size() - 1));
     const schedule::LinkModel &inside = run.setup.intra_node, &between = run.setup.inter_node;
     logger("train")->info(
@@ -353,8 +359,6 @@ void ModelTrainJob::plan(wire::Assignment& assignment) {
         inside.bandwidth_gbs, format_seconds(inside.latency_seconds), between.bandwidth_gbs,
         format_seconds(between.latency_seconds),
         run.setup.inter_node_measured ? " (between nodes: measured as the cluster formed)" : "");
-    search_.reset();
-    configure();
     assignment.config_yaml = cfg_.to_yaml();
     config::write_resolved(cfg_, cfg_.get_or<std::string>("train.output_dir", "./output"));
   }
@@ -395,10 +399,8 @@ PipelineLayout ModelTrainJob::layout(const wire::Assignment& assignment) {
     LIBAI_CHECK(!assignment.config_yaml.empty(),
                 "graph.auto_parallel.enabled: node 0's assignment carries no config to take the "
                 "chosen layout from");
-    cfg_ = adopt_chosen_layout(cfg_,
-                               config::Config::parse(assignment.config_yaml, "node 0's config"));
-    search_.reset();
-    configure();
+    adopt(adopt_chosen_layout(cfg_,
+                              config::Config::parse(assignment.config_yaml, "node 0's config")));
   }
   // Node 0 planned with its config: the keys that decide who owns which shard must be this
   // node's too (each node builds its slots from its own config), else the slots would issue

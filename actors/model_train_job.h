@@ -88,6 +88,8 @@ class ModelTrainJob : public ClusterJob {
  private:
   // Settings and shape from cfg_ (once the layout is known).
   void configure();
+  // The search's layout (`chosen`: auto parallel off) as this node's config, then configure().
+  void adopt(const config::Config& chosen);
 
   config::Config cfg_;
   std::optional<AutoParallelSetup> search_;  // set until the search's layout is adopted
