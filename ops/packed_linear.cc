@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "ops/cpu/packed_gemm.h"
+#include "ops/cpu/quantized_gemm.h"
 #include "runtime/autograd.h"
 
 namespace libai::ops {
@@ -15,10 +16,60 @@ std::atomic<uint64_t> g_products{0};
 
 uint64_t packed_products() { return g_products.load(std::memory_order_relaxed); }
 
-int64_t PackedWeight::out_features() const { return matrix_ ? matrix_->n : 0; }
-int64_t PackedWeight::in_features() const { return matrix_ ? matrix_->k : 0; }
+int64_t PackedWeight::out_features() const {
+  return matrix_ ? matrix_->n : quantized_ ? quantized_->n : 0;
+}
+int64_t PackedWeight::in_features() const {
+  return matrix_ ? matrix_->k : quantized_ ? quantized_->k : 0;
+}
 DType PackedWeight::dtype() const {
   return matrix_ && matrix_->format == cpu::PanelFormat::bf16 ? DType::bf16 : DType::f32;
+}
+int64_t PackedWeight::bytes() const {
+  if (quantized_) return quantized_->bytes();
+  return matrix_ ? matrix_->panels() * matrix_->k * cpu::PackedMatrix::kPanel *
+                       matrix_->value_bytes()
+                 : 0;
+}
+
+QuantSpec parse_quantization(const std::string& text, const std::string& where) {
+  const auto bad = [&]() {
+    LIBAI_THROW(InvalidArgument, where, ": '", text,
+                "' is not a quantization (none, int8, int8-dynamic, q4, q4:GROUP or "
+                "q4:GROUP:min, GROUP an even number such as 32 or 64)");
+  };
+  if (text == "none" || text.empty()) return {};
+  if (text == "int8") return {.kind = Quantization::int8};
+  if (text == "int8-dynamic") return {.kind = Quantization::int8_dynamic};
+  if (text.rfind("q4", 0) != 0) bad();
+  QuantSpec spec{.kind = Quantization::q4};
+  std::string rest = text.substr(2);
+  if (rest.empty()) return spec;
+  if (rest[0] != ':') bad();
+  rest = rest.substr(1);
+  const size_t colon = rest.find(':');
+  const std::string group = rest.substr(0, colon);
+  if (group.empty() || group.size() > 6 ||
+      group.find_first_not_of("0123456789") != std::string::npos)
+    bad();
+  spec.group = std::stoll(group);
+  if (spec.group < 2 || spec.group % 2 != 0) bad();
+  if (colon != std::string::npos) {
+    if (rest.substr(colon + 1) != "min") bad();
+    spec.with_min = true;
+  }
+  return spec;
+}
+
+std::string quantization_name(const QuantSpec& spec) {
+  switch (spec.kind) {
+    case Quantization::none: return "none";
+    case Quantization::int8: return "int8";
+    case Quantization::int8_dynamic: return "int8-dynamic";
+    case Quantization::q4:
+      return "q4:" + std::to_string(spec.group) + (spec.with_min ? ":min" : "");
+  }
+  return "none";
 }
 
 bool packable(const Tensor& weight) {
@@ -56,6 +107,34 @@ PackedWeight pack_weight(const Tensor& weight, DType dtype) {
                        dtype == DType::bf16 ? cpu::PanelFormat::bf16 : cpu::PanelFormat::f32));
   out.source_ = weight.data_ptr();
   return out;
+}
+
+PackedWeight pack_weight(const Tensor& weight, const QuantSpec& spec) {
+  if (spec.kind == Quantization::none) return pack_weight(weight, DType::f32);
+  LIBAI_CHECK(packable(weight), "pack_weight: expected a CPU f32 weight [out, in] to quantize, got ",
+              weight.defined() ? shape_str(weight.shape()) : std::string("an undefined tensor"));
+  Tensor w = weight.stride(1) == 1 ? weight : weight.clone_raw();
+  const int64_t n = w.size(0), k = w.size(1), ldw = std::max<int64_t>(w.stride(0), k);
+  if (spec.kind == Quantization::q4)
+    LIBAI_CHECK(k % spec.group == 0, "quantize ", quantization_name(spec), ": a weight ",
+                shape_str(weight.shape()), " has an input width of ", k,
+                ", not a multiple of the group size ", spec.group);
+  PackedWeight out;
+  out.quantized_ = std::make_shared<const cpu::QuantizedMatrix>(
+      spec.kind == Quantization::q4
+          ? cpu::quantize_q4(w.data<float>(), n, k, ldw, spec.group, spec.with_min)
+          : cpu::quantize_int8(w.data<float>(), n, k, ldw));
+  out.quantization_ = spec;
+  out.source_ = weight.data_ptr();
+  return out;
+}
+
+Tensor dequantized(const PackedWeight& weight) {
+  LIBAI_CHECK(weight.quantized(), "dequantized: the weight is not quantized");
+  const cpu::QuantizedMatrix& q = weight.quantized_matrix();
+  Tensor w = Tensor::empty({q.n, q.k}, DType::f32);
+  cpu::dequantize(q, w.data<float>(), q.k);
+  return w;
 }
 
 namespace {
@@ -125,8 +204,15 @@ Tensor linear_packed(const Tensor& x, const PackedWeight& weight, const Tensor& 
   Tensor a = as_rows(x, lda);
   Tensor y = Tensor::empty(out_shape, DType::f32, x.device());
   g_products.fetch_add(1, std::memory_order_relaxed);
-  cpu::packed_gemm(a.size(0), a.data<float>(), lda, weight.matrix(), e, y.data<float>(),
-                   out_features);
+  if (weight.quantized())
+    cpu::quantized_gemm(a.size(0), a.data<float>(), lda, weight.quantized_matrix(), e,
+                        y.data<float>(), out_features,
+                        weight.quantization().kind == Quantization::int8_dynamic
+                            ? cpu::ActivationPrecision::int8
+                            : cpu::ActivationPrecision::f32);
+  else
+    cpu::packed_gemm(a.size(0), a.data<float>(), lda, weight.matrix(), e, y.data<float>(),
+                     out_features);
   return y;
 }
 

@@ -15,10 +15,20 @@
 // even: half the bytes of f32 to read, for products bound by reading the weight (one row at a
 // time, decoding). The product is the f32 product by the rounded weight (activations, sums
 // and epilogue stay f32).
+//
+// A quantized weight (pack_weight(w, QuantSpec)) holds int8 values with a scale per output
+// channel, or 4-bit values with a scale (and optionally a minimum) per group of inputs (Note
+// [Quantized weights] in ops/cpu/quantized_gemm.cc). The product is by the dequantised weight
+// (dequantized() gives it); under Quantization::int8_dynamic the rows of products of more than
+// a few rows are also quantized to int8 at run time and multiplied in int32.
+//
+//   PackedWeight q = pack_weight(fc.weight(), parse_quantization("q4:32", "--quantize"));
+//   Tensor y = linear_packed(x, q, bias);
 #pragma once
 
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "ops/activation.h"
 #include "runtime/tensor.h"
@@ -27,29 +37,60 @@ namespace libai::ops {
 
 namespace cpu {
 struct PackedMatrix;
-}
+struct QuantizedMatrix;
+}  // namespace cpu
+
+// none: not quantized. int8: int8 weights, f32 activations. int8_dynamic: int8 weights, and
+// the activations of products of several rows quantized per row at run time (single rows and
+// small groups stay f32). q4: 4-bit weights in groups of `group` inputs, f32 activations.
+enum class Quantization : uint8_t { none, int8, int8_dynamic, q4 };
+
+struct QuantSpec {
+  Quantization kind = Quantization::none;
+  int64_t group = 32;     // q4: inputs per scale
+  bool with_min = false;  // q4: a minimum per group too (w = d u + m) rather than w = d (u - 8)
+  bool operator==(const QuantSpec&) const = default;
+};
+
+// "none", "int8", "int8-dynamic", "q4" (group 32), "q4:64", "q4:32:min"; InvalidArgument
+// naming `where` and the accepted forms otherwise.
+QuantSpec parse_quantization(const std::string& text, const std::string& where);
+std::string quantization_name(const QuantSpec& spec);  // parse_quantization's form
 
 class PackedWeight {
  public:
   PackedWeight() = default;
-  bool defined() const { return matrix_ != nullptr; }
+  bool defined() const { return matrix_ != nullptr || quantized_ != nullptr; }
   int64_t out_features() const;
   int64_t in_features() const;
-  DType dtype() const;  // of the packed values: f32 or bf16
+  DType dtype() const;  // of the packed values: f32 or bf16 (f32 when quantized)
+  bool quantized() const { return quantized_ != nullptr; }
+  const QuantSpec& quantization() const { return quantization_; }
+  // The bytes a product reads (packed values, scales).
+  int64_t bytes() const;
   // The weight's first element when it was packed: a weight tensor that now points elsewhere
   // (reassigned, not updated in place) is no longer this one.
   const void* source() const { return source_; }
-  const cpu::PackedMatrix& matrix() const { return *matrix_; }
+  const cpu::PackedMatrix& matrix() const { return *matrix_; }          // not quantized
+  const cpu::QuantizedMatrix& quantized_matrix() const { return *quantized_; }  // quantized
 
  private:
   friend PackedWeight pack_weight(const Tensor& weight, DType dtype);
+  friend PackedWeight pack_weight(const Tensor& weight, const QuantSpec& spec);
   std::shared_ptr<const cpu::PackedMatrix> matrix_;
+  std::shared_ptr<const cpu::QuantizedMatrix> quantized_;
+  QuantSpec quantization_;
   const void* source_ = nullptr;
 };
 
 // weight: a CPU f32 [out, in] (any strides); dtype: of the packed copy, f32 or bf16.
 // InvalidArgument otherwise.
 PackedWeight pack_weight(const Tensor& weight, DType dtype = DType::f32);
+// Quantized as `spec` says (kind none: the f32 copy). InvalidArgument for a q4 group that does
+// not divide the weight's input width, naming both.
+PackedWeight pack_weight(const Tensor& weight, const QuantSpec& spec);
+// The [out, in] f32 values a quantized weight multiplies by (InvalidArgument if not quantized).
+Tensor dequantized(const PackedWeight& weight);
 // True when `weight` can be packed (CPU, f32, 2-D).
 bool packable(const Tensor& weight);
 bool fusable(UnaryOp act);

@@ -463,4 +463,20 @@ bool packed_kernel_supported(PackedKernel kernel) {
   return kernel == PackedKernel::automatic || cpu_has(kernel);
 }
 
+namespace detail {
+
+PackedKernel resolved_kernel() { return resolve(); }
+
+void f32_panel_tile(PackedKernel kernel, int rows, int64_t kc, const float* a, int64_t lda,
+                    const float* panel, float* c, int64_t ldc, bool accumulate) {
+  tile_fn<float>(kernel)(rows, kc, a, lda, panel, c, ldc, accumulate, Prefetch{});
+}
+
+void finish_tile(int rows, int64_t cols, float* c, int64_t ldc, const Epilogue& e, int64_t row0,
+                 int64_t col0) {
+  cpu::finish_tile(rows, cols, c, ldc, e, row0, col0);
+}
+
+}  // namespace detail
+
 }  // namespace libai::ops::cpu

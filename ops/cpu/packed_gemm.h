@@ -48,7 +48,7 @@ struct Epilogue {
 };
 
 // C (m x n, rows ldc apart) = act(A Bᵀ... i.e. A (m x k, rows lda apart) · B + bias) + residual.
-// C may alias `residual` exactly (c == residual, ldc == ldr): the in-place residual add.
+// C must not overlap `residual`.
 void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b,
                  const Epilogue& epilogue, float* c, int64_t ldc);
 
@@ -57,5 +57,18 @@ void packed_gemm(int64_t m, const float* a, int64_t lda, const PackedMatrix& b,
 enum class PackedKernel { automatic, avx512, avx2, portable };
 void force_packed_kernel(PackedKernel kernel);
 bool packed_kernel_supported(PackedKernel kernel);
+
+// The pieces the quantized kernels (ops/cpu/quantized_gemm.h) share with these.
+namespace detail {
+// The kernel that runs now: the forced one, else the widest the CPU has.
+PackedKernel resolved_kernel();
+// C tile (rows <= 8 x kPanel, ldc apart) = A (rows x kc, lda apart) · an f32 panel's kc rows
+// (kPanel floats each, 64-byte aligned), plus C's own values when `accumulate`.
+void f32_panel_tile(PackedKernel kernel, int rows, int64_t kc, const float* a, int64_t lda,
+                    const float* panel, float* c, int64_t ldc, bool accumulate);
+// The epilogue on a finished tile: rows x cols of C at (row0, col0) of the whole.
+void finish_tile(int rows, int64_t cols, float* c, int64_t ldc, const Epilogue& e, int64_t row0,
+                 int64_t col0);
+}  // namespace detail
 
 }  // namespace libai::ops::cpu
