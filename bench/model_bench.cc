@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "models/generation/generate.h"
+#include "models/layers/linear.h"
 #include "models/model.h"
 #include "models/pipelines/pipelines.h"
 #include "ops/ops.h"
@@ -85,12 +86,16 @@ struct Options {
   bool no_pack = false;  // the weights left as loaded (ops::linear through OpenBLAS)
   std::string dtype = "f32";
   std::string packed_dtype = "f32";
+  std::string quantize = "none";
+  std::vector<std::string> quantize_keep;
 
   models::LoadOptions load_options() const {
     models::LoadOptions options;
     options.pack_weights = !no_pack;
     options.dtype = dtype == "bf16" ? DType::bf16 : DType::f32;
     options.pack_dtype = packed_dtype == "bf16" ? DType::bf16 : DType::f32;
+    options.quantize = ops::parse_quantization(quantize, "--quantize");
+    options.quantize_keep = quantize_keep;
     return options;
   }
 };
@@ -123,11 +128,11 @@ void print_result(const Options& o, const std::string& shape, const std::vector<
                   const std::string& extra) {
   Stats s = stats(seconds);
   std::printf(
-      "{\"impl\": \"libai\", \"mode\": \"%s\", %s, \"dtype\": \"%s\", \"packed_dtype\": \"%s\", \"threads\": %d, \"reps\": %lld, "
+      "{\"impl\": \"libai\", \"mode\": \"%s\", %s, \"dtype\": \"%s\", \"packed_dtype\": \"%s\", \"quantize\": \"%s\", \"threads\": %d, \"reps\": %lld, "
       "\"median_ms\": %.3f, \"min_ms\": %.3f, \"max_ms\": %.3f, \"cpu_ms\": %.3f, \"%s\": %.3f, "
       "\"load_s\": %.3f, "
       "\"times_ms\": %s%s}\n",
-      o.mode.c_str(), shape.c_str(), o.dtype.c_str(), o.no_pack ? "none" : o.packed_dtype.c_str(), thread_budget(Device::cpu()), (long long)o.reps,
+      o.mode.c_str(), shape.c_str(), o.dtype.c_str(), o.no_pack ? "none" : o.packed_dtype.c_str(), o.quantize.c_str(), thread_budget(Device::cpu()), (long long)o.reps,
       s.median * 1e3, s.min * 1e3, s.max * 1e3, stats(g_cpu_seconds).median * 1e3,
       rate_name.c_str(), units_per_rep / s.median, load_s, times_json(seconds).c_str(),
       extra.c_str());
@@ -182,6 +187,9 @@ void run_decode(const Options& o) {
   for (size_t i = 0; i < std::min<size_t>(8, tokens.size()); ++i)
     extra += (i ? ", " : "") + std::to_string(tokens[i]);
   extra += "]";
+  // What each token's products read: the packed copies (f32 copies stand for the f32 weights a
+  // single row's gemv reads); the weight-read floor is this over the memory's read bandwidth.
+  extra += ", \"weight_bytes\": " + std::to_string(models::packed_bytes(*model).total());
   char shape[96];
   std::snprintf(shape, sizeof shape, "\"batch\": 1, \"prompt\": %zu, \"new_tokens\": %lld",
                 kPrompt.size(), (long long)o.new_tokens);
@@ -233,6 +241,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--packed-dtype", o.packed_dtype, "dtype of the packed weight copies")
       ->check(CLI::IsMember({"f32", "bf16"}));
+  app.add_option("--quantize", o.quantize, "quantized packed weights (ops/packed_linear.h)");
+  app.add_option("--quantize-keep", o.quantize_keep, "layers left unquantized");
   app.add_flag("--encode-in-order", o.encode_in_order,
                "encode: batch in file order instead of longest first");
   app.add_option("--threads", o.threads, "compute threads (default: all cores)");

@@ -46,6 +46,20 @@ ROWS = {
     "minilm_one_by_one": {"mode": "encode", "model": "minilm", "encode_batch": 1, "lines": 64,
                           "impls": F32},
 }
+# Quantized rows (issue 34): ours int8-dynamic / int8 / q4 beside CTranslate2 (int8 and float32,
+# bench/peer_ct2.py) and ONNX Runtime's dynamic int8 (quantize_dynamic of the exported graph).
+QUANT = {
+    "gpt2_b1_int8": {"mode": "forward", "batch": 1, "seq": 128, "model": "gpt2",
+                     "impls": ["ours_int8_dynamic", "ct2_int8", "ct2_f32", "ort_int8", "ours"]},
+    "gpt2_b8_int8": {"mode": "forward", "batch": 8, "seq": 128, "model": "gpt2",
+                     "impls": ["ours_int8_dynamic", "ct2_int8", "ct2_f32", "ort_int8", "ours"]},
+    "gpt2_decode_quant": {"mode": "decode", "new_tokens": 128, "model": "gpt2",
+                          "impls": ["ours_int8", "ours_q4", "ct2_int8", "ct2_f32", "ours",
+                                    "ours_bf16_weights"]},
+    "minilm_int8": {"mode": "encode", "model": "minilm",
+                    "impls": ["ours_int8_dynamic", "ours_int8", "ct2_int8", "ort_int8", "ours"]},
+}
+ROWS.update(QUANT)
 DEFAULT_ROWS = ["gpt2_b1", "gpt2_b8", "gpt2_decode", "gpt2_decode_bf16", "minilm",
                 "minilm_one_by_one"]
 # What each implementation adds to the common flags: ours_bf16 is the whole model in bf16
@@ -53,7 +67,10 @@ DEFAULT_ROWS = ["gpt2_b1", "gpt2_b8", "gpt2_decode", "gpt2_decode_bf16", "minilm
 # bf16 (--packed-dtype bf16), torch_bf16 the transformers / sentence-transformers model in
 # torch.bfloat16.
 EXTRA = {"ours_unpacked": ["--no-pack"], "ours_bf16": ["--dtype", "bf16"],
-         "ours_bf16_weights": ["--packed-dtype", "bf16"], "torch_bf16": ["--dtype", "bf16"]}
+         "ours_bf16_weights": ["--packed-dtype", "bf16"], "torch_bf16": ["--dtype", "bf16"],
+         "ours_int8": ["--quantize", "int8"], "ours_int8_dynamic": ["--quantize", "int8-dynamic"],
+         "ours_q4": ["--quantize", "q4"], "ct2_int8": ["--compute-type", "int8"],
+         "ct2_f32": ["--compute-type", "float32"]}
 
 
 def run(cmd, env=None):
@@ -90,6 +107,16 @@ def main():
         if not os.path.exists(graphs[key]):
             subprocess.run([py, "tools/export_ort_peers.py", "--model", folders[key], "--kind", kind,
                             "--out", os.path.dirname(graphs[key])], check=True)
+    # ONNX Runtime's dynamic int8 (MatMul weights s8 per tensor, activations u8 at run time).
+    int8_graphs = {key: g.replace(".opt.onnx", ".int8.onnx") for key, g in graphs.items()}
+    if any(QUANT[r]["impls"].count("ort_int8") for r in a.rows.split(",") if r in QUANT):
+        for key in graphs:
+            if not os.path.exists(int8_graphs[key]):
+                subprocess.run([py, "-c", "import sys; from onnxruntime.quantization import "
+                                "quantize_dynamic, QuantType; quantize_dynamic(sys.argv[1], "
+                                "sys.argv[2], weight_type=QuantType.QInt8)",
+                                graphs[key], int8_graphs[key]], check=True)
+    ct2 = {"gpt2": os.path.join(work, "ct2-gpt2"), "minilm": os.path.join(work, "ct2-minilm")}
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads),
                MKL_NUM_THREADS=str(a.threads))
     out_path = a.out or os.path.join(work, "cpu_peers.jsonl")
@@ -115,6 +142,11 @@ def main():
                 elif impl == "onnxruntime":
                     cmd = [py, "bench/peer_models.py", "--impl", "onnxruntime", "--onnx",
                            graphs[spec["model"]]] + common
+                elif impl == "ort_int8":
+                    cmd = [py, "bench/peer_models.py", "--impl", "onnxruntime", "--onnx",
+                           int8_graphs[spec["model"]]] + common
+                elif impl.startswith("ct2"):
+                    cmd = [py, "bench/peer_ct2.py", "--ct2", ct2[spec["model"]]] + common
                 else:
                     cmd = [py, "bench/peer_models.py"] + common
                 r = run(cmd + EXTRA.get(impl, []), dict(env))

@@ -46,6 +46,8 @@ struct ServeOptions {
   size_t max_body_bytes = 1 << 20;
   bool no_pack = false;
   std::string packed_dtype = "f32";
+  std::string quantize = "none";
+  std::vector<std::string> quantize_keep;
 };
 
 // Note [Stopping the server]: SIGINT and SIGTERM set a flag that the serving thread polls.
@@ -124,6 +126,9 @@ int serve_cluster_node(const ServeOptions& o) {
 int serve(const ServeOptions& o) {
   if (!o.config.empty()) {
     LIBAI_CHECK(o.model.empty(), "serve: give a CONFIG or --model DIR, not both");
+    LIBAI_CHECK(o.quantize == "none" && o.quantize_keep.empty(),
+                "serve: --quantize applies to --model DIR; the stages of a CONFIG's cluster job "
+                "are not quantized (not implemented)");
     LIBAI_CHECK(o.port >= 0 && o.port < 65536, "serve: --port must be in [0, 65535], got ", o.port);
     try {
       return serve_cluster_node(o);
@@ -149,6 +154,15 @@ int serve(const ServeOptions& o) {
   service_options.bf16_weights = parse_dtype_flag(o.packed_dtype, "--packed-dtype") == DType::bf16;
   LIBAI_CHECK(!service_options.bf16_weights || service_options.pack_weights,
               "--packed-dtype bf16 needs packed weights (drop --no-pack-weights)");
+  service_options.quantize = o.quantize;
+  service_options.quantize_keep = o.quantize_keep;
+  const bool quantized = ops::parse_quantization(o.quantize, "--quantize").kind !=
+                         ops::Quantization::none;
+  LIBAI_CHECK(!quantized || service_options.pack_weights, "--quantize ", o.quantize,
+              " needs packed weights (drop --no-pack-weights)");
+  LIBAI_CHECK(!quantized || !service_options.bf16_weights, "--quantize ", o.quantize,
+              " and --packed-dtype bf16 exclude each other");
+  LIBAI_CHECK(quantized || o.quantize_keep.empty(), "--quantize-keep needs --quantize");
   auto service = Service::open(service_options);
 
   HttpServer server(*service, server_options(o, o.model));
@@ -194,6 +208,7 @@ CommandAction setup_serve(CLI::App& command) {
                      "dtype of the packed weight copies (--model): f32, or bf16 (rounds the "
                      "linear and output weights to bf16: half the bytes per decoded token)")
       ->capture_default_str();
+  add_quantize_flags(command, o->quantize, o->quantize_keep);
   command.add_option("--max-body-bytes", o->max_body_bytes, "larger request bodies get 413")
       ->capture_default_str();
   return [o] { return serve(*o); };

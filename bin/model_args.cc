@@ -32,8 +32,20 @@ void add_model_flags(CLI::App& command, ModelFlags& flags, bool with_dtype) {
                      "dtype of the packed weight copies: f32, or bf16 (rounds the linear and "
                      "output weights to bf16: half the bytes to read per decoded token; the "
                      "activations stay f32)");
+  add_quantize_flags(command, flags.quantize, flags.quantize_keep);
   if (with_dtype)
     command.add_option("--dtype", flags.dtype, "parameter and activation dtype: f32 or bf16");
+}
+
+void add_quantize_flags(CLI::App& command, std::string& quantize,
+                        std::vector<std::string>& keep) {
+  command.add_option("--quantize", quantize,
+                     "quantized packed weights: none, int8 (int8 weights, f32 activations), "
+                     "int8-dynamic (and the rows of multi-row products quantized at run time), "
+                     "q4 (4-bit weights in groups of 32 inputs), q4:GROUP or q4:GROUP:min");
+  command.add_option("--quantize-keep", keep,
+                     "a layer left unquantized under --quantize (a module name such as h.0 or "
+                     "h.11.mlp.c_proj, or output for the LM head); repeatable");
 }
 
 DType parse_dtype_flag(const std::string& text, const char* flag) {
@@ -92,6 +104,18 @@ models::LoadOptions load_options(const ModelFlags& flags) {
   options.pack_dtype = parse_dtype_flag(flags.packed_dtype, "--packed-dtype");
   LIBAI_CHECK(options.pack_dtype == DType::f32 || options.pack_weights,
               "--packed-dtype ", flags.packed_dtype, " needs packed weights (drop --no-pack-weights)");
+  options.quantize = ops::parse_quantization(flags.quantize, "--quantize");
+  options.quantize_keep = flags.quantize_keep;
+  const bool quantized = options.quantize.kind != ops::Quantization::none;
+  LIBAI_CHECK(!quantized || options.pack_weights, "--quantize ", flags.quantize,
+              " needs packed weights (drop --no-pack-weights)");
+  LIBAI_CHECK(!quantized || options.pack_dtype == DType::f32, "--quantize ", flags.quantize,
+              " and --packed-dtype ", flags.packed_dtype, " exclude each other (the layers ",
+              "kept unquantized stay f32)");
+  LIBAI_CHECK(!quantized || options.dtype == DType::f32, "--quantize ", flags.quantize,
+              " needs --dtype f32 (the activations are f32), not ", flags.dtype);
+  LIBAI_CHECK(quantized || options.quantize_keep.empty(),
+              "--quantize-keep needs --quantize (nothing is quantized)");
   return options;
 }
 

@@ -34,6 +34,8 @@ struct ModelFlags {
   int tensor_parallel_size = 1;
   bool no_pack = false;  // --no-pack-weights: keep one copy of the weights (less memory)
   std::string packed_dtype = "f32";  // --packed-dtype f32|bf16
+  std::string quantize = "none";     // --quantize none|int8|int8-dynamic|q4[:GROUP[:min]]
+  std::vector<std::string> quantize_keep;  // --quantize-keep NAME (repeatable)
   // Set per rank by run_on_ranks: the rank's tensor-parallel group, and whether it prints.
   std::shared_ptr<comm::Communicator> tp;
   bool leader = true;
@@ -41,6 +43,8 @@ struct ModelFlags {
 // --model DIR (required), --tensor-parallel-size N, --no-pack-weights, --packed-dtype f32|bf16
 // and, when `with_dtype`, --dtype f32|bf16.
 void add_model_flags(CLI::App& command, ModelFlags& flags, bool with_dtype = true);
+// --quantize and --quantize-keep (the model commands and serve share them).
+void add_quantize_flags(CLI::App& command, std::string& quantize, std::vector<std::string>& keep);
 
 // Runs `command` once per tensor-parallel rank (threads of this process sharing the local
 // communicator; --tensor-parallel-size 1: once, as is) with a copy of `flags` naming the

@@ -1,4 +1,5 @@
 #include "models/model.h"
+#include <algorithm>
 
 #include "models/convert.h"
 #include "models/layers/linear.h"
@@ -73,6 +74,42 @@ void check_load_options(const LoadOptions& options) {
   LIBAI_CHECK(options.pack_dtype == DType::f32 || options.pack_weights,
               "LoadOptions.pack_dtype bf16 needs pack_weights (the packed copies hold the bf16 "
               "values)");
+  const bool quantized = options.quantize.kind != ops::Quantization::none;
+  LIBAI_CHECK(!quantized || options.pack_weights, "LoadOptions.quantize ",
+              ops::quantization_name(options.quantize),
+              " needs pack_weights (the quantized copies are packed ones)");
+  LIBAI_CHECK(!quantized || options.device.is_cpu(), "LoadOptions.quantize ",
+              ops::quantization_name(options.quantize), " runs on the CPU only, not ",
+              options.device.str());
+  LIBAI_CHECK(!quantized || options.dtype == DType::f32, "LoadOptions.quantize ",
+              ops::quantization_name(options.quantize), " needs f32 parameters, not ",
+              dtype_name(options.dtype));
+  LIBAI_CHECK(quantized || options.quantize_keep.empty(),
+              "LoadOptions.quantize_keep names layers to keep unquantized, but nothing is "
+              "quantized");
+}
+
+void pack_loaded(Module& module, const LoadOptions& options, bool whole) {
+  if (!options.pack_weights) return;
+  const PackSpec spec{.dtype = options.pack_dtype,
+                      .quantize = options.quantize,
+                      .keep = options.quantize_keep};
+  if (whole && spec.quantize.kind != ops::Quantization::none) {
+    const auto modules = module.named_modules();
+    for (const std::string& keep : spec.keep) {
+      const bool found = keep == "output" || std::any_of(modules.begin(), modules.end(), [&](const auto& m) {
+        return m.first == keep || m.first.rfind(keep + ".", 0) == 0;
+      });
+      std::string examples;  // the names of this model's first linear layers
+      for (const auto& [name, m] : modules)
+        if (dynamic_cast<const Linear*>(m) && std::count(examples.begin(), examples.end(), ',') < 2)
+          examples += (examples.empty() ? "" : ", ") + name;
+      LIBAI_CHECK(found, "quantize keep: '", keep,
+                  "' names no layer of the model (a module name, such as ", examples,
+                  ", or the start of one up to a dot; or output for the LM head)");
+    }
+  }
+  pack_for_inference(module, spec);
 }
 
 std::unique_ptr<Model> load_model(const std::filesystem::path& folder, const LoadOptions& options) {
@@ -86,7 +123,7 @@ std::unique_ptr<Model> load_model(const std::filesystem::path& folder, const Loa
   // belongs to the other parts, not "unexpected".
   if (options.part) map.ignore("");
   load_parameters(*model, source, map);
-  if (options.pack_weights) pack_for_inference(*model, options.pack_dtype);
+  pack_loaded(*model, options, /*whole=*/!options.part);
   return model;
 }
 

@@ -20,6 +20,7 @@
 #include "models/hf_config.h"
 #include "models/module.h"
 #include "models/weights.h"
+#include "ops/packed_linear.h"
 
 namespace libai::models {
 
@@ -162,12 +163,20 @@ struct LoadOptions {
   // The packed copies' dtype: f32, or bf16 (rounds those weights to bf16: half the bytes a
   // decoding step reads; Note [Packed inference weights]); bf16 needs pack_weights.
   DType pack_dtype = DType::f32;
+  // Quantized packed copies (Note [Packed inference weights]; ops/packed_linear.h): int8,
+  // int8-dynamic or q4 for every Linear and output table, but those `quantize_keep` names
+  // (models/layers/linear.h, PackSpec::keep), which get pack_dtype copies. Needs pack_weights.
+  ops::QuantSpec quantize;
+  std::vector<std::string> quantize_keep;
 };
 
 // InvalidArgument for options that contradict each other or name what is not implemented
 // (pack_dtype other than f32 / bf16, or bf16 without pack_weights); load_model and load_stage
 // call it before reading any weight.
 void check_load_options(const LoadOptions& options);
+// What load_model and load_stage pack with; `whole`: the whole model (a keep entry that names
+// no module of it is then InvalidArgument, naming it).
+void pack_loaded(Module& module, const LoadOptions& options, bool whole);
 
 // Builds the model that config.json names (model_type, architectures[0]) without weights; with
 // `part`, only that part (Note [Model parts]): InvalidArgument for a part out of range.

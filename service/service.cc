@@ -38,8 +38,14 @@ namespace pipelines = models::pipelines;
 models::LoadOptions load_options(const ServiceOptions& options) {
   LIBAI_CHECK(!options.bf16_weights || options.pack_weights,
               "ServiceOptions.bf16_weights needs ServiceOptions.pack_weights");
-  return {.pack_weights = options.pack_weights,
-          .pack_dtype = options.bf16_weights ? DType::bf16 : DType::f32};
+  models::LoadOptions out{.pack_weights = options.pack_weights,
+                          .pack_dtype = options.bf16_weights ? DType::bf16 : DType::f32,
+                          .quantize = ops::parse_quantization(options.quantize,
+                                                              "ServiceOptions.quantize"),
+                          .quantize_keep = options.quantize_keep};
+  LIBAI_CHECK(out.quantize.kind == ops::Quantization::none || !options.bf16_weights,
+              "ServiceOptions.quantize ", options.quantize, " and bf16_weights exclude each other");
+  return out;
 }
 
 // One model folder: a generation engine for a model that generates, an encoder queue for the

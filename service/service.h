@@ -44,6 +44,10 @@ struct ServiceOptions {
   // The packed copies in bf16: the linear and output weights rounded to bf16, half the bytes
   // read per decoded token (activations stay f32). Needs pack_weights.
   bool bf16_weights = false;
+  // Quantized packed copies: "none", "int8", "int8-dynamic", "q4", "q4:GROUP[:min]"
+  // (ops/packed_linear.h), but the layers `quantize_keep` names. Needs pack_weights.
+  std::string quantize = "none";
+  std::vector<std::string> quantize_keep;
 };
 
 // A piece of generated text, in order. `text` is the new text since the previous event (empty

@@ -90,7 +90,8 @@ bool packed_applies(const ops::PackedWeight& packed, const Tensor& weight, const
                     const Tensor& x, const Tensor& residual) {
   if (!packed.defined() || packed.source() != weight.data_ptr()) return false;
   if (x.dtype() != DType::f32 || !x.device().is_cpu() || x.dim() == 0) return false;
-  if (packed.dtype() == DType::f32 && x.numel() <= x.size(-1)) return false;  // one row
+  if (packed.dtype() == DType::f32 && !packed.quantized() && x.numel() <= x.size(-1))
+    return false;  // one row
   const DType autocast = training_mode().autocast;
   if (autocast == DType::bf16 || autocast == DType::f16) return false;
   return !autograd::grad_enabled() ||
@@ -115,6 +116,16 @@ ops::PackedWeight pack_as(Tensor& weight, DType dtype) {
 bool Linear::pack(DType dtype) {
   if (!ops::packable(weight_)) return false;
   packed_ = pack_as(weight_, dtype);
+  return true;
+}
+
+bool Linear::quantize(const ops::QuantSpec& spec) {
+  if (!ops::packable(weight_)) return false;
+  packed_ = ops::pack_weight(weight_, spec);
+  if (packed_.quantized()) {
+    autograd::NoGradGuard no_grad;
+    weight_.copy_from(ops::dequantized(packed_));  // in place: the copy's source stays valid
+  }
   return true;
 }
 
@@ -201,13 +212,64 @@ bool Embedding::pack(DType dtype) {
   return true;
 }
 
+bool Embedding::quantize(const ops::QuantSpec& spec) {
+  if (!output_ || !ops::packable(weight_)) return false;
+  packed_ = ops::pack_weight(weight_, spec);
+  return true;
+}
+
 int pack_for_inference(Module& root, DType dtype) {
+  return pack_for_inference(root, PackSpec{.dtype = dtype});
+}
+
+namespace {
+
+bool kept(const std::string& name, bool output, const std::vector<std::string>& keep) {
+  for (const std::string& k : keep) {
+    if (k == "output" && output) return true;
+    if (name == k || (name.size() > k.size() && name.compare(0, k.size(), k) == 0 &&
+                      name[k.size()] == '.'))
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// Note [Which layers are quantized]
+// Every Linear and every output table (the LM head's products) under the root, unless `keep`
+// names it. Never quantized: embedding lookups (they read the exact table, tied or not), norms,
+// biases, and products outside Linear (attention's). The head is a third of GPT-2 small's
+// weights and as much of a decoded token's bytes, so it is quantized by default; keeping it
+// (keep: [output]) is measured in bench/RESULTS.md ("Quantized inference").
+int pack_for_inference(Module& root, const PackSpec& spec) {
   int packed = 0;
   for (auto& [name, module] : root.named_modules()) {
-    if (auto* linear = dynamic_cast<Linear*>(module)) packed += linear->pack(dtype) ? 1 : 0;
-    if (auto* table = dynamic_cast<Embedding*>(module)) packed += table->pack(dtype) ? 1 : 0;
+    auto* linear = dynamic_cast<Linear*>(module);
+    auto* table = dynamic_cast<Embedding*>(module);
+    if (!linear && !table) continue;
+    const bool quantize = spec.quantize.kind != ops::Quantization::none &&
+                          !kept(name, table && table->serves_as_output(), spec.keep);
+    try {
+      if (linear) packed += (quantize ? linear->quantize(spec.quantize) : linear->pack(spec.dtype));
+      if (table) packed += (quantize ? table->quantize(spec.quantize) : table->pack(spec.dtype));
+    } catch (const InvalidArgument& e) {
+      LIBAI_THROW(InvalidArgument, name.empty() ? std::string("the model") : name, ": ", e.what());
+    }
   }
   return packed;
+}
+
+PackedBytes packed_bytes(Module& root) {
+  PackedBytes out;
+  for (auto& [name, module] : root.named_modules()) {
+    const ops::PackedWeight* w = nullptr;
+    if (auto* linear = dynamic_cast<Linear*>(module)) w = &linear->packed_weight();
+    if (auto* table = dynamic_cast<Embedding*>(module)) w = &table->packed();
+    if (!w || !w->defined()) continue;
+    (w->quantized() ? out.quantized : w->dtype() == DType::bf16 ? out.bf16 : out.f32) += w->bytes();
+  }
+  return out;
 }
 
 void unpack_weights(Module& root) {

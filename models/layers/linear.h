@@ -57,6 +57,12 @@ enum class Activation { gelu, gelu_tanh, relu, silu, tanh, quick_gelu };
 // path, packed or not, single rows included, multiplies by the same rounded weight in f32,
 // as a float32 model holding bf16 weights would (transformers' model.to(bfloat16) then
 // .to(float32)). Single rows take the packed kernel too: it is their half of the bytes.
+//
+// quantize(spec) does the same with an int8 or 4-bit copy (ops/packed_linear.h): the weight is
+// replaced in place by the dequantised values, so every path multiplies by the same levels;
+// under int8-dynamic the packed products of several rows also quantize their input rows. An
+// output table (Embedding) keeps its exact values for lookups: only the head's products read
+// the quantized copy. Note [Which layers are quantized] in linear.cc.
 class Linear : public Module {
  public:
   Linear(const LayerContext& ctx, int64_t in_features, int64_t out_features, bool bias = true,
@@ -72,8 +78,12 @@ class Linear : public Module {
   // Note [Packed inference weights]. pack() returns false (and packs nothing) for a weight
   // that is not a CPU f32 matrix; dtype: of the copy, f32 or bf16 (rounds the weight).
   bool pack(DType dtype = DType::f32);
+  // The quantized copy (Note [Packed inference weights]); false for a weight that is not a CPU
+  // f32 matrix. InvalidArgument for a q4 group that does not divide the input width.
+  bool quantize(const ops::QuantSpec& spec);
   void unpack() { packed_ = ops::PackedWeight(); }
   bool packed() const { return packed_.defined(); }
+  const ops::PackedWeight& packed_weight() const { return packed_; }
 
  private:
   // t (the weight or the bias) whose shared rows' gradient is summed over shared_.group.
@@ -118,6 +128,8 @@ class Embedding : public Module {
   // dtype bf16, rounded in place like a Linear's weight: a tied table's lookups see the same
   // rounded values).
   bool pack(DType dtype = DType::f32);
+  // A quantized copy for the head's products; lookups keep reading the exact table.
+  bool quantize(const ops::QuantSpec& spec);
   void unpack() { packed_ = ops::PackedWeight(); }
   const ops::PackedWeight& packed() const { return packed_; }
 
@@ -154,9 +166,26 @@ Tensor vocab_parallel_logits_shard(const Tensor& h, const Embedding& table,
                                    const Tensor& bias_shard = Tensor());
 Tensor gather_vocab_logits(const Tensor& shard, const Embedding& table);
 
+// How pack_for_inference packs: copies of `dtype` (f32 or bf16), or quantized as `quantize`
+// says except the modules `keep` names, which get `dtype` copies: a module's name under the
+// root ("h.0", "encoder.layer.11.attention"; a name keeps what lies under it too), or "output"
+// for the output tables (LM heads, tied or not).
+struct PackSpec {
+  DType dtype = DType::f32;
+  ops::QuantSpec quantize;
+  std::vector<std::string> keep;
+};
+
 // Packs every Linear and Embedding under `root` (Note [Packed inference weights]) as `dtype`
 // (f32 or bf16); returns how many weights were packed.
 int pack_for_inference(Module& root, DType dtype = DType::f32);
+int pack_for_inference(Module& root, const PackSpec& spec);
+// The bytes the packed copies under `root` hold (what products read), by kind.
+struct PackedBytes {
+  int64_t f32 = 0, bf16 = 0, quantized = 0;
+  int64_t total() const { return f32 + bf16 + quantized; }
+};
+PackedBytes packed_bytes(Module& root);
 // Drops every packed copy under `root`.
 void unpack_weights(Module& root);
 

@@ -131,7 +131,7 @@ std::unique_ptr<PipelineStage> load_stage(const std::filesystem::path& folder,
   WeightMap map = is_libai_layout(source) ? identity_map(*stage) : stage->weight_map();
   map.ignore("");
   load_parameters(*stage, source, map);
-  if (options.pack_weights) pack_for_inference(*stage, options.pack_dtype);
+  pack_loaded(*stage, options, /*whole=*/false);
   return stage;
 }
 
