@@ -26,6 +26,7 @@
 #include "runtime/device_copy.h"
 #include "runtime/rng.h"
 #include "runtime/threads.h"
+#include "bench/best_time.h"
 
 namespace libai {
 namespace {
@@ -40,27 +41,7 @@ Tensor transposed(const Tensor& t) {
   return t.as_strided({t.size(1), t.size(0)}, {t.stride(1), t.stride(0)}, t.offset());
 }
 
-// Seconds per call: best of 5 blocks, each about 0.1 s.
-double time_call(const std::function<void()>& fn) {
-  using clock = std::chrono::steady_clock;
-  fn();
-  auto start = clock::now();
-  int64_t calls = 0;
-  while (std::chrono::duration<double>(clock::now() - start).count() < 0.05) {
-    fn();
-    ++calls;
-  }
-  const double once = std::chrono::duration<double>(clock::now() - start).count() / double(calls);
-  const int64_t per_block = std::max<int64_t>(1, int64_t(0.1 / once));
-  double best = 1e30;
-  for (int block = 0; block < 5; ++block) {
-    auto t0 = clock::now();
-    for (int64_t i = 0; i < per_block; ++i) fn();
-    best = std::min(best,
-                    std::chrono::duration<double>(clock::now() - t0).count() / double(per_block));
-  }
-  return best;
-}
+double time_call(const std::function<void()>& fn) { return bench::best_seconds_per_call(fn); }
 
 // One product c [m, n] = op(a) op(b) as it occurs in training: `a_trans` / `b_trans` say the
 // operand is a transposed view of a row-major matrix.

@@ -8,9 +8,13 @@
 //                weights (reordered once to its own layout) -> f32 with per-column scales
 // For one row (decoding) the table also gives the weight-read floor: the bytes the product
 // must read over the read bandwidth measured in the same run (a sum over 512 MiB), and the
-// kernel's share of it. Each figure is the best of 5 blocks of ~0.1 s.
+// kernel's share of it. The products repeat on one weight, so weights that fit the caches
+// (all but the LM head's 768 x 50257) come from there and beat the floor; the LM head's row
+// is the decoding case. Each figure is the best of 5 blocks of ~0.1 s.
 //
-//   build/bench/bench_quantized_gemm [threads]      # prints a markdown table
+//   build/bench/bench_quantized_gemm [threads [--onednn]]      # prints a markdown table
+// (--onednn: int8-dyn takes oneDNN's AMX products where the CPU has them, as
+// ops::cpu::set_onednn_int8_enabled(true) makes the models do).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,10 +23,12 @@
 #include <string>
 #include <vector>
 
+#include "ops/cpu/onednn_gemm.h"
 #include "ops/cpu/quantized_gemm.h"
 #include "runtime/rng.h"
 #include "runtime/tensor.h"
 #include "runtime/threads.h"
+#include "bench/best_time.h"
 
 #if __has_include(<oneapi/dnnl/dnnl.hpp>)
 #include <oneapi/dnnl/dnnl.hpp>
@@ -34,26 +40,7 @@ namespace {
 
 using ops::cpu::ActivationPrecision;
 
-double time_call(const std::function<void()>& fn) {
-  using clock = std::chrono::steady_clock;
-  fn();
-  auto start = clock::now();
-  int64_t calls = 0;
-  while (std::chrono::duration<double>(clock::now() - start).count() < 0.05) {
-    fn();
-    ++calls;
-  }
-  const double once = std::chrono::duration<double>(clock::now() - start).count() / double(calls);
-  const int64_t per_block = std::max<int64_t>(1, int64_t(0.1 / once));
-  double best = 1e30;
-  for (int block = 0; block < 5; ++block) {
-    auto t0 = clock::now();
-    for (int64_t i = 0; i < per_block; ++i) fn();
-    best = std::min(best,
-                    std::chrono::duration<double>(clock::now() - t0).count() / double(per_block));
-  }
-  return best;
-}
+double time_call(const std::function<void()>& fn) { return bench::best_seconds_per_call(fn); }
 
 std::vector<float> random_values(int64_t count, uint64_t seed) {
   Tensor t = Tensor::empty({count}, DType::f32);
@@ -69,10 +56,14 @@ double read_bandwidth() {
   const double seconds = time_call([&] {
     parallel_for(0, 64, 1, [&](int64_t b, int64_t e) {
       for (int64_t part = b; part < e; ++part) {
-        float s = 0.0f;
+        // 32 independent sums: the loop vectorises and is bound by the reads, not the adds.
+        float s[32] = {};
         const float* p = buffer.data() + part * (n / 64);
-        for (int64_t i = 0; i < n / 64; ++i) s += p[i];
-        sums[size_t(part)] = s;
+        for (int64_t i = 0; i < n / 64; i += 32)
+          for (int j = 0; j < 32; ++j) s[j] += p[i + j];
+        float total = 0.0f;
+        for (float v : s) total += v;
+        sums[size_t(part)] = total;
       }
     });
   });
@@ -150,9 +141,14 @@ void run_shape(int64_t m, int64_t k, int64_t n, double bandwidth) {
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;
   libai::set_thread_budget(libai::Device::cpu(0), threads);
+  // int8-dyn's rows: our kernels unless --onednn (oneDNN's AMX products behind ours).
+  const bool onednn = argc > 2 && std::string(argv[2]) == "--onednn";
+  libai::ops::cpu::set_onednn_int8_enabled(onednn);
   const double bandwidth = libai::read_bandwidth();
-  std::printf("threads %d, AVX512-VNNI %s, read bandwidth %.2f GB/s\n\n", threads,
-              libai::ops::cpu::cpu_has_vnni() ? "yes" : "no", bandwidth * 1e-9);
+  std::printf("threads %d, AVX512-VNNI %s, oneDNN int8 (AMX) taken by int8-dyn: %s, read "
+              "bandwidth %.2f GB/s\n\n",
+              threads, libai::ops::cpu::cpu_has_vnni() ? "yes" : "no",
+              libai::ops::cpu::onednn_int8_available() ? "yes" : "no", bandwidth * 1e-9);
   std::printf("| m x k x n | kernel | ms | GFLOP/s | f32 time / time | floor ms | floor / time |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|\n");
   const int64_t shapes[][2] = {{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}, {768, 50257}};

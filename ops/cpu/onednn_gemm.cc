@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include <map>
+#include <optional>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 #include <unordered_map>
@@ -20,7 +21,10 @@ namespace libai::ops::cpu {
 
 namespace {
 std::atomic<bool> onednn_enabled{true};
+std::atomic<bool> onednn_int8_enabled{false};  // off: see onednn_gemm.h
 }  // namespace
+
+void set_onednn_int8_enabled(bool enabled) { onednn_int8_enabled.store(enabled); }
 
 void set_onednn_bf16_enabled(bool enabled) { onednn_enabled.store(enabled); }
 
@@ -121,7 +125,107 @@ void onednn_bf16_gemm(const Bf16GemmShape& s, const bf16* a, const bf16* b, cons
   ctx.stream.wait();
 }
 
+// One engine for the int8 weights and their primitives: a reordered weight is memory of it.
+dnnl::engine& int8_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+struct OnednnInt8Weight {
+  int64_t n = 0, k = 0;
+  dnnl::memory memory;  // w in the layout a 128-row product chose
+};
+
+namespace {
+
+struct Int8Primitive {
+  dnnl::matmul matmul;
+  dnnl::memory::desc a, c;
+};
+
+struct Int8Context {
+  dnnl::stream stream{int8_engine()};
+  // By (m, n, k, lda, threads, the weight's layout); nullopt: no kernel for it.
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int, size_t>;
+  std::map<Key, std::optional<Int8Primitive>> primitives;
+};
+
+using dt = dnnl::memory::data_type;
+
+}  // namespace
+
+bool onednn_int8_available() {
+  static const bool available = dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
+  return available && onednn_int8_enabled.load(std::memory_order_relaxed);
+}
+
+std::shared_ptr<const OnednnInt8Weight> onednn_int8_weight(const int8_t* w, int64_t n, int64_t k) {
+  try {
+    dnnl::engine& engine = int8_engine();
+    dnnl::stream stream(engine);
+    dnnl::memory::desc plain({k, n}, dt::s8, {1, k});  // w [n, k] read as its transpose
+    dnnl::memory::desc any({k, n}, dt::s8, dnnl::memory::format_tag::any);
+    dnnl::matmul::primitive_desc pd(
+        dnnl::matmul::desc(dnnl::memory::desc({128, k}, dt::s8, {k, 1}), any,
+                           dnnl::memory::desc({128, n}, dt::s32, dnnl::memory::dims{n, 1})),
+        engine);
+    auto out = std::make_shared<OnednnInt8Weight>();
+    out->n = n;
+    out->k = k;
+    out->memory = dnnl::memory(pd.weights_desc(), engine);
+    dnnl::memory source(plain, engine, const_cast<int8_t*>(w));
+    dnnl::reorder(source, out->memory).execute(stream, source, out->memory);
+    stream.wait();
+    return out;
+  } catch (const dnnl::error&) {
+    return nullptr;
+  }
+}
+
+bool onednn_int8_gemm(int64_t m, const int8_t* a, int64_t lda, const OnednnInt8Weight& w,
+                      int32_t* c) {
+  thread_local Int8Context ctx;
+  const int64_t n = w.n, k = w.k;
+  const int threads = m * n * k < (int64_t(1) << 23) ? 1 : thread_budget(current_cpu_device());
+  omp_set_num_threads(threads);  // Note [oneDNN threads]
+  const dnnl::memory::desc weights = w.memory.get_desc();
+  const Int8Context::Key key{m, n, k, lda, threads, weights.get_size()};
+  auto it = ctx.primitives.find(key);
+  if (it == ctx.primitives.end()) {
+    std::optional<Int8Primitive> prim;
+    try {
+      dnnl::memory::desc da({m, k}, dt::s8, {lda, 1});
+      dnnl::memory::desc dc({m, n}, dt::s32, dnnl::memory::dims{n, 1});
+      prim = Int8Primitive{
+          dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(da, weights, dc),
+                                                    int8_engine())),
+          da, dc};
+    } catch (const dnnl::error&) {
+      prim.reset();  // no kernel for this shape in the weight's layout: the caller's own runs
+    }
+    if (ctx.primitives.size() >= 512) ctx.primitives.clear();  // a bound, not an LRU
+    it = ctx.primitives.emplace(key, std::move(prim)).first;
+  }
+  if (!it->second) return false;
+  const Int8Primitive& prim = *it->second;
+  dnnl::memory src(prim.a, int8_engine(), const_cast<int8_t*>(a));
+  dnnl::memory dst(prim.c, int8_engine(), c);
+  prim.matmul.execute(ctx.stream,
+                      {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w.memory}, {DNNL_ARG_DST, dst}});
+  ctx.stream.wait();
+  return true;
+}
+
 #else
+
+struct OnednnInt8Weight {};
+bool onednn_int8_available() { return false; }
+std::shared_ptr<const OnednnInt8Weight> onednn_int8_weight(const int8_t*, int64_t, int64_t) {
+  return nullptr;
+}
+bool onednn_int8_gemm(int64_t, const int8_t*, int64_t, const OnednnInt8Weight&, int32_t*) {
+  return false;
+}
 
 bool onednn_bf16_available() { return false; }
 

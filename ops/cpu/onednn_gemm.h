@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "runtime/dtype.h"
 
@@ -33,5 +34,22 @@ void set_onednn_bf16_enabled(bool enabled);
 // rounds once to bf16 when the output is bf16. Runs on the current CPU device's thread budget.
 void onednn_bf16_gemm(const Bf16GemmShape& shape, const bf16* a, const bf16* b, const bf16* bias,
                       void* c, Bf16Output output, bool accumulate);
+
+// int8 products through oneDNN's matmul where the CPU has AMX tiles, for ops/cpu/
+// quantized_gemm.cc's products of dynamically quantized rows. Off by default: alone it ran
+// 13-16x the f32 kernel at 128 rows here (bench_quantized_gemm; our VNNI kernel 3-5x), but in
+// whole models on 2 cores its OpenMP workers, spinning after each product, fought our pool's
+// threads for the cores (GPT-2 1 x 128 39 ms against 42, MiniLM 145 against 131: bench/
+// RESULTS.md, "Quantized inference"). set_onednn_int8_enabled(true) switches it on.
+// oneDNN is linked, the CPU has AMX, and the switch is on.
+bool onednn_int8_available();
+void set_onednn_int8_enabled(bool enabled);
+// A weight w [n, k] (s8, contiguous) reordered once into the layout oneDNN's kernels read.
+struct OnednnInt8Weight;
+std::shared_ptr<const OnednnInt8Weight> onednn_int8_weight(const int8_t* w, int64_t n, int64_t k);
+// c [m, n] (int32, contiguous) = a [m, k] (s8, rows lda apart) · wᵀ; false (nothing written)
+// where oneDNN has no kernel for the shape in that layout.
+bool onednn_int8_gemm(int64_t m, const int8_t* a, int64_t lda, const OnednnInt8Weight& w,
+                      int32_t* c);
 
 }  // namespace libai::ops::cpu

@@ -466,6 +466,7 @@ bool packed_kernel_supported(PackedKernel kernel) {
 namespace detail {
 
 PackedKernel resolved_kernel() { return resolve(); }
+bool kernel_forced() { return g_forced.load(std::memory_order_relaxed) != PackedKernel::automatic; }
 
 void f32_panel_tile(PackedKernel kernel, int rows, int64_t kc, const float* a, int64_t lda,
                     const float* panel, float* c, int64_t ldc, bool accumulate) {

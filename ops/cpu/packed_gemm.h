@@ -62,6 +62,8 @@ bool packed_kernel_supported(PackedKernel kernel);
 namespace detail {
 // The kernel that runs now: the forced one, else the widest the CPU has.
 PackedKernel resolved_kernel();
+// Whether a kernel is forced (force_packed_kernel): tests of one kernel then get it alone.
+bool kernel_forced();
 // C tile (rows <= 8 x kPanel, ldc apart) = A (rows x kc, lda apart) · an f32 panel's kc rows
 // (kPanel floats each, 64-byte aligned), plus C's own values when `accumulate`.
 void f32_panel_tile(PackedKernel kernel, int rows, int64_t kc, const float* a, int64_t lda,

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "ops/cpu/onednn_gemm.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 #include "runtime/threads.h"
@@ -37,6 +38,9 @@ namespace libai::ops::cpu {
 //  - more rows, weight-only (int8 and q4 with ActivationPrecision::f32): each panel is widened
 //    once per block of rows into an f32 panel in L2 and multiplied by packed_gemm's f32 tile,
 //    so the product runs at the f32 kernel's rate plus a pass over the panel per block.
+// Where oneDNN's int8 matmul is switched on and runs on AMX tiles (onednn_int8_available; off
+// by default, ops/cpu/onednn_gemm.h says why), the integer sums of the second loop come from
+// it instead; a kernel forced by force_packed_kernel runs ours.
 // Every loop holds a tile's sums over the whole of k in registers (no partial sums in C), then
 // packed_gemm's epilogue adds the bias, applies the activation and adds the residual.
 namespace {
@@ -98,6 +102,7 @@ QuantizedMatrix quantize_int8(const float* w, int64_t n, int64_t k, int64_t ldw)
   q.data = allocate(size_t(q.panels() * q.panel_bytes()));
   q.scales.assign(size_t(q.panels() * kPanel), 0.0f);
   q.column_sums.assign(size_t(q.panels() * kPanel), 0);
+  std::vector<int8_t> rows(onednn_int8_available() ? size_t(n * k) : 0);
   parallel_for(0, q.panels(), 4, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       auto* dst = reinterpret_cast<int8_t*>(q.data.get() + p * q.panel_bytes());
@@ -111,6 +116,7 @@ QuantizedMatrix quantize_int8(const float* w, int64_t n, int64_t k, int64_t ldw)
         for (int64_t kk = 0; kk < k; ++kk) {
           const int v = int(std::clamp(std::nearbyint(row[kk] * inv), -127.0f, 127.0f));
           dst[((kk / 4) * kPanel + jj) * 4 + kk % 4] = int8_t(v);
+          if (!rows.empty()) rows[size_t(j * k + kk)] = int8_t(v);
           sum += v;
         }
         q.scales[size_t(j)] = amax / 127.0f;
@@ -118,6 +124,7 @@ QuantizedMatrix quantize_int8(const float* w, int64_t n, int64_t k, int64_t ldw)
       }
     }
   });
+  if (!rows.empty() && n > 0 && k > 0) q.onednn = onednn_int8_weight(rows.data(), n, k);
   return q;
 }
 
@@ -678,6 +685,33 @@ void quantize_row(PackedKernel kernel, const float* x, int64_t k, int64_t width,
   quantize_row_portable(x, k, width, q, scale);
 }
 
+// out[j] = float(sums[j]) * (row_scale * scales[j]) for one row of n values.
+void scale_row_portable(const int32_t* sums, float row_scale, const float* scales, int64_t n,
+                        float* out) {
+  for (int64_t j = 0; j < n; ++j) out[j] = float(sums[j]) * (row_scale * scales[j]);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) void scale_row_avx512(const int32_t* sums, float row_scale,
+                                                          const float* scales, int64_t n,
+                                                          float* out) {
+  const __m512 rs = _mm512_set1_ps(row_scale);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    _mm512_storeu_ps(out + j, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(sums + j)),
+                                            _mm512_mul_ps(rs, _mm512_loadu_ps(scales + j))));
+  scale_row_portable(sums + j, row_scale, scales + j, n - j, out + j);
+}
+#endif
+
+void scale_row(PackedKernel kernel, const int32_t* sums, float row_scale, const float* scales,
+               int64_t n, float* out) {
+#if defined(__x86_64__)
+  if (kernel == PackedKernel::avx512) return scale_row_avx512(sums, row_scale, scales, n, out);
+#endif
+  scale_row_portable(sums, row_scale, scales, n, out);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The three loops over rows [r_begin, r_end) x panels [p_begin, p_end).
 
@@ -787,14 +821,43 @@ void quantized_gemm(int64_t m, const float* a, int64_t lda, const QuantizedMatri
       }
   }
   const int64_t qlda = b.quads() * 4;
+  // oneDNN's products run on OpenMP's threads, whose workers spin a while after each product:
+  // the passes around them stay on this thread rather than wake the pool's workers beside them
+  // (on 2 cores the two pools fought: 0.30 ms against oneDNN's own 0.08 for 128x768x2304).
+  const bool onednn = integer && b.onednn && onednn_int8_available() && !detail::kernel_forced();
   if (integer) {
     quantized.resize(size_t(m * qlda));
     row_scales.resize(size_t(m));
-    parallel_for(0, m, 32, [&](int64_t i0, int64_t i1) {
+    const auto rows = [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i)
         quantize_row(kernel, a + i * lda, b.k, qlda, quantized.data() + i * qlda,
                      row_scales[size_t(i)]);
-    });
+    };
+    if (onednn)
+      rows(0, m);
+    else
+      parallel_for(0, m, 32, rows);
+  }
+
+  std::unique_ptr<int32_t[]> sums32;  // not zeroed: oneDNN writes every value
+  if (onednn) {
+    // Note [Quantized weights]: oneDNN's AMX kernels for the int32 sums, s8 rows (q + 128
+    // back to q), then the scales and packed_gemm's epilogue per tile.
+    for (uint8_t& byte : quantized) byte ^= 0x80;
+    sums32.reset(new int32_t[size_t(m * b.n)]);
+    if (!onednn_int8_gemm(m, reinterpret_cast<const int8_t*>(quantized.data()), qlda, *b.onednn,
+                          sums32.get())) {
+      sums32.reset();
+      for (uint8_t& byte : quantized) byte ^= 0x80;  // back to u8 for our kernels
+    }
+  }
+  if (sums32) {
+    for (int64_t i = 0; i < m; ++i) {
+      scale_row(kernel, sums32.get() + i * b.n, row_scales[size_t(i)], b.scales.data(), b.n,
+                c + i * ldc);
+      detail::finish_tile(1, b.n, c + i * ldc, ldc, epilogue, i, 0);
+    }
+    return;
   }
 
   const int64_t macs = m * b.n * b.k;

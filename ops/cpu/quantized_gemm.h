@@ -17,6 +17,8 @@
 
 namespace libai::ops::cpu {
 
+struct OnednnInt8Weight;
+
 enum class QuantFormat : uint8_t { int8, q4 };
 
 // B = wᵀ in panels of kPanel columns, like PackedMatrix:
@@ -35,6 +37,8 @@ struct QuantizedMatrix {
   std::shared_ptr<uint8_t> data;
   std::vector<float> scales;        // int8: panels() * kPanel (zero past n)
   std::vector<int32_t> column_sums; // int8: Σ_k q per column (zero past n)
+  // int8 where oneDNN's int8 products run (onednn_int8_available): q in oneDNN's layout.
+  std::shared_ptr<const OnednnInt8Weight> onednn;
 
   int64_t panels() const { return (n + kPanel - 1) / kPanel; }
   int64_t quads() const { return (k + 3) / 4; }            // int8

@@ -56,7 +56,10 @@ struct KernelScope {
 };
 
 inline const char* name(PackedKernel k) {
-  return k == PackedKernel::avx512 ? "avx512" : k == PackedKernel::avx2 ? "avx2" : "portable";
+  return k == PackedKernel::avx512      ? "avx512"
+         : k == PackedKernel::avx2      ? "avx2"
+         : k == PackedKernel::automatic ? "automatic"
+                                        : "portable";
 }
 
 }  // namespace libai::testing

@@ -3,6 +3,7 @@
 // rows and more, and every group form.
 #include <cmath>
 
+#include "ops/cpu/onednn_gemm.h"
 #include "ops/cpu/quantized_gemm.h"
 #include "ops/packed_linear.h"
 #include "runtime/error.h"
@@ -85,9 +86,14 @@ Tensor rows_quantized(const Tensor& x) {
 }
 
 // Products of more than 4 rows quantize each row and multiply in int32: they equal the f64
-// product of the two dequantised operands, and the integer sums are the same on every kernel,
-// so the outputs are bitwise equal across kernels. Up to 4 rows stay weight-only.
+// product of the two dequantised operands, and the integer sums are the same on every kernel
+// (oneDNN's AMX one too, which the automatic choice takes where the CPU has it), so the outputs
+// are bitwise equal across kernels. Up to 4 rows stay weight-only.
 TEST(QuantizedLinear, DynamicInt8MatchesReferenceAndIsBitwiseEqualAcrossKernels) {
+  ops::cpu::set_onednn_int8_enabled(true);  // off by default; the automatic pass takes it
+  struct Restore {
+    ~Restore() { ops::cpu::set_onednn_int8_enabled(false); }
+  } restore;
   const int64_t shapes[][2] = {{1, 1}, {5, 47}, {257, 49}, {300, 97}, {768, 145}, {3072, 50}};
   for (int64_t m : kRows)
     for (const auto& s : shapes) {
@@ -99,7 +105,9 @@ TEST(QuantizedLinear, DynamicInt8MatchesReferenceAndIsBitwiseEqualAcrossKernels)
       const Tensor xr = m <= ops::cpu::kWeightOnlyRows ? x : rows_quantized(x);
       const Tensor expected = reference(xr, wd, bias, std::nullopt, Tensor());
       std::vector<float> first;
-      for (auto kernel : kernels()) {
+      std::vector<testing::PackedKernel> every = kernels();
+      every.push_back(testing::PackedKernel::automatic);
+      for (auto kernel : every) {
         KernelScope scope(kernel);
         SCOPED_TRACE(trace(kernel, kInt8Dynamic, m, k, n));
         const Tensor y = ops::linear_packed(x, q, bias);
