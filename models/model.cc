@@ -97,14 +97,15 @@ void pack_loaded(Module& module, const LoadOptions& options, bool whole) {
   if (whole && spec.quantize.kind != ops::Quantization::none) {
     const auto modules = module.named_modules();
     for (const std::string& keep : spec.keep) {
-      const bool found = keep == "output" || std::any_of(modules.begin(), modules.end(), [&](const auto& m) {
-        return m.first == keep || m.first.rfind(keep + ".", 0) == 0;
-      });
+      const bool found = keep == "output" ||
+                         std::any_of(modules.begin(), modules.end(),
+                                     [&](const auto& m) { return keep_names(keep, m.first); });
+      if (found) continue;
       std::string examples;  // the names of this model's first linear layers
       for (const auto& [name, m] : modules)
         if (dynamic_cast<const Linear*>(m) && std::count(examples.begin(), examples.end(), ',') < 2)
           examples += (examples.empty() ? "" : ", ") + name;
-      LIBAI_CHECK(found, "quantize keep: '", keep,
+      LIBAI_THROW(InvalidArgument, "quantize keep: '", keep,
                   "' names no layer of the model (a module name, such as ", examples,
                   ", or the start of one up to a dot; or output for the LM head)");
     }

@@ -1,5 +1,7 @@
 #include "models/layers/linear.h"
 
+#include <algorithm>
+
 #include "models/training_mode.h"
 #include "ops/collective.h"
 #include "ops/ops.h"
@@ -222,16 +224,17 @@ int pack_for_inference(Module& root, DType dtype) {
   return pack_for_inference(root, PackSpec{.dtype = dtype});
 }
 
+bool keep_names(const std::string& keep, const std::string& name) {
+  return name == keep || (name.size() > keep.size() && name.compare(0, keep.size(), keep) == 0 &&
+                          name[keep.size()] == '.');
+}
+
 namespace {
 
 bool kept(const std::string& name, bool output, const std::vector<std::string>& keep) {
-  for (const std::string& k : keep) {
-    if (k == "output" && output) return true;
-    if (name == k || (name.size() > k.size() && name.compare(0, k.size(), k) == 0 &&
-                      name[k.size()] == '.'))
-      return true;
-  }
-  return false;
+  return std::any_of(keep.begin(), keep.end(), [&](const std::string& k) {
+    return (k == "output" && output) || keep_names(k, name);
+  });
 }
 
 }  // namespace
@@ -240,8 +243,8 @@ bool kept(const std::string& name, bool output, const std::vector<std::string>& 
 // Every Linear and every output table (the LM head's products) under the root, unless `keep`
 // names it. Never quantized: embedding lookups (they read the exact table, tied or not), norms,
 // biases, and products outside Linear (attention's). The head is a third of GPT-2 small's
-// weights and as much of a decoded token's bytes, so it is quantized by default; keeping it
-// (keep: [output]) is measured in bench/RESULTS.md ("Quantized inference").
+// weights and as much of a decoded token's bytes, so it is quantized by default; what keeping
+// it (keep: [output]) or the first and last layers would cost and gain is not measured yet.
 int pack_for_inference(Module& root, const PackSpec& spec) {
   int packed = 0;
   for (auto& [name, module] : root.named_modules()) {

@@ -180,6 +180,8 @@ struct PackSpec {
 // (f32 or bf16); returns how many weights were packed.
 int pack_for_inference(Module& root, DType dtype = DType::f32);
 int pack_for_inference(Module& root, const PackSpec& spec);
+// Whether a PackSpec::keep entry names the module `name` (equal, or its start up to a dot).
+bool keep_names(const std::string& keep, const std::string& name);
 // The bytes the packed copies under `root` hold (what products read), by kind.
 struct PackedBytes {
   int64_t f32 = 0, bf16 = 0, quantized = 0;

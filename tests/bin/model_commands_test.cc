@@ -430,5 +430,26 @@ TEST_F(ModelCommands, TensorParallelFlagGivesTheOneDeviceOutputs) {
                {"tensor_parallel_size 2 does not divide the number of heads 3"});
 }
 
+
+// --quantize changes the logits; keeping every layer and the head f32 gives f32's logits back
+// exactly (the keep names reach every layer); bad kinds, names and combinations are one error.
+TEST_F(ModelCommands, QuantizeFlagsQuantizeKeepAndRefuse) {
+  const std::string model = "--model " + kModels + "gpt2 --input-ids 5,17,42,7";
+  const Tensor f32 = forward_saved(model, "f32.safetensors").tensor("logits");
+  const Tensor int8 = forward_saved(model + " --quantize int8", "int8.safetensors").tensor("logits");
+  const double moved = relative_error(int8.to_vector<float>(), f32.to_vector<float>());
+  EXPECT_GT(moved, 1e-6);
+  EXPECT_LT(moved, 0.2);  // a tiny random model (width 32): int8 moves it by 6.6% here
+  const Tensor kept = forward_saved(model + " --quantize q4 --quantize-keep layers --quantize-keep output",
+                                    "kept.safetensors")
+                          .tensor("logits");
+  EXPECT_EQ(kept.to_vector<float>(), f32.to_vector<float>());
+  expect_error("forward " + model + " --quantize int4", {"--quantize", "int4"});
+  expect_error("forward " + model + " --quantize int8 --quantize-keep layers.9",
+               {"layers.9", "names no layer", "layers.0.attention.qkv"});
+  expect_error("forward " + model + " --quantize int8 --no-pack-weights", {"--quantize", "packed"});
+  expect_error("forward " + model + " --quantize-keep output", {"--quantize-keep", "--quantize"});
+}
+
 }  // namespace
 }  // namespace libai::testing
