@@ -44,8 +44,8 @@ void add_quantize_flags(CLI::App& command, std::string& quantize,
                      "int8-dynamic (and the rows of multi-row products quantized at run time), "
                      "q4 (4-bit weights in groups of 32 inputs), q4:GROUP or q4:GROUP:min");
   command.add_option("--quantize-keep", keep,
-                     "a layer left unquantized under --quantize (a module name such as h.0 or "
-                     "h.11.mlp.c_proj, or output for the LM head); repeatable");
+                     "a layer left unquantized under --quantize (a module name such as layers.0 or "
+                     "layers.11.mlp.down, or output for the LM head); repeatable");
 }
 
 DType parse_dtype_flag(const std::string& text, const char* flag) {

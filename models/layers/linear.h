@@ -168,7 +168,7 @@ Tensor gather_vocab_logits(const Tensor& shard, const Embedding& table);
 
 // How pack_for_inference packs: copies of `dtype` (f32 or bf16), or quantized as `quantize`
 // says except the modules `keep` names, which get `dtype` copies: a module's name under the
-// root ("h.0", "encoder.layer.11.attention"; a name keeps what lies under it too), or "output"
+// root ("layers.0", "layers.11.mlp.down"; a name keeps what lies under it too), or "output"
 // for the output tables (LM heads, tied or not).
 struct PackSpec {
   DType dtype = DType::f32;
