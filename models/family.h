@@ -25,6 +25,7 @@ namespace libai::models {
 namespace pipeline {
 class PipelineStage;
 }
+struct GgufArchitecture;
 namespace onnx {
 class ExportGraphs;
 struct ExportOptions;
@@ -95,6 +96,8 @@ struct Family {
   FlopsShape (*flops)(const HfConfig&) = nullptr;           // null: no FLOPs count
   MakeStage make_stage = nullptr;                           // null: no inference pipeline stages
   ExportOnnx export_onnx = nullptr;                         // null: no ONNX export
+  // GGUF files of these general.architecture values (models/gguf.h); null: none.
+  const GgufArchitecture* gguf = nullptr;
   // init_parameters scales the residual output projections by 1 / sqrt(2 num_layers) (GPT-2).
   bool scaled_residual_init = false;
 

@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "models/gguf.h"
 #include "runtime/error.h"
 
 namespace libai::models {
@@ -11,6 +12,7 @@ namespace fs = std::filesystem;
 HfConfig HfConfig::load(const fs::path& folder_or_file) {
   LIBAI_CHECK_KIND(NotFound, fs::exists(folder_or_file), "model: ", folder_or_file.string(),
                    " does not exist (expected a model folder with config.json)");
+  if (is_gguf(folder_or_file)) return gguf_config(folder_or_file);
   fs::path path = fs::is_directory(folder_or_file) ? folder_or_file / "config.json" : folder_or_file;
   LIBAI_CHECK_KIND(NotFound, fs::exists(path), "model config: ", path.string(), " does not exist");
   std::ifstream in(path);

@@ -7,6 +7,7 @@
 #include <set>
 #include <variant>
 
+#include "models/gguf.h"
 #include "models/layers/linear.h"
 #include "ops/ops.h"
 #include "runtime/autograd.h"
@@ -20,7 +21,7 @@ namespace fs = std::filesystem;
 struct WeightSource::Impl {
   std::string path;
   std::variant<std::monostate, checkpoint::SafetensorsFile, checkpoint::ShardedSafetensors,
-               checkpoint::TorchCheckpoint>
+               checkpoint::TorchCheckpoint, GgufWeights>
       file;
   std::vector<std::string> names;
   checkpoint::Metadata metadata;
@@ -39,7 +40,11 @@ WeightSource WeightSource::open(const fs::path& path, WeightFormat format) {
   auto impl = std::make_shared<Impl>();
   auto open_file = [&](const fs::path& file) {
     impl->path = file.string();
-    if (is_torch_file(file)) {
+    if (is_gguf(file)) {
+      auto gguf = GgufWeights::open(file);
+      impl->names = gguf.names();
+      impl->file = std::move(gguf);
+    } else if (is_torch_file(file)) {
       auto ckpt = checkpoint::TorchCheckpoint::open(file.string());
       impl->names = ckpt.names();
       impl->file = std::move(ckpt);

@@ -37,6 +37,9 @@ std::unique_ptr<Model> make_gpt2_lm(const HfConfig& config, const LayerContext& 
                                     const std::optional<StageSpec>& part = std::nullopt);
 
 // The ONNX graph of a loaded GPT-2 (Family::export_onnx; models/gpt2/gpt2_onnx.cc).
+struct GgufArchitecture;
+// GGUF files of GPT-2 (models/gpt2/gpt2_gguf.cc).
+const GgufArchitecture& gpt2_gguf();
 void export_gpt2_onnx(Model& model, const onnx::ExportOptions& options, onnx::ExportGraphs& graphs);
 
 // The family's declaration, listed in models/registry.cc.

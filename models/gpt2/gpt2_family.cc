@@ -72,6 +72,7 @@ const Family& gpt2_family() {
       .flops = flops,
       .make_stage = pipeline::make_part_stage,
       .export_onnx = export_gpt2_onnx,
+      .gguf = &gpt2_gguf(),
       .scaled_residual_init = true,
   };
   return family;

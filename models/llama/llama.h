@@ -73,6 +73,9 @@ std::unique_ptr<Model> make_llama_lm(const HfConfig& config, const LayerContext&
 
 // The ONNX graph of a loaded llama, mistral or qwen2 model (Family::export_onnx;
 // models/llama/llama_onnx.cc).
+struct GgufArchitecture;
+// GGUF files of the family (models/llama/llama_gguf.cc).
+const GgufArchitecture& llama_gguf();
 void export_llama_onnx(Model& model, const onnx::ExportOptions& options, onnx::ExportGraphs& graphs);
 
 // The family's declarations (one per model_type), listed in models/registry.cc.

@@ -65,7 +65,8 @@ FlopsShape flops(const HfConfig& config) {
           .attention_width = c.heads * c.head_dim};
 }
 
-Family declare(const std::string& type, const std::string& architecture) {
+Family declare(const std::string& type, const std::string& architecture,
+               const GgufArchitecture* gguf = nullptr) {
   return Family{
       .model_type = type,
       .heads = {{"", make_llama_lm}, {architecture, make_llama_lm}},
@@ -76,13 +77,14 @@ Family declare(const std::string& type, const std::string& architecture) {
       .flops = flops,
       .make_stage = pipeline::make_part_stage,
       .export_onnx = export_llama_onnx,
+      .gguf = gguf,
   };
 }
 
 }  // namespace
 
 const Family& llama_family() {
-  static const Family family = declare("llama", "LlamaForCausalLM");
+  static const Family family = declare("llama", "LlamaForCausalLM", &llama_gguf());
   return family;
 }
 

@@ -102,9 +102,11 @@ std::vector<AddedToken> read_added_tokens(const json& root, const JsonPlace& pla
   return out;
 }
 
-std::unique_ptr<Tokenizer> load_tokenizer_json(const fs::path& path) {
-  const json root = parse_json(path);
-  const JsonPlace place{path.string(), ""};
+}  // namespace
+
+std::unique_ptr<Tokenizer> tokenizer_from_json(const json& root, const std::string& name,
+                                               SpecialTokens special) {
+  const JsonPlace place{name, ""};
   if (!root.is_object()) json_error(place, "expected a JSON object at the top");
   const json& model_json = json_field(root, "model", place);
   const JsonPlace model_place = place.at("model");
@@ -128,13 +130,12 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const fs::path& path) {
   else if (type == "Unigram")
     model = make_unigram_from_json(model_json, model_place);
   else
-    LIBAI_THROW(Unsupported, path.string(), ": field 'model.type': model type '", type,
+    LIBAI_THROW(Unsupported, name, ": field 'model.type': model type '", type,
                 "' is not supported (BPE, WordPiece and Unigram are)");
   auto section = [&](const char* key) -> const json& {
     static const json null;
     return root.contains(key) ? root[key] : null;
   };
-  SpecialTokens special = read_special_tokens(path.parent_path());
   if (special.unk.empty() && model_json.contains("unk_token") &&
       model_json["unk_token"].is_string())
     special.unk = model_json["unk_token"].get<std::string>();
@@ -144,6 +145,12 @@ std::unique_ptr<Tokenizer> load_tokenizer_json(const fs::path& path) {
       make_post_processor(section("post_processor"), place.at("post_processor")),
       make_decoder(section("decoder"), place.at("decoder")), read_added_tokens(root, place),
       std::move(special));
+}
+
+namespace {
+
+std::unique_ptr<Tokenizer> load_tokenizer_json(const fs::path& path) {
+  return tokenizer_from_json(parse_json(path), path.string(), read_special_tokens(path.parent_path()));
 }
 
 // Special tokens named in the configs become special added tokens (new ids past the vocab
@@ -247,6 +254,7 @@ std::unique_ptr<Tokenizer> load_gpt2_files(const fs::path& vocab_path,
 }  // namespace
 
 bool has_tokenizer(const fs::path& folder) {
+  if (is_gguf_path(folder)) return gguf_has_tokenizer(folder);
   for (const char* name : {"tokenizer.json", "vocab.txt", "spiece.model", "tokenizer.model"})
     if (fs::exists(folder / name)) return true;
   return fs::exists(folder / "vocab.json") && fs::exists(folder / "merges.txt");
@@ -269,6 +277,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& path) {
     throw_no_tokenizer(path);
   }
   LIBAI_CHECK_KIND(NotFound, fs::exists(path), "tokenizer file ", path.string(), " does not exist");
+  if (is_gguf_path(path)) return load_gguf_tokenizer(path);
   const std::string name = path.filename().string();
   if (name == "vocab.txt") return load_bert_vocab(path);
   if (name == "vocab.json" || name == "merges.txt") {

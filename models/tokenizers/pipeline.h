@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -27,6 +28,15 @@ struct JsonPlace {
     return {file, field.empty() ? key : field + "." + key};
   }
 };
+
+// A tokenizer.json document (loader.cc); `name` stands for the file in errors.
+std::unique_ptr<Tokenizer> tokenizer_from_json(const json& root, const std::string& name,
+                                               SpecialTokens special);
+// GGUF files (gguf_vocab.cc): a regular file starting with "GGUF"; the tokenizer its
+// tokenizer.ggml.* metadata describes; whether it has one.
+bool is_gguf_path(const std::filesystem::path& path);
+std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& path);
+bool gguf_has_tokenizer(const std::filesystem::path& path);
 
 [[noreturn]] void json_error(const JsonPlace& place, const std::string& what);
 const json& json_field(const json& object, const std::string& key, const JsonPlace& place);

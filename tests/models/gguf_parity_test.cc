@@ -1,0 +1,147 @@
+// GGUF files as models (models/gguf.h): logits against transformers run on the weights each file
+// holds (tools/make_gguf_fixtures.py dequantises them with the gguf package, so every tensor
+// type is compared at f32 precision), greedy tokens, a Q4_0 file repacked into our q4 layout
+// without loss, and the tokenizers built from the metadata against tokenizer.json's.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "models/generation/generate.h"
+#include "models/gguf.h"
+#include "models/hf_config.h"
+#include "models/model.h"
+#include "models/tokenizers/tokenizer.h"
+#include "ops/cpu/quantized_gemm.h"
+#include "runtime/checkpoint/gguf.h"
+#include "tests/models/parity_util.h"
+
+namespace libai {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path gguf_fixture(const std::string& name) {
+  return fs::path(LIBAI_SOURCE_DIR) / "tests" / "data" / "gguf" / name;
+}
+
+const checkpoint::SafetensorsFile& references() {
+  static const auto file = checkpoint::SafetensorsFile::open(gguf_fixture("reference.safetensors").string());
+  return file;
+}
+
+const nlohmann::json& reference_json() {
+  static const nlohmann::json json = [] {
+    std::ifstream in(gguf_fixture("reference.json"));
+    return nlohmann::json::parse(in);
+  }();
+  return json;
+}
+
+Tensor logits_of(models::Model& model, const std::string& file) {
+  const Tensor ids = references().tensor(file + ".input_ids");
+  return model.forward({{"input_ids", ids}}).at("logits");
+}
+
+// The reference was computed by transformers from the same f32 values: what is left is the
+// order of f32 sums (and, packed, the kernels'), 1e-5 of the logits' range and below.
+constexpr double kTolerance = 2e-5;
+
+class GgufModel : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GgufModel, LogitsAndGreedyTokensMatchTransformers) {
+  const std::string file = GetParam();
+  auto model = models::load_model(gguf_fixture(file));
+  EXPECT_LE(testing::relative_error(logits_of(*model, file), references().tensor(file + ".logits")),
+            kTolerance);
+  const auto& expected = reference_json()["models"][file];
+  models::generation::GenerationConfig g;
+  g.max_new_tokens = 8;
+  auto* lm = model->generative();
+  ASSERT_NE(lm, nullptr);
+  const auto out = models::generation::generate(
+      *lm, {expected["greedy_prompt"].get<std::vector<int64_t>>()}, g);
+  EXPECT_EQ(out[0][0].tokens, expected["greedy"].get<std::vector<int64_t>>());
+}
+
+TEST_P(GgufModel, PackedForInferenceMatchesToo) {
+  const std::string file = GetParam();
+  auto model = models::load_model(gguf_fixture(file), {.pack_weights = true});
+  EXPECT_LE(testing::relative_error(logits_of(*model, file), references().tensor(file + ".logits")),
+            kTolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, GgufModel,
+                         ::testing::Values("gpt2_f32.gguf", "gpt2_f16.gguf", "qwen2_f32.gguf",
+                                           "llama_mixed.gguf", "llama_q4_0.gguf"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           return s.substr(0, s.find('.'));
+                         });
+
+TEST(Gguf, ConfigComesFromTheMetadata) {
+  const auto c = models::HfConfig::load(gguf_fixture("llama_mixed.gguf"));
+  EXPECT_EQ(c.model_type(), "llama");
+  EXPECT_EQ(c.get_int("hidden_size", 0), 256);
+  EXPECT_EQ(c.get_int("num_key_value_heads", 0), 2);
+  EXPECT_EQ(c.get_int("vocab_size", 0), 645);
+  EXPECT_FALSE(c.get_bool("tie_word_embeddings", true));
+  EXPECT_EQ(c.get_int("bos_token_id", -1), 1);
+  const auto q = models::HfConfig::load(gguf_fixture("qwen2_f32.gguf"));
+  EXPECT_EQ(q.model_type(), "qwen2");
+  EXPECT_TRUE(q.get_bool("tie_word_embeddings", false));
+  EXPECT_EQ(models::HfConfig::load(gguf_fixture("gpt2_f16.gguf")).model_type(), "gpt2");
+}
+
+// Our q4 format (group 32, no minimum) is Q4_0's: requantizing a Q4_0 block's values finds the
+// same scale and nibbles, so --quantize q4 runs the file's own weights.
+TEST(Gguf, Q4_0BlocksRequantizeExactlyIntoOurQ4) {
+  const auto file = checkpoint::GgufFile::open(gguf_fixture("llama_q4_0.gguf").string());
+  int checked = 0;
+  for (const auto& name : file.names()) {
+    const auto& info = file.info(name);
+    if (info.type != checkpoint::GgmlType::q4_0) continue;
+    const Tensor w = file.tensor_f32(name);
+    const int64_t n = w.size(0), k = w.size(1);
+    const auto q = ops::cpu::quantize_q4(w.data<float>(), n, k, k, 32, false);
+    std::vector<float> back(size_t(n * k));
+    ops::cpu::dequantize(q, back.data(), k);
+    const float* src = w.data<float>();
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n * k; ++i) differ += back[size_t(i)] != src[i];
+    EXPECT_EQ(differ, 0) << name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 16);  // 7 matrices x 2 layers, the embedding and the head
+  auto model = models::load_model(gguf_fixture("llama_q4_0.gguf"),
+                                  {.pack_weights = true, .quantize = {ops::Quantization::q4}});
+  EXPECT_LE(testing::relative_error(logits_of(*model, "llama_q4_0.gguf"),
+                                    references().tensor("llama_q4_0.gguf.logits")),
+            1e-4);
+}
+
+class GgufTokenizer : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GgufTokenizer, EncodesAsTokenizerJsonDoes) {
+  const std::string file = GetParam();
+  ASSERT_TRUE(tokenizers::has_tokenizer(gguf_fixture(file)));
+  auto tok = tokenizers::load_tokenizer(gguf_fixture(file));
+  const auto& ref = reference_json()["tokenizers"][file];
+  const bool special = ref["add_special_tokens"].get<bool>();
+  for (const auto& c : ref["cases"]) {
+    const std::string text = c["text"];
+    const auto ids = tok->encode(text, special).ids;
+    const auto expected = c["ids"].get<std::vector<int64_t>>();
+    EXPECT_EQ(std::vector<int64_t>(ids.begin(), ids.end()), expected) << file << ": '" << text << "'";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, GgufTokenizer,
+                         ::testing::Values("tok_llama2.gguf", "tok_llama3.gguf", "tok_qwen2.gguf",
+                                           "tok_gpt2.gguf"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           return s.substr(0, s.find('.'));
+                         });
+
+}  // namespace
+}  // namespace libai
