@@ -189,7 +189,7 @@ CommandAction setup_serve(CLI::App& command) {
   command.add_option("--cluster-port", o->cluster.port,
                      "node 0's cluster port (overrides PORT / MASTER_PORT; --port is HTTP's)");
   command.add_option("--token", o->cluster.token, "the cluster token (overrides LIBAI_CLUSTER_TOKEN)");
-  command.add_option("--model", o->model, "model folder (config.json, weights, tokenizer)");
+  command.add_option("--model", o->model, "model folder (config.json, weights, tokenizer) or GGUF file");
   command.add_option("--served-model-name", o->name,
                      "the name clients pass as `model` (default: the folder's name)");
   command.add_option("--host", o->host, "address to listen on")->capture_default_str();

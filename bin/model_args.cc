@@ -1,5 +1,7 @@
 #include "bin/model_args.h"
 
+#include "models/gguf.h"
+
 #include "bin/commands.h"
 #include "runtime/comm/spmd.h"
 
@@ -11,6 +13,7 @@
 
 #include <unistd.h>
 
+#include "models/gguf.h"
 #include "models/vision/image.h"
 #include "runtime/error.h"
 
@@ -20,7 +23,7 @@ namespace fs = std::filesystem;
 using models::Task;
 
 void add_model_flags(CLI::App& command, ModelFlags& flags, bool with_dtype) {
-  command.add_option("--model", flags.folder, "model folder (config.json, weights, tokenizer)")
+  command.add_option("--model", flags.folder, "model folder (config.json, weights, tokenizer) or GGUF file")
       ->required();
   command.add_option("--tensor-parallel-size", flags.tensor_parallel_size,
                      "split the model over N ranks (threads of this process)")
@@ -55,8 +58,10 @@ DType parse_dtype_flag(const std::string& text, const char* flag) {
 }
 
 void check_model_folder(const std::string& folder, const std::string& flag) {
-  LIBAI_CHECK_KIND(NotFound, fs::exists(folder), flag, " ", folder, ": no such folder");
-  LIBAI_CHECK_KIND(NotFound, fs::is_directory(folder), flag, " ", folder, ": not a folder");
+  LIBAI_CHECK_KIND(NotFound, fs::exists(folder), flag, " ", folder, ": no such folder or file");
+  if (models::is_gguf(folder)) return;  // a GGUF file (models/gguf.h)
+  LIBAI_CHECK_KIND(NotFound, fs::is_directory(folder), flag, " ", folder,
+                   ": neither a model folder nor a GGUF file");
   LIBAI_CHECK_KIND(NotFound, fs::exists(fs::path(folder) / "config.json"), flag, " ", folder,
                    ": no config.json (not a Hugging Face or libai model folder)");
 }

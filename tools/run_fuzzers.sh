@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 CXX=${CXX:-clang++}
 OUT=${FUZZ_OUT:-build-fuzz}
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-20}
-TARGETS=${FUZZ_TARGETS:-fuzz_safetensors fuzz_torch_zip fuzz_tokenizer fuzz_indexed_dataset
+TARGETS=${FUZZ_TARGETS:-fuzz_safetensors fuzz_torch_zip fuzz_gguf fuzz_tokenizer fuzz_indexed_dataset
   fuzz_control_messages fuzz_packet_header fuzz_credits fuzz_config}
 mkdir -p "$OUT"
 
@@ -25,9 +25,10 @@ mkdir -p "$OUT"
 CHECKPOINT_SOURCES=(runtime/checkpoint/*.cc runtime/error.cc runtime/tensor.cc runtime/dtype.cc
                     runtime/allocator.cc runtime/device.cc runtime/device_copy.cc
                     runtime/autograd.cc)
-# The tokenizer library needs only the error types from the runtime, plus libsentencepiece (for
-# .model files) and PCRE2 (harmless while no tokenizer pattern uses it).
-TOKENIZER_SOURCES=(models/tokenizers/*.cc runtime/error.cc)
+# The tokenizer library needs the checkpoint readers (GGUF vocabularies) and the error types
+# from the runtime, plus libsentencepiece (for .model files) and PCRE2 (harmless while no
+# tokenizer pattern uses it).
+TOKENIZER_SOURCES=(models/tokenizers/*.cc "${CHECKPOINT_SOURCES[@]}")
 TOKENIZER_LIBS=(-lsentencepiece -lpcre2-8)
 # The indexed dataset reader needs only the error types.
 INDEXED_SOURCES=(train/data/indexed_dataset.cc runtime/error.cc)
@@ -74,6 +75,7 @@ seed() {  # seed <folder> <find arguments...>
   find "$@" | while read -r f; do cp "$f" "$folder/$(echo "$f" | tr / _)"; done
 }
 seed seeds tests/data/checkpoint -type f
+seed seeds_gguf tests/data/gguf -name '*.gguf' -size -64k
 seed seeds_tokenizer tests/data/tokenizers tests/data/models \
   \( -name tokenizer.json -size -64k \) -o -name '*.model'
 # Indexed dataset seeds: each fixture pair as the target reads it (u32 .idx size, .idx, .bin).
@@ -109,7 +111,10 @@ printf '\002\000\003\377\377\377\377\002' >"$OUT/seeds_credits/hostile_credit"
 
 status=0
 for target in $TARGETS; do
-  if [[ $target == fuzz_tokenizer ]]; then
+  if [[ $target == fuzz_gguf ]]; then
+    compile "${TOKENIZER_SOURCES[@]}"
+    libs=("${TOKENIZER_LIBS[@]}") corpus="$OUT/seeds_gguf" max_len=65536
+  elif [[ $target == fuzz_tokenizer ]]; then
     compile "${TOKENIZER_SOURCES[@]}"
     libs=("${TOKENIZER_LIBS[@]}") corpus="$OUT/seeds_tokenizer" max_len=65536
   elif [[ $target == fuzz_indexed_dataset ]]; then

@@ -112,8 +112,11 @@ json merges_from_scores(const std::vector<std::string>& tokens, const std::vecto
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_gguf_tokenizer(const fs::path& path) {
-  const GgufFile f = GgufFile::open(path.string());
-  const std::string where = "GGUF file " + path.string() + ": ";
+  return gguf_tokenizer(GgufFile::open(path.string()));
+}
+
+std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& f) {
+  const std::string where = "GGUF file " + f.path() + ": ";
   LIBAI_CHECK_KIND(NotFound, f.find("tokenizer.ggml.tokens"), where,
                    "no tokenizer (no tokenizer.ggml.tokens)");
   const std::string model = f.get_string("tokenizer.ggml.model");
@@ -209,7 +212,7 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const fs::path& path) {
   if (eos >= 0) special.eos = tokens[size_t(eos)];
   if (unk >= 0) special.unk = tokens[size_t(unk)];
   if (pad >= 0) special.pad = tokens[size_t(pad)];
-  return tokenizer_from_json(root, path.string() + " (GGUF tokenizer)", std::move(special));
+  return tokenizer_from_json(root, f.path() + " (GGUF tokenizer)", std::move(special));
 }
 
 }  // namespace libai::tokenizers

@@ -16,6 +16,10 @@
 
 #include "models/tokenizers/tokenizer.h"
 
+namespace libai::checkpoint {
+class GgufFile;
+}
+
 namespace libai::tokenizers {
 
 using nlohmann::json;
@@ -37,6 +41,7 @@ std::unique_ptr<Tokenizer> tokenizer_from_json(const json& root, const std::stri
 bool is_gguf_path(const std::filesystem::path& path);
 std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::filesystem::path& path);
 bool gguf_has_tokenizer(const std::filesystem::path& path);
+std::unique_ptr<Tokenizer> gguf_tokenizer(const checkpoint::GgufFile& file);
 
 [[noreturn]] void json_error(const JsonPlace& place, const std::string& what);
 const json& json_field(const json& object, const std::string& key, const JsonPlace& place);

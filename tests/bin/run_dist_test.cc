@@ -110,6 +110,22 @@ TEST(RunCluster, Gpt2GenerationTwoStagesOnTwoNodes) {
   expect_generation({.nodes = 2, .pp = 2, .groups = 2}, 4);
 }
 
+// A GGUF file stands where a model folder does: each node reads its stage's tensors from it
+// (every block type of the reader is in this file).
+TEST(RunCluster, GgufLlamaGenerationTwoStagesOnTwoNodes) {
+  Cluster cluster;
+  const fs::path model = fs::path(LIBAI_SOURCE_DIR) / "tests/data/gguf/llama_mixed.gguf";
+  const Layout layout{.nodes = 2, .pp = 2, .groups = 2};
+  const std::string config = generate_config(cluster, model, layout);
+  launch_nodes(cluster, config, layout.nodes, free_port());
+  expect_all_succeed(cluster, layout.nodes);
+  const json out = json::parse(cluster.out(0));
+  const auto expected = eager_tokens(model, layout.groups);
+  ASSERT_EQ(out["sequences"].size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(out["sequences"][i]["token_ids"].get<std::vector<int64_t>>(), expected[i]) << "prompt " << i;
+}
+
 TEST(RunCluster, Gpt2GenerationFourStagesOnFourNodes) {
   expect_generation({.nodes = 4, .pp = 4, .groups = 4}, 4);
 }

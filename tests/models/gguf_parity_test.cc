@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 
 #include "models/generation/generate.h"
 #include "models/gguf.h"
@@ -13,6 +14,7 @@
 #include "models/tokenizers/tokenizer.h"
 #include "ops/cpu/quantized_gemm.h"
 #include "runtime/checkpoint/gguf.h"
+#include "tests/common/gguf_builder.h"
 #include "tests/models/parity_util.h"
 
 namespace libai {
@@ -117,6 +119,60 @@ TEST(Gguf, Q4_0BlocksRequantizeExactlyIntoOurQ4) {
   EXPECT_LE(testing::relative_error(logits_of(*model, "llama_q4_0.gguf"),
                                     references().tensor("llama_q4_0.gguf.logits")),
             1e-4);
+}
+
+// A crafted file in the test's temporary folder.
+fs::path write_file(const std::string& name, const std::string& bytes) {
+  const fs::path path = fs::temp_directory_path() / ("libai_gguf_test_" + name);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+template <typename E>
+void expect_error(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error, expected '" << needle << "'";
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(GgufBadInput, UnknownArchitectureMissingKeysAndUnsupportedFeaturesAreNamed) {
+  testing::GgufBuilder unknown;
+  unknown.kv_string("general.architecture", "mamba");
+  const auto mamba = write_file("mamba.gguf", unknown.build(""));
+  expect_error<Unsupported>([&] { (void)models::HfConfig::load(mamba); },
+                            "general.architecture 'mamba' is not supported (supported: gpt2, llama, qwen2)");
+  // tok_gpt2.gguf says llama but holds only a tokenizer.
+  expect_error<CorruptInput>([&] { (void)models::HfConfig::load(gguf_fixture("tok_gpt2.gguf")); },
+                             "metadata key 'llama.embedding_length' is missing");
+  testing::GgufBuilder rope;
+  rope.kv_string("general.architecture", "llama");
+  for (const char* k : {"llama.embedding_length", "llama.block_count", "llama.feed_forward_length",
+                        "llama.attention.head_count"})
+    rope.kv_u32(k, 32);
+  rope.tensor("token_embd.weight", {32, 4}, 0, 0);
+  rope.tensor("rope_freqs.weight", {16}, 0, 512);
+  const auto freqs = write_file("rope.gguf", rope.build(std::string(576, '\0')));
+  expect_error<Unsupported>([&] { (void)models::HfConfig::load(freqs); }, "rope_freqs.weight");
+  testing::GgufBuilder moe;
+  moe.kv_string("general.architecture", "llama");
+  moe.kv_u32("llama.embedding_length", 32);
+  moe.kv_u32("llama.block_count", 1);
+  moe.kv_u32("llama.feed_forward_length", 32);
+  moe.kv_u32("llama.attention.head_count", 4);
+  moe.kv_u32("llama.expert_count", 8);
+  const auto experts = write_file("moe.gguf", moe.build(""));
+  expect_error<Unsupported>([&] { (void)models::HfConfig::load(experts); }, "expert_count");
+  testing::GgufBuilder spm;
+  spm.kv_string("general.architecture", "llama");
+  spm.kv_string("tokenizer.ggml.model", "bert");
+  spm.kv_strings("tokenizer.ggml.tokens", {"a", "b"});
+  const auto bert = write_file("bert_vocab.gguf", spm.build(""));
+  expect_error<Unsupported>([&] { (void)tokenizers::load_tokenizer(bert); },
+                            "tokenizer.ggml.model 'bert' is not supported");
+  for (const auto& p : {mamba, freqs, experts, bert}) fs::remove(p);
 }
 
 class GgufTokenizer : public ::testing::TestWithParam<const char*> {};
