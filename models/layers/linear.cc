@@ -123,6 +123,14 @@ bool Linear::pack(DType dtype) {
 
 bool Linear::quantize(const ops::QuantSpec& spec) {
   if (!ops::packable(weight_)) return false;
+  // A row-parallel rank holds a block of the inputs: its q4 groups must be whole ones, so that
+  // the split quantizes as one device does (Note [Quantized tensor parallelism]).
+  if (spec.kind == ops::Quantization::q4 && parallel_ == Parallel::row && tp_) {
+    const int64_t local = weight_.size(1), whole = local * tp_->size();
+    LIBAI_CHECK_KIND(InvalidArgument, local % spec.group == 0, "q4 groups of ", spec.group,
+                     " do not split over ", tp_->size(), " tensor-parallel ranks: each holds ",
+                     local, " of the ", whole, " inputs (a multiple of the group is needed)");
+  }
   packed_ = ops::pack_weight(weight_, spec);
   if (packed_.quantized()) {
     autograd::NoGradGuard no_grad;
@@ -131,20 +139,44 @@ bool Linear::quantize(const ops::QuantSpec& spec) {
   return true;
 }
 
+// Note [Quantized tensor parallelism]
 // Row-parallel products under tensor parallelism sum partial products first: they keep the
-// ordinary order (the bias and the rest after the all-reduce).
+// ordinary order (the bias and the rest after the all-reduce). f32 and bf16 copies leave the
+// partial product to the ordinary path; a quantized copy computes it (the rank's block of the
+// inputs by its block of the quantized weight), then the all-reduce and the rest follow.
+// Column-parallel ranks hold whole rows, quantized as one device quantizes them. Row-parallel
+// ranks hold a block of each row: q4 groups must not straddle ranks (Linear::quantize refuses
+// a split that is not a multiple of the group), and then every group is the one device's; an
+// int8 scale covers the rank's block of the row (max |w| over it), not the whole row, so
+// row-parallel int8 weights differ from one device's within the quantization step.
 bool Linear::use_packed(const Tensor& x, const Tensor& residual) const {
   return (parallel_ != Parallel::row || !tp_) &&
          packed_applies(packed_, weight_, bias_, x, residual);
 }
 
+bool Linear::use_quantized_partial(const Tensor& x) const {
+  return parallel_ == Parallel::row && tp_ && packed_.quantized() &&
+         packed_applies(packed_, weight_, bias_, x, Tensor());
+}
+
+Tensor Linear::quantized_row_parallel(const Tensor& x) const {
+  Tensor y = ops::reduce_from_group(ops::linear_packed(x, packed_, Tensor()), tp_);
+  return bias_ ? y + *bias_ : y;
+}
+
 Tensor Linear::forward(const Tensor& x) const {
   if (use_packed(x, Tensor())) return ops::linear_packed(x, packed_, bias_ ? *bias_ : Tensor());
+  if (use_quantized_partial(x)) return quantized_row_parallel(x);
   return forward_unpacked(x);
 }
 
 Tensor Linear::forward(const Tensor& x, std::optional<Activation> act,
                        const Tensor& residual) const {
+  if (use_quantized_partial(x)) {
+    Tensor y = quantized_row_parallel(x);
+    if (act) y = apply_activation(*act, y);
+    return residual.defined() ? residual + y : y;
+  }
   if (use_packed(x, residual)) {
     const Tensor bias = bias_ ? *bias_ : Tensor();
     const std::optional<ops::UnaryOp> op = act ? fused_op(*act) : std::nullopt;

@@ -90,6 +90,9 @@ class Linear : public Module {
   Tensor with_shared_grad(const Tensor& t) const;
   Tensor forward_unpacked(const Tensor& x) const;
   bool use_packed(const Tensor& x, const Tensor& residual) const;
+  // Note [Quantized tensor parallelism] in linear.cc.
+  bool use_quantized_partial(const Tensor& x) const;
+  Tensor quantized_row_parallel(const Tensor& x) const;
 
   Parallel parallel_;
   std::shared_ptr<comm::Communicator> tp_;

@@ -14,6 +14,7 @@
 #include "models/tokenizers/tokenizer.h"
 #include "ops/cpu/quantized_gemm.h"
 #include "runtime/checkpoint/gguf.h"
+#include "runtime/comm/spmd.h"
 #include "tests/common/gguf_builder.h"
 #include "tests/models/parity_util.h"
 
@@ -173,6 +174,49 @@ TEST(GgufBadInput, UnknownArchitectureMissingKeysAndUnsupportedFeaturesAreNamed)
   expect_error<Unsupported>([&] { (void)tokenizers::load_tokenizer(bert); },
                             "tokenizer.ggml.model 'bert' is not supported");
   for (const auto& p : {mamba, freqs, experts, bert}) fs::remove(p);
+}
+
+// Quantized layers under tensor parallelism (Note [Quantized tensor parallelism] in
+// models/layers/linear.cc): q4 groups split whole, so TP 2 and 4 multiply by the one device's
+// weights (logits within f32 summation order of TP 1); int8 row-parallel scales cover each
+// rank's block: within the quantization step of TP 1 (this random model amplifies a step of
+// the weights to 2% of its logits' range at TP 4).
+std::vector<Tensor> tp_logits(const fs::path& file, int tp, const ops::QuantSpec& q) {
+  std::vector<Tensor> out(static_cast<size_t>(tp));
+  comm::run_spmd_threads(tp, [&](comm::Communicator& c) {
+    std::shared_ptr<comm::Communicator> group(&c, [](comm::Communicator*) {});
+    auto model = models::load_model(file, {.tp = group, .pack_weights = true, .quantize = q});
+    out[size_t(c.rank())] = logits_of(*model, file.filename().string());
+  });
+  return out;
+}
+
+TEST(GgufTensorParallel, QuantizedLayersSplitOverRanks) {
+  const fs::path file = gguf_fixture("llama_mixed.gguf");
+  const Tensor q4 = tp_logits(file, 1, {ops::Quantization::q4})[0];
+  const Tensor int8 = tp_logits(file, 1, {ops::Quantization::int8})[0];
+  for (int tp : {2, 4}) {
+    for (const Tensor& t : tp_logits(file, tp, {ops::Quantization::q4}))
+      EXPECT_LE(testing::relative_error(t, q4), 1e-5) << "q4 tp " << tp;
+    for (const Tensor& t : tp_logits(file, tp, {ops::Quantization::int8}))
+      EXPECT_LE(testing::relative_error(t, int8), 5e-2) << "int8 tp " << tp;  // measured 0.021
+  }
+  // 4 ranks hold 64 of the attention output's 256 inputs: not whole groups of 128.
+  std::vector<std::string> messages(4);
+  comm::run_spmd_threads(4, [&](comm::Communicator& c) {
+    std::shared_ptr<comm::Communicator> group(&c, [](comm::Communicator*) {});
+    try {
+      models::load_model(file, {.tp = group, .pack_weights = true,
+                                .quantize = {ops::Quantization::q4, 128}});
+    } catch (const InvalidArgument& e) {
+      messages[size_t(c.rank())] = e.what();
+    }
+  });
+  for (const auto& m : messages)
+    EXPECT_NE(m.find("layers.0.attention.out: q4 groups of 128 do not split over 4 tensor-parallel "
+                     "ranks: each holds 64 of the 256 inputs"),
+              std::string::npos)
+        << m;
 }
 
 class GgufTokenizer : public ::testing::TestWithParam<const char*> {};
