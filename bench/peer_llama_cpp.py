@@ -28,7 +28,7 @@ def main():
     import llama_cpp
     t0 = time.perf_counter()
     llm = llama_cpp.Llama(model_path=a.model, n_threads=a.threads, n_threads_batch=a.threads,
-                          n_ctx=256, n_batch=64, logits_all=False, verbose=False)
+                          n_ctx=256, n_batch=64, logits_all=True, verbose=False)
     load_s = time.perf_counter() - t0
     vocab = llm.n_vocab()
     prompt = [t % vocab for t in peer_models.PROMPT]

@@ -58,6 +58,11 @@ QUANT = {
                                     "ours_bf16_weights"]},
     "minilm_int8": {"mode": "encode", "model": "minilm",
                     "impls": ["ours_int8_dynamic", "ours_int8", "ct2_int8", "ort_int8", "ours"]},
+    # A Llama of TinyLlama-1.1B's shape with random weights, decoded from one Q4_0 GGUF file
+    # (bench/make_llama_gguf.py) by ours (--quantize q4 runs the file's weights exactly) and by
+    # llama.cpp (bench/peer_llama_cpp.py).
+    "llama1b_q4_0_decode": {"mode": "decode", "new_tokens": 64, "model": "llama1b",
+                            "impls": ["ours_q4", "llama_cpp"]},
 }
 ROWS.update(QUANT)
 DEFAULT_ROWS = ["gpt2_b1", "gpt2_b8", "gpt2_decode", "gpt2_decode_bf16", "minilm",
@@ -100,7 +105,10 @@ def main():
     first64 = os.path.join(work, "sentences-64.txt")
     with open(texts) as f, open(first64, "w") as out:
         out.writelines(f.readlines()[:64])
-    folders = {"gpt2": gpt2, "minilm": minilm}
+    llama1b = os.path.join(work, "llama-1b-q4_0.gguf")
+    if "llama1b_q4_0_decode" in a.rows.split(","):
+        subprocess.run([py, "bench/make_llama_gguf.py", "--out", llama1b], check=True)
+    folders = {"gpt2": gpt2, "minilm": minilm, "llama1b": llama1b}
     graphs = {"gpt2": os.path.join(work, "ort-gpt2", "causal-lm.opt.onnx"),
               "minilm": os.path.join(work, "ort-minilm", "encoder.opt.onnx")}
     for key, kind in [("gpt2", "causal-lm"), ("minilm", "encoder")]:
@@ -145,6 +153,8 @@ def main():
                 elif impl == "ort_int8":
                     cmd = [py, "bench/peer_models.py", "--impl", "onnxruntime", "--onnx",
                            int8_graphs[spec["model"]]] + common
+                elif impl == "llama_cpp":
+                    cmd = [py, "bench/peer_llama_cpp.py"] + common
                 elif impl.startswith("ct2"):
                     cmd = [py, "bench/peer_ct2.py", "--ct2", ct2[spec["model"]]] + common
                 else:

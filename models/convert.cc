@@ -1,5 +1,6 @@
 #include "models/convert.h"
 
+#include "models/layers/linear.h"
 #include "runtime/checkpoint/safetensors.h"
 
 namespace libai::models {
@@ -18,6 +19,9 @@ WeightMap identity_map(Module& module) {
 }
 
 void save_model_weights(Model& model, const fs::path& folder, CheckpointLayout layout) {
+  LIBAI_CHECK(!has_released_weights(model), "save_model_weights: the model's quantized layers "
+              "released their f32 weights (loaded with LoadOptions::quantize): load it with "
+              "keep_f32_weights to save it");
   fs::create_directories(folder);
   checkpoint::NamedTensors tensors;
   checkpoint::Metadata metadata{{"format", layout == CheckpointLayout::libai ? "libai" : "pt"}};

@@ -1,9 +1,11 @@
 #include "models/model.h"
+
 #include <algorithm>
 
 #include "models/convert.h"
 #include "models/layers/linear.h"
 #include "models/family.h"
+#include "runtime/allocator.h"
 #include "runtime/logging.h"
 
 namespace libai::models {
@@ -111,6 +113,11 @@ void pack_loaded(Module& module, const LoadOptions& options, bool whole) {
     }
   }
   pack_for_inference(module, spec);
+  // The pool would keep the released blocks for tensors of their sizes, which inference never
+  // asks for again: they go back to the system.
+  if (spec.quantize.kind != ops::Quantization::none && !options.keep_f32_weights &&
+      release_quantized_weights(module) > 0)
+    cpu_allocator().empty_cache();
 }
 
 std::unique_ptr<Model> load_model(const std::filesystem::path& folder, const LoadOptions& options) {

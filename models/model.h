@@ -168,6 +168,10 @@ struct LoadOptions {
   // (models/layers/linear.h, PackSpec::keep), which get pack_dtype copies. Needs pack_weights.
   ops::QuantSpec quantize;
   std::vector<std::string> quantize_keep;
+  // With quantize: whether quantized Linear layers keep their f32 weights. By default they are
+  // released once packed (Note [Released weights] in models/layers/linear.cc): the model then
+  // runs forward only, in the memory of its quantized copies (plus embeddings and norms).
+  bool keep_f32_weights = false;
 };
 
 // InvalidArgument for options that contradict each other or name what is not implemented

@@ -89,8 +89,8 @@ bool needs_grad(const Tensor& t) { return t.defined() && t.requires_grad(); }
 // there than f32 panels (bench/RESULTS.md, issue 19), so it keeps the ordinary path; bf16
 // panels are half the bytes, and take single rows too.
 bool packed_applies(const ops::PackedWeight& packed, const Tensor& weight, const Tensor* bias,
-                    const Tensor& x, const Tensor& residual) {
-  if (!packed.defined() || packed.source() != weight.data_ptr()) return false;
+                    const Tensor& x, const Tensor& residual, bool released = false) {
+  if (!packed.defined() || (!released && packed.source() != weight.data_ptr())) return false;
   if (x.dtype() != DType::f32 || !x.device().is_cpu() || x.dim() == 0) return false;
   if (packed.dtype() == DType::f32 && !packed.quantized() && x.numel() <= x.size(-1))
     return false;  // one row
@@ -116,12 +116,14 @@ ops::PackedWeight pack_as(Tensor& weight, DType dtype) {
 }  // namespace
 
 bool Linear::pack(DType dtype) {
+  check_not_released("pack");
   if (!ops::packable(weight_)) return false;
   packed_ = pack_as(weight_, dtype);
   return true;
 }
 
 bool Linear::quantize(const ops::QuantSpec& spec) {
+  check_not_released("quantize");
   if (!ops::packable(weight_)) return false;
   // A row-parallel rank holds a block of the inputs: its q4 groups must be whole ones, so that
   // the split quantizes as one device does (Note [Quantized tensor parallelism]).
@@ -151,12 +153,37 @@ bool Linear::quantize(const ops::QuantSpec& spec) {
 // row-parallel int8 weights differ from one device's within the quantization step.
 bool Linear::use_packed(const Tensor& x, const Tensor& residual) const {
   return (parallel_ != Parallel::row || !tp_) &&
-         packed_applies(packed_, weight_, bias_, x, residual);
+         packed_applies(packed_, weight_, bias_, x, residual, released_);
 }
 
 bool Linear::use_quantized_partial(const Tensor& x) const {
   return parallel_ == Parallel::row && tp_ && packed_.quantized() &&
-         packed_applies(packed_, weight_, bias_, x, Tensor());
+         packed_applies(packed_, weight_, bias_, x, Tensor(), released_);
+}
+
+// Note [Released weights]
+// A quantized layer of a model loaded only to run forward need not keep its f32 weight: the
+// quantized copy is what every packed product reads, and decoding a 1.1 B Llama from Q4_0
+// otherwise holds 4.4 GB of f32 beside 0.6 GB of q4 (bench/RESULTS.md). release_weight()
+// puts a one-element zero viewed at the weight's shape (stride 0) in the parameter's place, so
+// shapes and names stay; from then on a call the packed copy cannot serve (gradients,
+// autocast, inputs that are not f32 on the CPU), packing again, or saving the parameters is an
+// error saying why, never a product by the placeholder. Embedding tables are kept: lookups
+// read them.
+int64_t Linear::release_weight() {
+  if (released_ || !packed_.quantized()) return 0;
+  const int64_t bytes = weight_.numel() * int64_t(dtype_size(weight_.dtype()));
+  const Shape shape = weight_.shape();
+  weight_ = Tensor::zeros({1}, weight_.dtype()).as_strided(shape, Shape(shape.size(), 0), 0);
+  released_ = true;
+  return bytes;
+}
+
+void Linear::check_not_released(const char* what) const {
+  LIBAI_CHECK_KIND(Unsupported, !released_, "linear layer: cannot ", what, ": its f32 weight was "
+                   "released after quantizing (LoadOptions::keep_f32_weights false; Note "
+                   "[Released weights]): this model runs forward only, without gradients or "
+                   "autocast, on f32 CPU inputs");
 }
 
 Tensor Linear::quantized_row_parallel(const Tensor& x) const {
@@ -167,6 +194,7 @@ Tensor Linear::quantized_row_parallel(const Tensor& x) const {
 Tensor Linear::forward(const Tensor& x) const {
   if (use_packed(x, Tensor())) return ops::linear_packed(x, packed_, bias_ ? *bias_ : Tensor());
   if (use_quantized_partial(x)) return quantized_row_parallel(x);
+  check_not_released("run this product");
   return forward_unpacked(x);
 }
 
@@ -184,6 +212,7 @@ Tensor Linear::forward(const Tensor& x, std::optional<Activation> act,
     Tensor y = apply_activation(*act, ops::linear_packed(x, packed_, bias));
     return residual.defined() ? residual + y : y;
   }
+  check_not_released("run this product");
   Tensor y = forward_unpacked(x);
   if (act) y = apply_activation(*act, y);
   return residual.defined() ? residual + y : y;
@@ -305,6 +334,19 @@ PackedBytes packed_bytes(Module& root) {
     (w->quantized() ? out.quantized : w->dtype() == DType::bf16 ? out.bf16 : out.f32) += w->bytes();
   }
   return out;
+}
+
+int64_t release_quantized_weights(Module& root) {
+  int64_t bytes = 0;
+  for (auto& [name, module] : root.named_modules())
+    if (auto* linear = dynamic_cast<Linear*>(module)) bytes += linear->release_weight();
+  return bytes;
+}
+
+bool has_released_weights(Module& root) {
+  for (auto& [name, module] : root.named_modules())
+    if (auto* linear = dynamic_cast<Linear*>(module); linear && linear->released()) return true;
+  return false;
 }
 
 void unpack_weights(Module& root) {

@@ -84,6 +84,10 @@ class Linear : public Module {
   void unpack() { packed_ = ops::PackedWeight(); }
   bool packed() const { return packed_.defined(); }
   const ops::PackedWeight& packed_weight() const { return packed_; }
+  // Note [Released weights] in linear.cc: drops the f32 weight of a quantized layer (the
+  // bytes freed; 0 when not quantized or already released).
+  int64_t release_weight();
+  bool released() const { return released_; }
 
  private:
   // t (the weight or the bias) whose shared rows' gradient is summed over shared_.group.
@@ -93,6 +97,7 @@ class Linear : public Module {
   // Note [Quantized tensor parallelism] in linear.cc.
   bool use_quantized_partial(const Tensor& x) const;
   Tensor quantized_row_parallel(const Tensor& x) const;
+  void check_not_released(const char* what) const;
 
   Parallel parallel_;
   std::shared_ptr<comm::Communicator> tp_;
@@ -100,6 +105,7 @@ class Linear : public Module {
   Tensor* bias_ = nullptr;
   ReplicatedRows shared_;  // group null: no rows shared
   ops::PackedWeight packed_;
+  bool released_ = false;
 };
 
 // An embedding table, whole on every rank, or split over the tensor-parallel group:
@@ -193,6 +199,10 @@ struct PackedBytes {
 PackedBytes packed_bytes(Module& root);
 // Drops every packed copy under `root`.
 void unpack_weights(Module& root);
+// Note [Released weights]: release_weight() on every quantized Linear under root; the bytes
+// freed. has_released_weights: whether any Linear under root was released.
+int64_t release_quantized_weights(Module& root);
+bool has_released_weights(Module& root);
 
 // Hugging Face's names: gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu, silu, swish, tanh,
 // quick_gelu. Throws InvalidArgument naming `name` and `where` for anything else.

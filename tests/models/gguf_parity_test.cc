@@ -9,7 +9,9 @@
 
 #include "models/generation/generate.h"
 #include "models/gguf.h"
+#include "models/convert.h"
 #include "models/hf_config.h"
+#include "models/layers/linear.h"
 #include "models/model.h"
 #include "models/tokenizers/tokenizer.h"
 #include "ops/cpu/quantized_gemm.h"
@@ -217,6 +219,27 @@ TEST(GgufTensorParallel, QuantizedLayersSplitOverRanks) {
                      "ranks: each holds 64 of the 256 inputs"),
               std::string::npos)
         << m;
+}
+
+// Note [Released weights]: a quantized load drops the f32 weights of its quantized layers;
+// whatever would need them afterwards is an error, never a product by the placeholder.
+TEST(GgufReleasedWeights, QuantizedLoadsKeepOnlyTheirCopies) {
+  const fs::path file = gguf_fixture("llama_q4_0.gguf");
+  auto kept = models::load_model(file, {.pack_weights = true, .quantize = {ops::Quantization::q4},
+                                        .keep_f32_weights = true});
+  auto released = models::load_model(file, {.pack_weights = true,
+                                            .quantize = {ops::Quantization::q4}});
+  EXPECT_FALSE(models::has_released_weights(*kept));
+  EXPECT_TRUE(models::has_released_weights(*released));
+  EXPECT_EQ(logits_of(*kept, "llama_q4_0.gguf").to_vector<float>(),
+            logits_of(*released, "llama_q4_0.gguf").to_vector<float>());
+  expect_error<InvalidArgument>(
+      [&] { models::save_model_weights(*released, fs::temp_directory_path() / "libai_released",
+                                       models::CheckpointLayout::libai); },
+      "released their f32 weights");
+  models::unpack_weights(*released);
+  expect_error<Unsupported>([&] { (void)logits_of(*released, "llama_q4_0.gguf"); },
+                            "its f32 weight was released after quantizing");
 }
 
 class GgufTokenizer : public ::testing::TestWithParam<const char*> {};
