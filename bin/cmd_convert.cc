@@ -1,4 +1,4 @@
-// `libai-actor convert --from DIR --to DIR [--format libai|hf]`: rewrites a checkpoint in this
+// `libai-actor convert --from DIR --to DIR [--format libai|hf] [--quantize KIND]`: rewrites a checkpoint in this
 // project's layout (libai: fused q/k/v, this project's parameter names) or back in the model
 // family's Hugging Face layout (models/convert.h), with config.json and the tokenizer files.
 // --from may also be a training run's output folder: its last complete checkpoint is read
@@ -13,6 +13,7 @@
 #include "bin/commands.h"
 #include "bin/model_args.h"
 #include "models/convert.h"
+#include "ops/packed_linear.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "train/checkpoint.h"
 #include "train/sharded_checkpoint.h"
@@ -24,6 +25,8 @@ struct ConvertOptions {
   std::string from;
   std::string to;
   std::string format = "libai";
+  std::string quantize = "none";
+  std::vector<std::string> quantize_keep;
 };
 
 int convert(ConvertOptions options) {
@@ -44,7 +47,9 @@ int convert(ConvertOptions options) {
   const auto layout =
       options.format == "hf" ? models::CheckpointLayout::hf : models::CheckpointLayout::libai;
   const auto start = std::chrono::steady_clock::now();
-  models::convert_model(options.from, options.to, layout);
+  models::convert_model(options.from, options.to, layout,
+                        ops::parse_quantization(options.quantize, "--quantize"),
+                        options.quantize_keep);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -69,6 +74,12 @@ CommandAction setup_convert(CLI::App& command) {
   command.add_option("--to", options->to, "folder to write (created)")->required();
   command.add_option("--format", options->format, "layout to write: libai or hf")
       ->check(CLI::IsMember({"libai", "hf"}));
+  command.add_option("--quantize", options->quantize,
+                     "write a quantized checkpoint (libai layout) that loads without quantizing "
+                     "again: int8, int8-dynamic, q4, q4:GROUP or q4:GROUP:min (docs/MODELS.md)");
+  command.add_option("--quantize-keep", options->quantize_keep,
+                     "a layer stored in f32 under --quantize (a module name such as layers.0, or "
+                     "output for the LM head); repeatable");
   return [options] { return convert(*options); };
 }
 

@@ -22,10 +22,18 @@ enum class CheckpointLayout { libai, hf };
 // Loads `from` (either layout) and writes `to` in `layout`, copying config.json and the
 // tokenizer / preprocessor files. `to` is created; an existing model.safetensors is replaced
 // atomically.
+// `quantize` (kind other than none; libai layout only) writes a quantized checkpoint: the
+// layers quantized as load_model's LoadOptions::quantize would quantize them (but `keep`)
+// are stored as their quantized values (Note [Quantized checkpoints] in ops/packed_linear.h),
+// metadata "quantization" names the kind, and load_model installs them without quantizing
+// again. `from` may be a GGUF file: config.json and the tokenizer are written from its
+// metadata.
 void convert_model(const std::filesystem::path& from, const std::filesystem::path& to,
-                   CheckpointLayout layout);
+                   CheckpointLayout layout, const ops::QuantSpec& quantize = {},
+                   const std::vector<std::string>& keep = {});
 
-// Writes `model`'s parameters to `folder`/model.safetensors in `layout`.
+// Writes `model`'s parameters to `folder`/model.safetensors in `layout`. libai: the layers
+// packed quantized (quantize with keep_f32_weights) are written as their quantized values.
 void save_model_weights(Model& model, const std::filesystem::path& folder, CheckpointLayout layout);
 
 // True when `source` is in the libai layout (its metadata says so).

@@ -91,8 +91,78 @@ void check_load_options(const LoadOptions& options) {
               "quantized");
 }
 
-void pack_loaded(Module& module, const LoadOptions& options, bool whole) {
+namespace {
+
+// Note [Quantized checkpoints]
+// A folder written by `convert --quantize` stores each quantized layer's values (W.q, W.scale,
+// W.min; ops/packed_linear.h) and no f32 weight: the source reads W as their dequantisation,
+// and packing installs the stored values as the layer's quantized copy, so the model runs the
+// checkpoint's weights without quantizing again; layers stored in f32 get f32 copies. Under
+// tensor parallelism a rank holds a block of the stored rows: the ranks quantize their blocks
+// of the dequantised values again (exact for q4 without a minimum, within one rounding of the
+// scale otherwise), and say so in the log.
+void install_stored(Module& module, const WeightSource& source, const LoadOptions& options) {
+  const ops::QuantSpec& spec = source.quantization();
+  for (auto& [name, m] : module.named_modules()) {
+    const std::string weight = (name.empty() ? "" : name + ".") + "weight";
+    auto* linear = dynamic_cast<Linear*>(m);
+    auto* table = dynamic_cast<Embedding*>(m);
+    if (!linear && !table) continue;
+    const auto stored = source.quantized(weight);
+    const std::string what = source.path() + ": " + weight;
+    if (linear) {
+      if (stored) linear->install_quantized(spec, *stored, what);
+      else linear->pack(options.pack_dtype);
+    } else if (table->serves_as_output()) {
+      if (stored) table->install_quantized(spec, *stored, what);
+      else table->pack(options.pack_dtype);
+    }
+  }
+}
+
+// What a quantized checkpoint's layers amount to as PackSpec::keep: the layers stored in f32.
+std::vector<std::string> stored_f32_layers(Module& module, const WeightSource& source) {
+  std::vector<std::string> keep;
+  for (auto& [name, m] : module.named_modules()) {
+    const std::string weight = (name.empty() ? "" : name + ".") + "weight";
+    auto* table = dynamic_cast<Embedding*>(m);
+    if (!dynamic_cast<Linear*>(m) && !(table && table->serves_as_output())) continue;
+    if (!source.quantized(weight)) keep.push_back(table ? "output" : name);
+  }
+  return keep;
+}
+
+void release_quantized(Module& module, const LoadOptions& options) {
+  // The pool would keep the released blocks for tensors of their sizes, which inference never
+  // asks for again: they go back to the system.
+  if (!options.keep_f32_weights && release_quantized_weights(module) > 0)
+    cpu_allocator().empty_cache();
+}
+
+}  // namespace
+
+void pack_loaded(Module& module, const LoadOptions& options, bool whole,
+                 const WeightSource* source) {
   if (!options.pack_weights) return;
+  if (source && source->quantization().kind != ops::Quantization::none) {
+    const ops::QuantSpec& stored = source->quantization();
+    LIBAI_CHECK(options.quantize.kind == ops::Quantization::none || options.quantize == stored,
+                source->path(), " is quantized as ", ops::quantization_name(stored),
+                " (convert --quantize): quantize ", ops::quantization_name(options.quantize),
+                " would quantize it again; leave it out, or load the f32 model");
+    if (!options.tp || options.tp->size() == 1) {
+      install_stored(module, *source, options);
+      release_quantized(module, options);
+      return;
+    }
+    logger("models")->info("{}: {} ranks quantize their blocks of the stored {} weights again",
+                           source->path(), options.tp->size(), ops::quantization_name(stored));
+    LoadOptions again = options;
+    again.quantize = stored;
+    again.quantize_keep = stored_f32_layers(module, *source);
+    pack_loaded(module, again, false);
+    return;
+  }
   const PackSpec spec{.dtype = options.pack_dtype,
                       .quantize = options.quantize,
                       .keep = options.quantize_keep};
@@ -113,11 +183,7 @@ void pack_loaded(Module& module, const LoadOptions& options, bool whole) {
     }
   }
   pack_for_inference(module, spec);
-  // The pool would keep the released blocks for tensors of their sizes, which inference never
-  // asks for again: they go back to the system.
-  if (spec.quantize.kind != ops::Quantization::none && !options.keep_f32_weights &&
-      release_quantized_weights(module) > 0)
-    cpu_allocator().empty_cache();
+  if (spec.quantize.kind != ops::Quantization::none) release_quantized(module, options);
 }
 
 std::unique_ptr<Model> load_model(const std::filesystem::path& folder, const LoadOptions& options) {
@@ -131,7 +197,7 @@ std::unique_ptr<Model> load_model(const std::filesystem::path& folder, const Loa
   // belongs to the other parts, not "unexpected".
   if (options.part) map.ignore("");
   load_parameters(*model, source, map);
-  pack_loaded(*model, options, /*whole=*/!options.part);
+  pack_loaded(*model, options, /*whole=*/!options.part, &source);
   return model;
 }
 

@@ -179,8 +179,11 @@ struct LoadOptions {
 // call it before reading any weight.
 void check_load_options(const LoadOptions& options);
 // What load_model and load_stage pack with; `whole`: the whole model (a keep entry that names
-// no module of it is then InvalidArgument, naming it).
-void pack_loaded(Module& module, const LoadOptions& options, bool whole);
+// no module of it is then InvalidArgument, naming it). A quantized checkpoint (`source`'s
+// quantization, convert --quantize) installs its stored copies instead of quantizing
+// (Note [Quantized checkpoints] in models/model.cc).
+void pack_loaded(Module& module, const LoadOptions& options, bool whole,
+                 const WeightSource* source = nullptr);
 
 // Builds the model that config.json names (model_type, architectures[0]) without weights; with
 // `part`, only that part (Note [Model parts]): InvalidArgument for a part out of range.

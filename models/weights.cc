@@ -1,6 +1,7 @@
 #include "models/weights.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -25,13 +26,63 @@ struct WeightSource::Impl {
       file;
   std::vector<std::string> names;
   checkpoint::Metadata metadata;
+  ops::QuantSpec quantization;           // a quantized checkpoint's
+  std::set<std::string> quantized;       // its weights stored as W.q, W.scale (, W.min)
+
+  bool file_contains(const std::string& name) const;
+  Tensor file_tensor(const std::string& name) const;
 };
+
+bool WeightSource::Impl::file_contains(const std::string& name) const {
+  return std::visit(
+      [&](const auto& f) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(f)>, std::monostate>) return false;
+        else return f.contains(name);
+      },
+      file);
+}
+
+Tensor WeightSource::Impl::file_tensor(const std::string& name) const {
+  return std::visit(
+      [&](const auto& f) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(f)>, std::monostate>) return Tensor();
+        else return f.tensor(name);
+      },
+      file);
+}
 
 namespace {
 
 bool is_torch_file(const fs::path& p) {
   const auto ext = p.extension().string();
   return ext == ".bin" || ext == ".pt" || ext == ".pth";
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A quantized checkpoint (Note [Quantized checkpoints] in ops/packed_linear.h): W.q, W.scale
+// and W.min are listed as W.
+void find_quantized(WeightSource::Impl& impl) {
+  auto it = impl.metadata.find("quantization");
+  if (it == impl.metadata.end()) return;
+  impl.quantization = ops::parse_quantization(it->second, impl.path + ": metadata quantization");
+  LIBAI_CHECK_KIND(CorruptInput, impl.quantization.kind != ops::Quantization::none, impl.path,
+                   ": metadata quantization is none");
+  for (const auto& n : impl.names)
+    if (ends_with(n, ".q")) impl.quantized.insert(n.substr(0, n.size() - 2));
+  std::vector<std::string> names;
+  for (const auto& n : impl.names) {
+    bool part = false;
+    for (const char* suffix : {".q", ".scale", ".min"})
+      if (ends_with(n, suffix))
+        part = part || impl.quantized.count(n.substr(0, n.size() - std::strlen(suffix)));
+    if (!part) names.push_back(n);
+  }
+  for (const auto& w : impl.quantized)
+    if (!impl.file_contains(w)) names.push_back(w);
+  impl.names = std::move(names);
 }
 
 }  // namespace
@@ -53,6 +104,7 @@ WeightSource WeightSource::open(const fs::path& path, WeightFormat format) {
       impl->names = st.names();
       impl->metadata = st.metadata();
       impl->file = std::move(st);
+      find_quantized(*impl);
     }
   };
   LIBAI_CHECK_KIND(NotFound, fs::exists(path), "model weights: ", path.string(), " does not exist");
@@ -84,21 +136,35 @@ WeightSource WeightSource::open(const fs::path& path, WeightFormat format) {
 const std::vector<std::string>& WeightSource::names() const { return impl_->names; }
 
 bool WeightSource::contains(const std::string& name) const {
-  return std::visit(
-      [&](const auto& f) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(f)>, std::monostate>) return false;
-        else return f.contains(name);
-      },
-      impl_->file);
+  return impl_->quantized.count(name) || impl_->file_contains(name);
 }
 
 Tensor WeightSource::get(const std::string& name) const {
-  return std::visit(
-      [&](const auto& f) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(f)>, std::monostate>) return Tensor();
-        else return f.tensor(name);
-      },
-      impl_->file);
+  if (impl_->file_contains(name) || !impl_->quantized.count(name)) return impl_->file_tensor(name);
+  const ops::QuantizedTensors t = *quantized(name);
+  LIBAI_CHECK_KIND(CorruptInput, t.q.dim() == 2, impl_->path, ": ", name, ".q should be 2-D, has shape ",
+                   shape_str(t.q.shape()));
+  const int64_t n = t.q.size(0);
+  const int64_t k = impl_->quantization.kind == ops::Quantization::q4 ? 2 * t.q.size(1) : t.q.size(1);
+  const Tensor shape_of = Tensor::empty({n, k}, DType::f32);
+  return ops::dequantized(ops::pack_quantized(shape_of, impl_->quantization, t, impl_->path + ": " + name));
+}
+
+const ops::QuantSpec& WeightSource::quantization() const { return impl_->quantization; }
+
+std::optional<ops::QuantizedTensors> WeightSource::quantized(const std::string& name) const {
+  if (!impl_->quantized.count(name)) return std::nullopt;
+  ops::QuantizedTensors t;
+  auto part = [&](const char* suffix) {
+    const std::string n = name + suffix;
+    LIBAI_CHECK_KIND(CorruptInput, impl_->file_contains(n), impl_->path, ": quantized weight ", name,
+                     " has no ", n);
+    return impl_->file_tensor(n);
+  };
+  t.q = part(".q");
+  t.scale = part(".scale");
+  if (impl_->quantization.with_min) t.min = part(".min");
+  return t;
 }
 
 const std::string& WeightSource::path() const { return impl_->path; }
@@ -227,9 +293,6 @@ void copy_releasing(Tensor& dst, const Tensor& src, const std::vector<Tensor>& s
   for (const Tensor& t : sources) release_pages(t);
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 }  // namespace
 

@@ -19,11 +19,13 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "models/module.h"
+#include "ops/packed_linear.h"
 #include "runtime/checkpoint/safetensors.h"
 
 namespace libai::models {
@@ -43,6 +45,12 @@ class WeightSource {
   const std::string& path() const;  // what was opened, for messages
   // safetensors __metadata__ (or a sharded index's "metadata"); empty for PyTorch files.
   const checkpoint::Metadata& metadata() const;
+  // A quantized checkpoint (convert --quantize; Note [Quantized checkpoints] in
+  // ops/packed_linear.h): its metadata's "quantization" (kind none otherwise). Its quantized
+  // weights W are listed and read as their dequantised f32 values (W.q, W.scale, W.min are
+  // not listed); quantized(W) gives the stored values, nullopt for a weight stored as is.
+  const ops::QuantSpec& quantization() const;
+  std::optional<ops::QuantizedTensors> quantized(const std::string& name) const;
 
   struct Impl;
 

@@ -7,6 +7,7 @@
 
 #include "ops/cpu/packed_gemm.h"
 #include "ops/cpu/quantized_gemm.h"
+#include "ops/view.h"
 #include "runtime/autograd.h"
 
 namespace libai::ops {
@@ -124,6 +125,63 @@ PackedWeight pack_weight(const Tensor& weight, const QuantSpec& spec) {
       spec.kind == Quantization::q4
           ? cpu::quantize_q4(w.data<float>(), n, k, ldw, spec.group, spec.with_min)
           : cpu::quantize_int8(w.data<float>(), n, k, ldw));
+  out.quantization_ = spec;
+  out.source_ = weight.data_ptr();
+  return out;
+}
+
+// Note [Quantized checkpoints] in packed_linear.h.
+QuantizedTensors quantized_tensors(const PackedWeight& weight) {
+  LIBAI_CHECK(weight.quantized(), "quantized_tensors: the weight is not quantized");
+  const cpu::QuantizedMatrix& q = weight.quantized_matrix();
+  QuantizedTensors t;
+  if (q.format == cpu::QuantFormat::int8) {
+    t.q = Tensor::empty({q.n, q.k}, DType::u8);
+    t.scale = Tensor::empty({q.n}, DType::f32);
+    cpu::int8_rows(q, reinterpret_cast<int8_t*>(t.q.data<uint8_t>()), t.scale.data<float>());
+    return t;
+  }
+  t.q = Tensor::empty({q.n, q.k / 2}, DType::u8);
+  t.scale = Tensor::empty({q.n, q.groups()}, DType::f16);
+  if (q.has_min) t.min = Tensor::empty({q.n, q.groups()}, DType::f16);
+  cpu::q4_rows(q, t.q.data<uint8_t>(), reinterpret_cast<uint16_t*>(t.scale.data_ptr()),
+               q.has_min ? reinterpret_cast<uint16_t*>(t.min.data_ptr()) : nullptr);
+  return t;
+}
+
+PackedWeight pack_quantized(const Tensor& weight, const QuantSpec& spec, const QuantizedTensors& t,
+                            const std::string& what) {
+  LIBAI_CHECK(spec.kind != Quantization::none, what, ": not a quantization");
+  LIBAI_CHECK(packable(weight), what, ": expected a CPU f32 weight [out, in]");
+  const int64_t n = weight.size(0), k = weight.size(1);
+  auto expect = [&](const Tensor& x, const char* name, DType dtype, const Shape& shape) {
+    LIBAI_CHECK_KIND(CorruptInput, x.defined() && x.dtype() == dtype && x.shape() == shape, what,
+                     ".", name, ": expected ", dtype_name(dtype), " ", shape_str(shape), " for ",
+                     quantization_name(spec), ", got ",
+                     x.defined() ? str_cat(dtype_name(x.dtype()), " ", shape_str(x.shape()))
+                                 : std::string("nothing"));
+  };
+  PackedWeight out;
+  if (spec.kind == Quantization::q4) {
+    LIBAI_CHECK_KIND(CorruptInput, k % spec.group == 0, what, ": an input width of ", k,
+                     " is not a multiple of the group size ", spec.group);
+    const Shape scales{n, k / spec.group};
+    expect(t.q, "q", DType::u8, {n, k / 2});
+    expect(t.scale, "scale", DType::f16, scales);
+    if (spec.with_min) expect(t.min, "min", DType::f16, scales);
+    const Tensor q = contiguous(t.q), d = contiguous(t.scale);
+    const Tensor m = spec.with_min ? contiguous(t.min) : Tensor();
+    out.quantized_ = std::make_shared<const cpu::QuantizedMatrix>(cpu::pack_q4_rows(
+        q.data<uint8_t>(), reinterpret_cast<const uint16_t*>(d.data_ptr()),
+        spec.with_min ? reinterpret_cast<const uint16_t*>(m.data_ptr()) : nullptr, n, k,
+        spec.group));
+  } else {
+    expect(t.q, "q", DType::u8, {n, k});
+    expect(t.scale, "scale", DType::f32, {n});
+    const Tensor q = contiguous(t.q), s = contiguous(t.scale);
+    out.quantized_ = std::make_shared<const cpu::QuantizedMatrix>(cpu::pack_int8_rows(
+        reinterpret_cast<const int8_t*>(q.data<uint8_t>()), s.data<float>(), n, k));
+  }
   out.quantization_ = spec;
   out.source_ = weight.data_ptr();
   return out;

@@ -57,6 +57,8 @@ struct QuantSpec {
 QuantSpec parse_quantization(const std::string& text, const std::string& where);
 std::string quantization_name(const QuantSpec& spec);  // parse_quantization's form
 
+struct QuantizedTensors;  // Note [Quantized checkpoints] below
+
 class PackedWeight {
  public:
   PackedWeight() = default;
@@ -77,6 +79,8 @@ class PackedWeight {
  private:
   friend PackedWeight pack_weight(const Tensor& weight, DType dtype);
   friend PackedWeight pack_weight(const Tensor& weight, const QuantSpec& spec);
+  friend PackedWeight pack_quantized(const Tensor& weight, const QuantSpec& spec,
+                                     const QuantizedTensors& t, const std::string& what);
   std::shared_ptr<const cpu::PackedMatrix> matrix_;
   std::shared_ptr<const cpu::QuantizedMatrix> quantized_;
   QuantSpec quantization_;
@@ -89,6 +93,26 @@ PackedWeight pack_weight(const Tensor& weight, DType dtype = DType::f32);
 // Quantized as `spec` says (kind none: the f32 copy). InvalidArgument for a q4 group that does
 // not divide the weight's input width, naming both.
 PackedWeight pack_weight(const Tensor& weight, const QuantSpec& spec);
+// Note [Quantized checkpoints]
+// A quantized weight as a checkpoint stores it (libai-actor convert --quantize), row by row
+// under the weight's name W:
+//   int8:      W.q  u8 [out, in]        the int8 values' bytes (two's complement; view as int8)
+//              W.scale  f32 [out]       w = q * scale
+//   q4:GROUP:  W.q  u8 [out, in / 2]    byte r of a row: input 2r in its low nibble, input
+//                                       2r + 1 in its high one, as u in 0..15
+//              W.scale  f16 [out, in / GROUP]   d
+//              W.min    f16 [out, in / GROUP]   m (":min" only)
+//                                       w = d * (u - 8), or w = d * u + m
+// quantized_tensors reads them out of a packed weight; pack_quantized packs them back without
+// requantizing (CorruptInput naming `what` for a dtype or shape that does not fit the spec).
+struct QuantizedTensors {
+  Tensor q, scale, min;  // min: q4 with a minimum only
+};
+QuantizedTensors quantized_tensors(const PackedWeight& weight);
+// `weight`: the layer's f32 weight, [out, in], holding these values' dequantisation (the
+// packed copy stands for it in the products).
+PackedWeight pack_quantized(const Tensor& weight, const QuantSpec& spec, const QuantizedTensors& t,
+                            const std::string& what);
 // The [out, in] f32 values a quantized weight multiplies by (InvalidArgument if not quantized).
 Tensor dequantized(const PackedWeight& weight);
 // True when `weight` can be packed (CPU, f32, 2-D).

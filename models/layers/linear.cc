@@ -142,6 +142,12 @@ bool Linear::quantize(const ops::QuantSpec& spec) {
 }
 
 // Note [Quantized tensor parallelism]
+void Linear::install_quantized(const ops::QuantSpec& spec, const ops::QuantizedTensors& t,
+                               const std::string& what) {
+  check_not_released("install a quantized copy");
+  packed_ = ops::pack_quantized(weight_, spec, t, what);
+}
+
 // Row-parallel products under tensor parallelism sum partial products first: they keep the
 // ordinary order (the bias and the rest after the all-reduce). f32 and bf16 copies leave the
 // partial product to the ordinary path; a quantized copy computes it (the rank's block of the
@@ -168,15 +174,30 @@ bool Linear::use_quantized_partial(const Tensor& x) const {
 // puts a one-element zero viewed at the weight's shape (stride 0) in the parameter's place, so
 // shapes and names stay; from then on a call the packed copy cannot serve (gradients,
 // autocast, inputs that are not f32 on the CPU), packing again, or saving the parameters is an
-// error saying why, never a product by the placeholder. Embedding tables are kept: lookups
-// read them.
+// error saying why, never a product by the placeholder. Embedding tables are kept (lookups
+// read them), but for an untied head (serve_as_output(lookups = false)), never looked up.
+namespace {
+
+// A one-element zero viewed at the weight's shape in its place; the bytes freed.
+int64_t replace_by_placeholder(Tensor& weight) {
+  const int64_t bytes = weight.numel() * int64_t(dtype_size(weight.dtype()));
+  const Shape shape = weight.shape();
+  weight = Tensor::zeros({1}, weight.dtype()).as_strided(shape, Shape(shape.size(), 0), 0);
+  return bytes;
+}
+
+}  // namespace
+
 int64_t Linear::release_weight() {
   if (released_ || !packed_.quantized()) return 0;
-  const int64_t bytes = weight_.numel() * int64_t(dtype_size(weight_.dtype()));
-  const Shape shape = weight_.shape();
-  weight_ = Tensor::zeros({1}, weight_.dtype()).as_strided(shape, Shape(shape.size(), 0), 0);
   released_ = true;
-  return bytes;
+  return replace_by_placeholder(weight_);
+}
+
+int64_t Embedding::release_weight() {
+  if (released_ || !output_only() || !packed_.quantized()) return 0;
+  released_ = true;
+  return replace_by_placeholder(weight_);
 }
 
 void Linear::check_not_released(const char* what) const {
@@ -248,6 +269,8 @@ Embedding::Embedding(const LayerContext& ctx, int64_t count, int64_t dim,
 }
 
 Tensor Embedding::forward(const Tensor& ids) const {
+  LIBAI_CHECK_KIND(Unsupported, !released_, "embedding: an output-only table whose f32 values "
+                   "were released after quantizing (Note [Released weights]) has no rows to look up");
   if (parallel_ != EmbeddingParallel::vocab || !tp_) return ops::embedding(weight_, ids);
   // Ids outside this rank's rows look up row 0 and are zeroed before the all-reduce.
   const int64_t rows = weight_.size(0);
@@ -270,15 +293,22 @@ Tensor Embedding::forward(const Tensor& ids) const {
 }
 
 bool Embedding::pack(DType dtype) {
+  LIBAI_CHECK_KIND(Unsupported, !released_, "embedding: cannot pack a released table");
   if (!output_ || !ops::packable(weight_)) return false;
   packed_ = pack_as(weight_, dtype);
   return true;
 }
 
 bool Embedding::quantize(const ops::QuantSpec& spec) {
+  LIBAI_CHECK_KIND(Unsupported, !released_, "embedding: cannot quantize a released table");
   if (!output_ || !ops::packable(weight_)) return false;
   packed_ = ops::pack_weight(weight_, spec);
   return true;
+}
+
+void Embedding::install_quantized(const ops::QuantSpec& spec, const ops::QuantizedTensors& t,
+                                  const std::string& what) {
+  packed_ = ops::pack_quantized(weight_, spec, t, what);
 }
 
 int pack_for_inference(Module& root, DType dtype) {
@@ -338,14 +368,18 @@ PackedBytes packed_bytes(Module& root) {
 
 int64_t release_quantized_weights(Module& root) {
   int64_t bytes = 0;
-  for (auto& [name, module] : root.named_modules())
+  for (auto& [name, module] : root.named_modules()) {
     if (auto* linear = dynamic_cast<Linear*>(module)) bytes += linear->release_weight();
+    if (auto* table = dynamic_cast<Embedding*>(module)) bytes += table->release_weight();
+  }
   return bytes;
 }
 
 bool has_released_weights(Module& root) {
-  for (auto& [name, module] : root.named_modules())
+  for (auto& [name, module] : root.named_modules()) {
     if (auto* linear = dynamic_cast<Linear*>(module); linear && linear->released()) return true;
+    if (auto* table = dynamic_cast<Embedding*>(module); table && table->released()) return true;
+  }
   return false;
 }
 
@@ -399,8 +433,11 @@ namespace libai::models {
 Tensor vocab_parallel_logits_shard(const Tensor& h, const Embedding& table, const Tensor& bias_shard) {
   auto& weight = const_cast<Embedding&>(table).weight();
   if (packed_applies(table.packed(), weight, bias_shard.defined() ? &bias_shard : nullptr, h,
-                     Tensor()))
+                     Tensor(), table.released()))
     return ops::linear_packed(h, table.packed(), bias_shard);  // copy_to_group: identity forward
+  LIBAI_CHECK_KIND(Unsupported, !table.released(), "LM head: its f32 table was released after "
+                   "quantizing (Note [Released weights]): this model runs forward only, without "
+                   "gradients or autocast, on f32 CPU inputs");
   return autocast_linear(ops::copy_to_group(h, table.group()), weight, bias_shard);  // [..., rows]
 }
 

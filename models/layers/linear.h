@@ -81,6 +81,11 @@ class Linear : public Module {
   // The quantized copy (Note [Packed inference weights]); false for a weight that is not a CPU
   // f32 matrix. InvalidArgument for a q4 group that does not divide the input width.
   bool quantize(const ops::QuantSpec& spec);
+  // The quantized copy from a checkpoint's stored values (Note [Quantized checkpoints] in
+  // ops/packed_linear.h), the weight already holding their dequantisation: nothing is
+  // requantized. `what` names the tensor in errors.
+  void install_quantized(const ops::QuantSpec& spec, const ops::QuantizedTensors& t,
+                         const std::string& what);
   void unpack() { packed_ = ops::PackedWeight(); }
   bool packed() const { return packed_.defined(); }
   const ops::PackedWeight& packed_weight() const { return packed_; }
@@ -128,9 +133,14 @@ class Embedding : public Module {
   // The tensor-parallel group the table is split over (null when whole).
   const std::shared_ptr<comm::Communicator>& group() const { return tp_; }
   // Marks the table as an output projection too (an LM head, tied or not, through
-  // vocab_parallel_logits): the models mark their heads.
-  void serve_as_output() { output_ = true; }
+  // vocab_parallel_logits): the models mark their heads. lookups false: an untied head, whose
+  // rows are never looked up (its f32 values may then be released once quantized).
+  void serve_as_output(bool lookups = true) {
+    output_ = true;
+    output_only_ = !lookups;
+  }
   bool serves_as_output() const { return output_; }
+  bool output_only() const { return output_ && output_only_; }
   // Packs an output table for the products of vocab_parallel_logits (Note [Packed inference
   // weights]); false, packing nothing, for a table that is not an output projection (nobody
   // would multiply by the copy) or not CPU f32. Lookups always read the table itself (with
@@ -139,15 +149,20 @@ class Embedding : public Module {
   bool pack(DType dtype = DType::f32);
   // A quantized copy for the head's products; lookups keep reading the exact table.
   bool quantize(const ops::QuantSpec& spec);
+  void install_quantized(const ops::QuantSpec& spec, const ops::QuantizedTensors& t,
+                         const std::string& what);
   void unpack() { packed_ = ops::PackedWeight(); }
   const ops::PackedWeight& packed() const { return packed_; }
+  // Note [Released weights]: an output-only table's f32 values, once quantized.
+  int64_t release_weight();
+  bool released() const { return released_; }
 
  private:
   EmbeddingParallel parallel_;
   std::shared_ptr<comm::Communicator> tp_;
   int64_t count_, first_row_ = 0;
   Tensor& weight_;  // [count, dim] (this rank's block)
-  bool output_ = false;
+  bool output_ = false, output_only_ = false, released_ = false;
   ops::PackedWeight packed_;
 };
 

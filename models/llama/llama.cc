@@ -239,7 +239,7 @@ class Llama : public DecoderLm {
         lm_head_ = &add_module("lm_head", std::make_unique<Embedding>(ctx, c_.vocab, c_.hidden,
                                                                       EmbeddingParallel::vocab));
       Embedding* head = c_.tied ? embed_ : lm_head_;
-      head->serve_as_output();
+      head->serve_as_output(/*lookups=*/c_.tied);
       head_ = head;
     }
   }

@@ -131,7 +131,7 @@ std::unique_ptr<PipelineStage> load_stage(const std::filesystem::path& folder,
   WeightMap map = is_libai_layout(source) ? identity_map(*stage) : stage->weight_map();
   map.ignore("");
   load_parameters(*stage, source, map);
-  pack_loaded(*stage, options, /*whole=*/false);
+  pack_loaded(*stage, options, /*whole=*/false, &source);
   return stage;
 }
 

@@ -200,7 +200,10 @@ class T5 : public Model, public generation::GenerativeModel {
     if (part.is_last() && !c_.tied)
       lm_head_ = &add_module("lm_head", std::make_unique<Embedding>(ctx, c_.vocab, c_.d_model,
                                                                     EmbeddingParallel::vocab));
-    if (part.is_last()) (lm_head_ ? lm_head_ : shared_)->serve_as_output();
+    if (part.is_last()) {
+      if (lm_head_) lm_head_->serve_as_output(/*lookups=*/false);
+      else shared_->serve_as_output();
+    }
   }
 
   // ids [batch, seq], keep [batch, seq] or undefined -> [batch, seq, d_model]. Whole model.

@@ -115,7 +115,10 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const fs::path& path) {
   return gguf_tokenizer(GgufFile::open(path.string()));
 }
 
-std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& f) {
+namespace {
+
+// The tokenizer.json of the metadata (Note [GGUF vocabularies]) and its special tokens.
+json tokenizer_json(const GgufFile& f, SpecialTokens& special) {
   const std::string where = "GGUF file " + f.path() + ": ";
   LIBAI_CHECK_KIND(NotFound, f.find("tokenizer.ggml.tokens"), where,
                    "no tokenizer (no tokenizer.ggml.tokens)");
@@ -207,12 +210,34 @@ std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& f) {
                    "add_bos_token / add_eos_token without the token's id");
   if (add_bos || add_eos) root["post_processor"] = template_processing(tokens, add_bos ? bos : -1,
                                                                        add_eos ? eos : -1);
-  SpecialTokens special;
+  special = SpecialTokens();
   if (bos >= 0) special.bos = tokens[size_t(bos)];
   if (eos >= 0) special.eos = tokens[size_t(eos)];
   if (unk >= 0) special.unk = tokens[size_t(unk)];
   if (pad >= 0) special.pad = tokens[size_t(pad)];
+  return root;
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> gguf_tokenizer(const GgufFile& f) {
+  SpecialTokens special;
+  const json root = tokenizer_json(f, special);
   return tokenizer_from_json(root, f.path() + " (GGUF tokenizer)", std::move(special));
+}
+
+void write_gguf_tokenizer(const fs::path& gguf, const fs::path& folder) {
+  const GgufFile f = GgufFile::open(gguf.string());
+  if (!f.find("tokenizer.ggml.tokens")) return;
+  SpecialTokens special;
+  const json root = tokenizer_json(f, special);
+  std::ofstream(folder / "tokenizer.json") << root.dump(1) << "\n";
+  json map = json::object();
+  for (const auto& [key, value] : {std::pair<const char*, std::string*>{"bos_token", &special.bos},
+                                   {"eos_token", &special.eos}, {"unk_token", &special.unk},
+                                   {"pad_token", &special.pad}})
+    if (!value->empty()) map[key] = *value;
+  std::ofstream(folder / "special_tokens_map.json") << map.dump(1) << "\n";
 }
 
 }  // namespace libai::tokenizers

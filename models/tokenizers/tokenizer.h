@@ -117,6 +117,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& path);
 // Whether `folder` holds one of the files load_tokenizer(folder) reads. A model folder may have
 // none: generation from token ids needs no tokenizer (transformers works the same way).
 bool has_tokenizer(const std::filesystem::path& folder);
+// Writes the tokenizer a GGUF file's metadata describes as tokenizer.json and
+// special_tokens_map.json into `folder` (nothing when the file has none; convert uses it).
+void write_gguf_tokenizer(const std::filesystem::path& gguf, const std::filesystem::path& folder);
 // The NotFound load_tokenizer(folder) throws for a folder without tokenizer files.
 [[noreturn]] void throw_no_tokenizer(const std::filesystem::path& folder);
 

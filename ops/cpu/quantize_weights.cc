@@ -162,3 +162,91 @@ void dequantize(const QuantizedMatrix& q, float* w, int64_t ldw) {
 }
 
 }  // namespace libai::ops::cpu
+
+namespace libai::ops::cpu {
+
+QuantizedMatrix pack_int8_rows(const int8_t* values, const float* scales, int64_t n, int64_t k) {
+  QuantizedMatrix q;
+  q.n = n;
+  q.k = k;
+  q.format = QuantFormat::int8;
+  q.data = allocate(size_t(q.panels() * q.panel_bytes()));
+  q.scales.assign(size_t(q.panels() * kPanel), 0.0f);
+  q.column_sums.assign(size_t(q.panels() * kPanel), 0);
+  parallel_for(0, q.panels(), 4, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      auto* dst = reinterpret_cast<int8_t*>(q.data.get() + p * q.panel_bytes());
+      for (int64_t jj = 0; jj < kPanel && p * kPanel + jj < n; ++jj) {
+        const int64_t j = p * kPanel + jj;
+        int32_t sum = 0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const int8_t v = values[j * k + kk];
+          dst[((kk / 4) * kPanel + jj) * 4 + kk % 4] = v;
+          sum += v;
+        }
+        q.scales[size_t(j)] = scales[j];
+        q.column_sums[size_t(j)] = sum;
+      }
+    }
+  });
+  if (onednn_int8_available() && n > 0 && k > 0) q.onednn = onednn_int8_weight(values, n, k);
+  return q;
+}
+
+void int8_rows(const QuantizedMatrix& q, int8_t* values, float* scales) {
+  LIBAI_CHECK(q.format == QuantFormat::int8, "int8_rows: not an int8 matrix");
+  for (int64_t j = 0; j < q.n; ++j) {
+    const auto* src = reinterpret_cast<const int8_t*>(q.panel(j / kPanel));
+    const int64_t jj = j % kPanel;
+    for (int64_t kk = 0; kk < q.k; ++kk) values[j * q.k + kk] = src[((kk / 4) * kPanel + jj) * 4 + kk % 4];
+    scales[j] = q.scales[size_t(j)];
+  }
+}
+
+QuantizedMatrix pack_q4_rows(const uint8_t* nibbles, const uint16_t* d, const uint16_t* mins,
+                             int64_t n, int64_t k, int64_t group) {
+  LIBAI_CHECK(group >= 2 && group % 2 == 0 && k % group == 0, "pack_q4_rows: group ", group,
+              " does not divide the input width ", k, " in even groups");
+  QuantizedMatrix q;
+  q.n = n;
+  q.k = k;
+  q.format = QuantFormat::q4;
+  q.group = group;
+  q.has_min = mins != nullptr;
+  q.data = allocate(size_t(q.panels() * q.panel_bytes()));
+  const int64_t groups = k / group;
+  parallel_for(0, q.panels(), 4, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      for (int64_t g = 0; g < groups; ++g) {
+        uint8_t* block = q.data.get() + p * q.panel_bytes() + g * q.group_bytes();
+        auto* scales = reinterpret_cast<uint16_t*>(block + group / 2 * kPanel);
+        for (int64_t jj = 0; jj < kPanel && p * kPanel + jj < n; ++jj) {
+          const int64_t j = p * kPanel + jj;
+          for (int64_t r = 0; r < group / 2; ++r)
+            block[r * kPanel + jj] = nibbles[j * (k / 2) + g * group / 2 + r];
+          scales[jj] = d[j * groups + g];
+          if (mins) scales[kPanel + jj] = mins[j * groups + g];
+        }
+      }
+    }
+  });
+  return q;
+}
+
+void q4_rows(const QuantizedMatrix& q, uint8_t* nibbles, uint16_t* d, uint16_t* mins) {
+  LIBAI_CHECK(q.format == QuantFormat::q4, "q4_rows: not a q4 matrix");
+  const int64_t groups = q.groups();
+  for (int64_t j = 0; j < q.n; ++j) {
+    const int64_t p = j / kPanel, jj = j % kPanel;
+    for (int64_t g = 0; g < groups; ++g) {
+      const uint8_t* block = q.panel(p) + g * q.group_bytes();
+      const auto* scales = reinterpret_cast<const uint16_t*>(block + q.group / 2 * kPanel);
+      for (int64_t r = 0; r < q.group / 2; ++r)
+        nibbles[j * (q.k / 2) + g * q.group / 2 + r] = block[r * kPanel + jj];
+      d[j * groups + g] = scales[jj];
+      if (mins && q.has_min) mins[j * groups + g] = scales[kPanel + jj];
+    }
+  }
+}
+
+}  // namespace libai::ops::cpu

@@ -62,6 +62,16 @@ QuantizedMatrix quantize_q4(const float* w, int64_t n, int64_t k, int64_t ldw, i
 // The weight every product multiplies by: w (n rows of k floats, ldw apart) from `q`.
 void dequantize(const QuantizedMatrix& q, float* w, int64_t ldw);
 
+// Note [Quantized checkpoints] (ops/packed_linear.h): the values row by row, as a checkpoint
+// stores them, into the packed layout and back. int8: values n x k, scales n. q4: nibbles
+// n x k / 2 (byte r of a row: input 2r in its low nibble, 2r + 1 in its high one), d and (with
+// a minimum; null otherwise) mins n x k / group, as f16 bits. Nothing is requantized.
+QuantizedMatrix pack_int8_rows(const int8_t* values, const float* scales, int64_t n, int64_t k);
+void int8_rows(const QuantizedMatrix& q, int8_t* values, float* scales);
+QuantizedMatrix pack_q4_rows(const uint8_t* nibbles, const uint16_t* d, const uint16_t* mins,
+                             int64_t n, int64_t k, int64_t group);
+void q4_rows(const QuantizedMatrix& q, uint8_t* nibbles, uint16_t* d, uint16_t* mins);
+
 // f32: the activations stay f32 (weight-only). int8: an int8 matrix's products of more than a
 // few rows quantize each row of A at run time (symmetric, max |a| / 127) and multiply in int32
 // (dynamic quantization); single rows and small groups stay f32 either way.
