@@ -94,6 +94,11 @@ void ConfigJob::read(const config::Config& cfg) {
     LIBAI_CHECK(!weights.empty(), "model.weights is not set: a ", target,
                 " job needs a model folder");
     model_ = weights;
+    quantize_ = ops::parse_quantization(cfg.get_or<std::string>("model.quantize", "none"),
+                                        "model.quantize");
+    quantize_keep_ = cfg.get_or<std::vector<std::string>>("model.quantize_keep", {});
+    LIBAI_CHECK(quantize_.kind != ops::Quantization::none || quantize_keep_.empty(),
+                "model.quantize_keep is set but model.quantize is none");
     const auto hf = models::HfConfig::load(model_);
     num_layers_ = mp::pipeline_num_layers(hf);
     // The model fixes the layer count; a different train.dist.pipeline_num_layers would be
@@ -242,7 +247,8 @@ void ConfigJob::time_layer(Device device, double slowdown, DeviceProfile& profil
   }
   const JobShape job = shape();
   const int64_t context = job.input_tokens + std::max<int64_t>(job.max_new_tokens, 1) / 2;
-  if (auto t = time_model_layer(model_, device, slowdown, job.rows, job.input_tokens, context)) {
+  if (auto t = time_model_layer(model_, device, slowdown, job.rows, job.input_tokens, context,
+                                /*repetitions=*/3, quantize_)) {
     profile.layer_seconds = t->forward_seconds;
     profile.layer_step_seconds = t->step_seconds;
   }
@@ -277,6 +283,7 @@ JobShape ConfigJob::shape() const {
       cfg_.get_or<std::optional<double>>("train.cluster.remote_hop_seconds", std::nullopt);
   job.kind = kind_;
   job.model = model_;
+  job.quantize = quantize_;
   job.dp = dp_;
   job.pp = pp_;
   job.tp = tp_;
@@ -483,7 +490,7 @@ ComputeFactory ConfigJob::compute(const PipelineLayout& layout, const wire::Assi
       return std::make_shared<SyntheticCompute>(per_layer * layers_of[size_t(slot.stage)]);
     };
   }
-  return model_stage_factory(model_, layout, stage_of);
+  return model_stage_factory(model_, layout, stage_of, DType::f32, quantize_, quantize_keep_);
 }
 
 void ConfigJob::drive(PipelineClient& client, const PipelineLayout& layout) {

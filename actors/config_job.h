@@ -137,6 +137,8 @@ class ConfigJob : public ClusterJob {
   JobKind kind_ = JobKind::generate;
   bool encoder_decoder_ = false;  // a generate job of T5 / MT5
   std::filesystem::path model_;
+  ops::QuantSpec quantize_;  // model.quantize
+  std::vector<std::string> quantize_keep_;
   int dp_ = 1, tp_ = 1, pp_ = 1, per_node_ = 1, threads_ = 1;
   std::vector<double> slowdown_;  // per device of the cluster
   int num_layers_ = 0, num_groups_ = 1, steps_ = 1;

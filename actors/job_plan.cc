@@ -47,13 +47,25 @@ void add_synthetic_costs(schedule::PlanRequest& r, const JobShape& job,
 // states on after it: they hold no KV cache, which is how they are told apart. A group's KV
 // cache holds rows x (prompt + max_new_tokens) tokens: T5's self-attention over the new tokens
 // and cross-attention over the prompt cost the same bytes per token.
+// The bytes of a quantized weight per byte of its f32 (model.quantize): int8 one byte and a
+// per-row scale; q4 half a byte and an f16 scale (and minimum) per group.
+double weight_bytes_scale(const ops::QuantSpec& q) {
+  switch (q.kind) {
+    case ops::Quantization::none: return 1.0;
+    case ops::Quantization::int8:
+    case ops::Quantization::int8_dynamic: return 0.25;
+    case ops::Quantization::q4: return (0.5 + 2.0 * (q.with_min ? 2 : 1) / double(q.group)) / 4.0;
+  }
+  return 1.0;
+}
+
 void add_model_costs(schedule::PlanRequest& r, const JobShape& job,
                      const std::vector<wire::DeviceProfile>& devices) {
   const auto hf = models::HfConfig::load(job.model);
   const int64_t rows = job.rows, prompt = job.input_tokens;
   const bool generate = job.kind == JobKind::generate;
   const bool seq2seq = generate && mp::is_encoder_decoder(hf);
-  const std::vector<mp::LayerCost> prefill = mp::layer_costs(hf, rows * prompt, DType::f32, prompt);
+  std::vector<mp::LayerCost> prefill = mp::layer_costs(hf, rows * prompt, DType::f32, prompt);
   LIBAI_CHECK(int(prefill.size()) == job.num_layers, hf.path(), ": the cost model has ",
               prefill.size(), " layers but the job cuts ", job.num_layers);
   const int64_t context = prompt + std::max<int64_t>(job.max_new_tokens, 1) / 2;
@@ -66,6 +78,12 @@ void add_model_costs(schedule::PlanRequest& r, const JobShape& job,
         if (prefill[l].kv_bytes_per_token > 0) first_step[l] = decoder_step0[l];
     }
   }
+  // model.quantize: the layers' and the head's weights in their quantized bytes (norms and
+  // biases, a few per cent of a layer's, are counted at the same rate); the embedding table
+  // stays f32 for its lookups.
+  const double quantized = weight_bytes_scale(job.quantize);
+  for (auto* costs : {&prefill, &first_step, &step})
+    for (auto& c : *costs) c.weight_bytes *= quantized;
   const double tokens_kept = double(rows) * double(prompt + job.max_new_tokens);
   for (const auto& c : prefill) {
     r.weight_bytes.push_back(c.weight_bytes);
@@ -73,7 +91,8 @@ void add_model_costs(schedule::PlanRequest& r, const JobShape& job,
   }
   const mp::LayerCost embedding = mp::embedding_cost(hf, rows * prompt, DType::f32);
   const mp::LayerCost embedding_step = mp::embedding_cost(hf, rows, DType::f32);
-  const mp::LayerCost head = mp::head_cost(hf, generate ? rows : rows * prompt, DType::f32);
+  mp::LayerCost head = mp::head_cost(hf, generate ? rows : rows * prompt, DType::f32);
+  head.weight_bytes *= quantized;
   r.embedding.bytes = embedding.weight_bytes;
   r.head.bytes = head.weight_bytes;
   // Note [Calibrated layer costs]: with layer 1 timed on every device, each device's rooflines
@@ -239,6 +258,8 @@ void print_job_plan(std::ostream& out, const JobShape& job, const schedule::Plan
   else
     out << "of " << models::HfConfig::load(job.model).model_type() << " (" << job.model.string()
         << ")";
+  if (job.quantize.kind != ops::Quantization::none)
+    out << ", weights " << ops::quantization_name(job.quantize);
   out << ", " << plan.pp << " stages, ";
   const bool training = plan.workload == schedule::Workload::train;
   if (decoding)

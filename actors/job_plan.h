@@ -16,7 +16,8 @@
 //                prompt) and, when generating, one decoding step (rows tokens over the mean
 //                context, reading weights and KV caches); the embedding on the first stage and
 //                the head on the last likewise; weights and the KV cache a group keeps (rows x
-//                (prompt + max_new_tokens) tokens) in f32, as the stages load them.
+//                (prompt + max_new_tokens) tokens) in f32, as the stages load them, or the
+//                layers' and head's weights in model.quantize's bytes.
 //   synthetic    job.layer_seconds on the fastest device, times the measured slow-down of the
 //                others (fastest GFLOP/s / theirs); no memory.
 // Memory caps: each profile's free memory (the host's) divided by the devices of its node.
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "actors/wire/wire.h"
+#include "ops/packed_linear.h"
 #include "schedule/plan.h"
 
 namespace libai::actors {
@@ -44,6 +46,9 @@ enum class JobKind { generate, encode, synthetic };
 struct JobShape {
   JobKind kind = JobKind::synthetic;
   std::filesystem::path model;  // generate, encode: the model folder (config.json is read)
+  // model.quantize: the layers' weights are held and read in this precision (Note [Decoding
+  // costs of a model job]).
+  ops::QuantSpec quantize;
   int dp = 1, pp = 1, tp = 1, devices_per_node = 1;
   int num_layers = 0;
   int num_groups = 1;          // all replicas: groups (generate), micro-batches (encode, synthetic)

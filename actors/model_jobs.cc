@@ -31,7 +31,8 @@ void ModelStageCompute::release(int group) { states_.erase(group); }
 
 std::optional<LayerTiming> time_model_layer(const std::filesystem::path& folder, Device device,
                                             double slowdown, int64_t rows, int64_t tokens,
-                                            int64_t context, int repetitions) {
+                                            int64_t context, int repetitions,
+                                            const ops::QuantSpec& quantize) {
   LIBAI_CHECK(rows >= 1 && tokens >= 1 && repetitions >= 1, "time_model_layer: rows ", rows,
               ", tokens ", tokens, " and repetitions ", repetitions, " must be at least 1");
   const auto hf = models::HfConfig::load(folder);
@@ -40,7 +41,13 @@ std::optional<LayerTiming> time_model_layer(const std::filesystem::path& folder,
   const bool decoder = mp::is_decoder_only(hf);
   const int64_t hidden = int64_t(mp::layer_costs(hf, 1)[1].output_bytes_per_token) / 4;
   context = std::max(context, int64_t(1));
-  auto stage = mp::load_stage(folder, {.first_layer = 1, .last_layer = 2, .num_layers = layers});
+  models::LoadOptions options;
+  if (quantize.kind != ops::Quantization::none) {
+    options.pack_weights = true;
+    options.quantize = quantize;
+  }
+  auto stage =
+      mp::load_stage(folder, {.first_layer = 1, .last_layer = 2, .num_layers = layers}, options);
 
   LayerTiming timing{.forward_seconds = 1e30, .step_seconds = decoder ? 1e30 : 0.0};
   std::exception_ptr error;
@@ -97,7 +104,9 @@ std::vector<mp::StageSpec> stage_specs(const std::vector<int>& stage_of) {
 }
 
 ComputeFactory model_stage_factory(const std::filesystem::path& folder, const PipelineLayout& layout,
-                                   const std::vector<int>& stage_of, DType dtype) {
+                                   const std::vector<int>& stage_of, DType dtype,
+                                   const ops::QuantSpec& quantize,
+                                   const std::vector<std::string>& keep) {
   const auto specs = stage_specs(stage_of);
   LIBAI_CHECK(int(specs.size()) == layout.sizes.pp, folder.string(), ": the split has ",
               specs.size(), " stages but pipeline_parallel_size is ", layout.sizes.pp);
@@ -105,10 +114,13 @@ ComputeFactory model_stage_factory(const std::filesystem::path& folder, const Pi
   auto groups = std::make_shared<std::map<std::pair<int, int>, std::vector<std::shared_ptr<comm::Communicator>>>>();
   auto mutex = std::make_shared<std::mutex>();
   const int tp = layout.sizes.tp;
-  return [folder, specs, groups, mutex, tp, dtype](const SlotSpec& slot) -> std::shared_ptr<StageCompute> {
+  return [folder, specs, groups, mutex, tp, dtype, quantize, keep](
+             const SlotSpec& slot) -> std::shared_ptr<StageCompute> {
     models::LoadOptions options;
     options.dtype = dtype;
     options.pack_weights = true;  // inference stages
+    options.quantize = quantize;
+    options.quantize_keep = keep;
     if (tp > 1) {
       std::lock_guard lock(*mutex);
       auto& comms = (*groups)[{slot.replica, slot.stage}];

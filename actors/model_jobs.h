@@ -22,6 +22,7 @@
 #include <optional>
 #include <vector>
 
+#include "ops/packed_linear.h"
 #include "actors/pipeline.h"
 #include "models/generation/generate.h"
 #include "models/pipeline/stage.h"
@@ -38,9 +39,11 @@ struct LayerTiming {
 // checkpoint) on `device` with its thread budget, at emulated slow-down `slowdown`: the fastest
 // of `repetitions`. nullopt for a model it does not time: fewer than 3 layers (every layer
 // would come with the embedding or the head) or an encoder-decoder (T5's layers differ).
+// `quantize` (model.quantize): the layer packed and quantized, as the job's stages load it.
 std::optional<LayerTiming> time_model_layer(const std::filesystem::path& folder, Device device,
                                             double slowdown, int64_t rows, int64_t tokens,
-                                            int64_t context, int repetitions = 3);
+                                            int64_t context, int repetitions = 3,
+                                            const ops::QuantSpec& quantize = {});
 
 // One model stage: its layers and, per group, its state (KV caches).
 class ModelStageCompute : public StageCompute {
@@ -58,9 +61,12 @@ class ModelStageCompute : public StageCompute {
 // stage_of[layer] = pipeline stage. The factory loads, for each slot, its stage's layers; the
 // tensor-parallel ranks of one (replica, stage) share a local communicator (their devices are
 // in one process: tensor parallelism stays inside a node, as Megatron places it).
+// `quantize` (model.quantize of a job config): the stages' linear layers and head quantized as
+// LoadOptions::quantize says, but those `keep` names.
 ComputeFactory model_stage_factory(const std::filesystem::path& folder, const PipelineLayout& layout,
                                    const std::vector<int>& stage_of,
-                                   DType dtype = DType::f32);
+                                   DType dtype = DType::f32, const ops::QuantSpec& quantize = {},
+                                   const std::vector<std::string>& keep = {});
 
 // The layer ranges of the stages of `stage_of`.
 std::vector<models::pipeline::StageSpec> stage_specs(const std::vector<int>& stage_of);

@@ -22,6 +22,9 @@ namespace libai::actors {
 namespace {
 
 models::HfConfig model_config_of(const config::Config& cfg, std::filesystem::path* weights) {
+  LIBAI_CHECK_KIND(Unsupported, cfg.get_or<std::string>("model.quantize", "none") == "none",
+                   "model.quantize: quantized training is not supported (quantized weights are "
+                   "for inference: run and serve jobs, generate, serve --model)");
   const auto folder = cfg.get_or<std::string>("model.weights", "");
   const auto config_file = cfg.get_or<std::string>("model.config", "");
   LIBAI_CHECK(folder.empty() != config_file.empty(),

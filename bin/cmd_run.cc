@@ -11,7 +11,8 @@
 //   prints them, or "embeddings"), "plan" (stage_of: the split; device_of_stage: each stage's
 //   pipeline slot; stage_devices: their names; stage_seconds: each stage's seconds per action
 //   (decoding: per step after the first); stage_memory_bytes: per device of each stage;
-//   predicted_seconds, predicted_utilisation, predicted_throughput: items per second),
+//   predicted_seconds, predicted_utilisation, predicted_throughput: items per second;
+//   weights: model.quantize, "none" for f32),
 //   A training job (synthetic_train) adds to "plan": workload "train", schedule,
 //   stage_backward_seconds, transfer_seconds and predicted_step_seconds (one step;
 //   predicted_seconds is job.steps of them), and to "train": measured_step_seconds (Note
@@ -32,6 +33,7 @@
 #include "actors/prediction.h"
 #include "schedule/svg.h"
 #include "bin/commands.h"
+#include "ops/packed_linear.h"
 #include "runtime/config/libai_schema.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
@@ -131,6 +133,7 @@ int run(const RunOptions& options) {
                    {"predicted_utilisation", predicted.utilisation},
                    {"predicted_throughput", plan.throughput}};
     doc["plan"]["workload"] = schedule::workload_name(plan.workload);
+    doc["plan"]["weights"] = ops::quantization_name(job.shape().quantize);  // model.quantize
     if (job.training()) {
       // Note [Training predictions]: the plan predicts one step of the training schedule.
       doc["plan"]["schedule"] = schedule::schedule_name(plan.schedule);

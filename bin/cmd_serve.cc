@@ -127,8 +127,8 @@ int serve(const ServeOptions& o) {
   if (!o.config.empty()) {
     LIBAI_CHECK(o.model.empty(), "serve: give a CONFIG or --model DIR, not both");
     LIBAI_CHECK(o.quantize == "none" && o.quantize_keep.empty(),
-                "serve: --quantize applies to --model DIR; the stages of a CONFIG's cluster job "
-                "are not quantized (not implemented)");
+                "serve: --quantize applies to --model DIR; a CONFIG's cluster job says "
+                "model.quantize (and model.quantize_keep) instead");
     LIBAI_CHECK(o.port >= 0 && o.port < 65536, "serve: --port must be in [0, 65535], got ", o.port);
     try {
       return serve_cluster_node(o);

@@ -23,6 +23,9 @@ namespace fs = std::filesystem;
 // initialised from scratch.
 std::unique_ptr<models::Model> build_model(const config::Config& cfg,
                                            std::shared_ptr<comm::Communicator> tp, uint64_t seed) {
+  LIBAI_CHECK_KIND(Unsupported, cfg.get_or<std::string>("model.quantize", "none") == "none",
+                   "model.quantize: quantized training is not supported (quantized weights are "
+                   "for inference: run and serve jobs, generate, serve --model)");
   const auto weights = cfg.get_or<std::string>("model.weights", "");
   if (!weights.empty()) return models::load_model(weights, {.tp = tp});
   auto model = models::create_model(training_model_config(cfg), {.tp = tp});

@@ -126,6 +126,44 @@ TEST(RunCluster, GgufLlamaGenerationTwoStagesOnTwoNodes) {
     EXPECT_EQ(out["sequences"][i]["token_ids"].get<std::vector<int64_t>>(), expected[i]) << "prompt " << i;
 }
 
+// model.quantize: every stage loads its layers quantized (here the Q4_0 file's own weights);
+// the tokens are the whole quantized model's in one process, and the plan says q4.
+TEST(RunCluster, QuantizedGgufGenerationTwoStagesOnTwoNodes) {
+  Cluster cluster;
+  const fs::path model = fs::path(LIBAI_SOURCE_DIR) / "tests/data/gguf/llama_q4_0.gguf";
+  const Layout layout{.nodes = 2, .pp = 2, .groups = 2};
+  const std::string config = generate_config(cluster, model, layout);
+  std::string yaml;
+  {
+    std::ifstream in(config);
+    yaml.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string plain = "model: {weights: " + model.string() + "}";
+  ASSERT_NE(yaml.find(plain), std::string::npos);
+  yaml.replace(yaml.find(plain), plain.size(), "model: {weights: " + model.string() + ", quantize: q4}");
+  std::ofstream(config) << yaml;
+  launch_nodes(cluster, config, layout.nodes, free_port());
+  expect_all_succeed(cluster, layout.nodes);
+  const json out = json::parse(cluster.out(0));
+  auto whole = models::load_model(model, {.pack_weights = true, .quantize = {ops::Quantization::q4}});
+  models::generation::GenerationConfig g;
+  g.max_new_tokens = 6;
+  models::pipelines::complete_generation_config(model, whole->config().json(), g);
+  std::vector<std::vector<int64_t>> expected;
+  for (const auto& group : actors::split_into_groups(kPrompts, layout.groups)) {
+    auto results = models::generation::generate(*whole->generative(), group, g);
+    for (size_t p = 0; p < group.size(); ++p) {
+      std::vector<int64_t> ids = group[p];
+      ids.insert(ids.end(), results[p][0].tokens.begin(), results[p][0].tokens.end());
+      expected.push_back(ids);
+    }
+  }
+  ASSERT_EQ(out["sequences"].size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(out["sequences"][i]["token_ids"].get<std::vector<int64_t>>(), expected[i]) << "prompt " << i;
+  EXPECT_EQ(out["plan"]["weights"], "q4:32");
+}
+
 TEST(RunCluster, Gpt2GenerationFourStagesOnFourNodes) {
   expect_generation({.nodes = 4, .pp = 4, .groups = 4}, 4);
 }

@@ -103,6 +103,10 @@ TEST_F(TrainCommand, BadConfigsNameTheKey) {
   expect_error("train " + config(gpt2) + " train.global_batch_size=7",
                {"train.train_micro_batch_size", "train.global_batch_size"});
   expect_error("train " + config(gpt2) + " optim._target_=adam", {"optim._target_"});
+  // Quantized weights are for inference, in eager and graph mode alike.
+  const std::string quantized = "model: {weights: " + kModels + "gpt2, quantize: int8}\n";
+  expect_error("train " + config(quantized), {"model.quantize", "quantized training"});
+  expect_error("train " + config(quantized, /*graph_off=*/false), {"model.quantize", "quantized training"});
 }
 
 // The losses metrics.json recorded, by iteration.
