@@ -270,10 +270,8 @@ MIXED = {  # every dequantised type once
 }
 
 
-def llama_file(name, types, refs, info):
-    model = llama_model(4242)
-    cfg = model.config
-    w = gguf.GGUFWriter(os.path.join(OUT, name), "llama")
+def add_llama_hparams(w, cfg):
+    """The llama / qwen2 metadata of a transformers config."""
     w.add_context_length(cfg.max_position_embeddings)
     w.add_embedding_length(cfg.hidden_size)
     w.add_block_count(cfg.num_hidden_layers)
@@ -282,14 +280,24 @@ def llama_file(name, types, refs, info):
     w.add_head_count_kv(cfg.num_key_value_heads)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(rope_theta(cfg))
+
+
+LAYER_PARTS = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+               "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+               "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+               "mlp.down_proj": "ffn_down"}
+
+
+def llama_file(name, types, refs, info):
+    model = llama_model(4242)
+    cfg = model.config
+    w = gguf.GGUFWriter(os.path.join(OUT, name), "llama")
+    add_llama_hparams(w, cfg)
     w.add_rope_dimension_count(cfg.hidden_size // cfg.num_attention_heads)
     add_spm_tokenizer(w, os.path.join(TOKENIZERS, "llama2"), cfg.vocab_size)
     names = {"model.embed_tokens.weight": "token_embd.weight", "lm_head.weight": "output.weight",
              "model.norm.weight": "output_norm.weight"}
-    parts = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
-             "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-             "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
-             "mlp.down_proj": "ffn_down"}
+    parts = LAYER_PARTS
     for i in range(cfg.num_hidden_layers):
         for hf, g in parts.items():
             names[f"model.layers.{i}.{hf}.weight"] = f"blk.{i}.{g}.weight"
@@ -313,19 +321,10 @@ def qwen2_file(name, refs, info):
     model = Qwen2ForCausalLM.from_pretrained(os.path.join(MODELS, "qwen2")).eval()
     cfg = model.config
     w = gguf.GGUFWriter(os.path.join(OUT, name), "qwen2")
-    w.add_context_length(cfg.max_position_embeddings)
-    w.add_embedding_length(cfg.hidden_size)
-    w.add_block_count(cfg.num_hidden_layers)
-    w.add_feed_forward_length(cfg.intermediate_size)
-    w.add_head_count(cfg.num_attention_heads)
-    w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    w.add_rope_freq_base(rope_theta(cfg))
+    add_llama_hparams(w, cfg)
     add_bpe_tokenizer(w, os.path.join(TOKENIZERS, "bpe"), "gpt-2", cfg.vocab_size, eos=2)
     names = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
-    parts = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
-             "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
-             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+    parts = LAYER_PARTS
     sd = model.state_dict()
     for i in range(cfg.num_hidden_layers):
         for hf, g in parts.items():

@@ -69,37 +69,23 @@ int64_t QuantizedMatrix::bytes() const {
 QuantizedMatrix quantize_int8(const float* w, int64_t n, int64_t k, int64_t ldw) {
   LIBAI_CHECK(n >= 0 && k >= 0 && ldw >= k, "quantize_int8: bad shape n=", n, " k=", k,
               " ldw=", ldw);
-  QuantizedMatrix q;
-  q.n = n;
-  q.k = k;
-  q.format = QuantFormat::int8;
-  q.data = allocate(size_t(q.panels() * q.panel_bytes()));
-  q.scales.assign(size_t(q.panels() * kPanel), 0.0f);
-  q.column_sums.assign(size_t(q.panels() * kPanel), 0);
-  std::vector<int8_t> rows(onednn_int8_available() ? size_t(n * k) : 0);
-  parallel_for(0, q.panels(), 4, [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) {
-      auto* dst = reinterpret_cast<int8_t*>(q.data.get() + p * q.panel_bytes());
-      for (int64_t jj = 0; jj < kPanel && p * kPanel + jj < n; ++jj) {
-        const int64_t j = p * kPanel + jj;
-        const float* row = w + j * ldw;
-        float amax = 0.0f;
-        for (int64_t kk = 0; kk < k; ++kk) amax = std::max(amax, std::fabs(row[kk]));
-        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-        int32_t sum = 0;
-        for (int64_t kk = 0; kk < k; ++kk) {
-          const int v = int(std::clamp(std::nearbyint(row[kk] * inv), -127.0f, 127.0f));
-          dst[((kk / 4) * kPanel + jj) * 4 + kk % 4] = int8_t(v);
-          if (!rows.empty()) rows[size_t(j * k + kk)] = int8_t(v);
-          sum += v;
-        }
-        q.scales[size_t(j)] = amax / 127.0f;
-        q.column_sums[size_t(j)] = sum;
-      }
+  // Symmetric per row: scale = max |w| / 127, q = round(w / scale); then packed as stored
+  // values are (pack_int8_rows).
+  std::vector<int8_t> rows(static_cast<size_t>(n * k));
+  std::vector<float> scales(static_cast<size_t>(n));
+  parallel_for(0, n, 16, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      const float* row = w + j * ldw;
+      float amax = 0.0f;
+      for (int64_t kk = 0; kk < k; ++kk) amax = std::max(amax, std::fabs(row[kk]));
+      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      for (int64_t kk = 0; kk < k; ++kk)
+        rows[size_t(j * k + kk)] =
+            int8_t(std::clamp(std::nearbyint(row[kk] * inv), -127.0f, 127.0f));
+      scales[size_t(j)] = amax / 127.0f;
     }
   });
-  if (!rows.empty() && n > 0 && k > 0) q.onednn = onednn_int8_weight(rows.data(), n, k);
-  return q;
+  return pack_int8_rows(rows.data(), scales.data(), n, k);
 }
 
 QuantizedMatrix quantize_q4(const float* w, int64_t n, int64_t k, int64_t ldw, int64_t group,
@@ -160,10 +146,6 @@ void dequantize(const QuantizedMatrix& q, float* w, int64_t ldw) {
         w[j * ldw + kk] = quantized::value_at(q, j / kPanel, j % kPanel, kk);
   });
 }
-
-}  // namespace libai::ops::cpu
-
-namespace libai::ops::cpu {
 
 QuantizedMatrix pack_int8_rows(const int8_t* values, const float* scales, int64_t n, int64_t k) {
   QuantizedMatrix q;

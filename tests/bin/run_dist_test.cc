@@ -41,11 +41,12 @@ struct Layout {
   int nodes = 2, pp = 2, tp = 1, dp = 1, devices_per_node = 1, groups = 2;
 };
 
+// model_keys: more keys of the model section ("quantize: q4").
 std::string generate_config(const Cluster& cluster, const fs::path& model, const Layout& l,
-                            const std::string& extra = "") {
+                            const std::string& extra = "", const std::string& model_keys = "") {
   const std::string yaml = str_cat(
       "_base_: [", LIBAI_SOURCE_DIR, "/configs/default.yaml]\n",
-      "model: {weights: ", model.string(), "}\n",
+      "model: {weights: ", model.string(), model_keys.empty() ? "" : ", " + model_keys, "}\n",
       "train:\n  dist: {data_parallel_size: ", l.dp, ", tensor_parallel_size: ", l.tp,
       ", pipeline_parallel_size: ", l.pp, "}\n",
       "  cluster: {nodes: ", l.nodes, ", token: test-token, devices_per_node: ", l.devices_per_node,
@@ -75,8 +76,9 @@ void expect_all_succeed(Cluster& cluster, int nodes) {
 }
 
 // The token ids eager mode on one device generates for the same groups of prompts.
-std::vector<std::vector<int64_t>> eager_tokens(const fs::path& folder, int groups) {
-  auto model = models::load_model(folder);
+std::vector<std::vector<int64_t>> eager_tokens(const fs::path& folder, int groups,
+                                               const models::LoadOptions& options = {}) {
+  auto model = models::load_model(folder, options);
   models::generation::GenerationConfig config;
   config.max_new_tokens = 6;
   models::pipelines::complete_generation_config(folder, model->config().json(), config);
@@ -92,17 +94,25 @@ std::vector<std::vector<int64_t>> eager_tokens(const fs::path& folder, int group
   return out;
 }
 
-void expect_generation(const Layout& layout, int layers) {
+// Runs a generate job of `model` over the layout's nodes; node 0's tokens must be eager mode's
+// on one device (loaded with `eager`). Node 0's JSON document.
+json expect_generation(const fs::path& model, const Layout& layout, const std::string& model_keys = "",
+                       const models::LoadOptions& eager = {}) {
   Cluster cluster;
-  const fs::path model = random_gpt2(layers);
-  const std::string config = generate_config(cluster, model, layout);
+  const std::string config = generate_config(cluster, model, layout, "", model_keys);
   launch_nodes(cluster, config, layout.nodes, free_port());
   expect_all_succeed(cluster, layout.nodes);
   const json out = json::parse(cluster.out(0));
-  const auto expected = eager_tokens(model, layout.groups);
-  ASSERT_EQ(out["sequences"].size(), expected.size());
-  for (size_t i = 0; i < expected.size(); ++i)
+  const auto expected = eager_tokens(model, layout.groups, eager);
+  EXPECT_EQ(out["sequences"].size(), expected.size());
+  for (size_t i = 0; i < std::min(expected.size(), out["sequences"].size()); ++i)
     EXPECT_EQ(out["sequences"][i]["token_ids"].get<std::vector<int64_t>>(), expected[i]) << "prompt " << i;
+  return out;
+}
+
+void expect_generation(const Layout& layout, int layers) {
+  const fs::path model = random_gpt2(layers);
+  expect_generation(model, layout);
   fs::remove_all(model);
 }
 
@@ -113,54 +123,16 @@ TEST(RunCluster, Gpt2GenerationTwoStagesOnTwoNodes) {
 // A GGUF file stands where a model folder does: each node reads its stage's tensors from it
 // (every block type of the reader is in this file).
 TEST(RunCluster, GgufLlamaGenerationTwoStagesOnTwoNodes) {
-  Cluster cluster;
-  const fs::path model = fs::path(LIBAI_SOURCE_DIR) / "tests/data/gguf/llama_mixed.gguf";
-  const Layout layout{.nodes = 2, .pp = 2, .groups = 2};
-  const std::string config = generate_config(cluster, model, layout);
-  launch_nodes(cluster, config, layout.nodes, free_port());
-  expect_all_succeed(cluster, layout.nodes);
-  const json out = json::parse(cluster.out(0));
-  const auto expected = eager_tokens(model, layout.groups);
-  ASSERT_EQ(out["sequences"].size(), expected.size());
-  for (size_t i = 0; i < expected.size(); ++i)
-    EXPECT_EQ(out["sequences"][i]["token_ids"].get<std::vector<int64_t>>(), expected[i]) << "prompt " << i;
+  expect_generation(fs::path(LIBAI_SOURCE_DIR) / "tests/data/gguf/llama_mixed.gguf",
+                    {.nodes = 2, .pp = 2, .groups = 2});
 }
 
 // model.quantize: every stage loads its layers quantized (here the Q4_0 file's own weights);
 // the tokens are the whole quantized model's in one process, and the plan says q4.
 TEST(RunCluster, QuantizedGgufGenerationTwoStagesOnTwoNodes) {
-  Cluster cluster;
-  const fs::path model = fs::path(LIBAI_SOURCE_DIR) / "tests/data/gguf/llama_q4_0.gguf";
-  const Layout layout{.nodes = 2, .pp = 2, .groups = 2};
-  const std::string config = generate_config(cluster, model, layout);
-  std::string yaml;
-  {
-    std::ifstream in(config);
-    yaml.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  const std::string plain = "model: {weights: " + model.string() + "}";
-  ASSERT_NE(yaml.find(plain), std::string::npos);
-  yaml.replace(yaml.find(plain), plain.size(), "model: {weights: " + model.string() + ", quantize: q4}");
-  std::ofstream(config) << yaml;
-  launch_nodes(cluster, config, layout.nodes, free_port());
-  expect_all_succeed(cluster, layout.nodes);
-  const json out = json::parse(cluster.out(0));
-  auto whole = models::load_model(model, {.pack_weights = true, .quantize = {ops::Quantization::q4}});
-  models::generation::GenerationConfig g;
-  g.max_new_tokens = 6;
-  models::pipelines::complete_generation_config(model, whole->config().json(), g);
-  std::vector<std::vector<int64_t>> expected;
-  for (const auto& group : actors::split_into_groups(kPrompts, layout.groups)) {
-    auto results = models::generation::generate(*whole->generative(), group, g);
-    for (size_t p = 0; p < group.size(); ++p) {
-      std::vector<int64_t> ids = group[p];
-      ids.insert(ids.end(), results[p][0].tokens.begin(), results[p][0].tokens.end());
-      expected.push_back(ids);
-    }
-  }
-  ASSERT_EQ(out["sequences"].size(), expected.size());
-  for (size_t i = 0; i < expected.size(); ++i)
-    EXPECT_EQ(out["sequences"][i]["token_ids"].get<std::vector<int64_t>>(), expected[i]) << "prompt " << i;
+  const json out = expect_generation(
+      fs::path(LIBAI_SOURCE_DIR) / "tests/data/gguf/llama_q4_0.gguf", {.nodes = 2, .pp = 2, .groups = 2},
+      "quantize: q4", {.pack_weights = true, .quantize = {ops::Quantization::q4}});
   EXPECT_EQ(out["plan"]["weights"], "q4:32");
 }
 
