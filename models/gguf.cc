@@ -6,6 +6,7 @@
 #include "models/family.h"
 #include "models/hf_config.h"
 #include "runtime/error.h"
+#include "runtime/logging.h"
 
 namespace libai::models {
 
@@ -82,7 +83,14 @@ GgufWeights GgufWeights::open(const fs::path& path) {
   GgufTensors rules;
   for (auto& [name, rule] : family.gguf->tensors(file, config))
     if (file.contains(rule.source)) rules.emplace_back(std::move(name), std::move(rule));
-  return GgufWeights(std::move(file), std::move(rules));
+  GgufWeights weights(std::move(file), std::move(rules));
+  const std::string types = weights.type_summary();
+  logger("models")->info("{}: GGUF tensors {}, dequantised to f32 as they load{}", path.string(),
+                         types,
+                         types.find("Q4_0") != std::string::npos
+                             ? " (--quantize q4 multiplies by the Q4_0 blocks' own values)"
+                             : "");
+  return weights;
 }
 
 bool GgufWeights::contains(const std::string& name) const {

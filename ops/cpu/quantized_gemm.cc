@@ -101,7 +101,8 @@ void run_widened(const Product& w, int64_t r_begin, int64_t r_end, const float* 
 }
 
 void run_integer(const Product& w, int64_t r_begin, int64_t r_end, const uint8_t* qa,
-                 int64_t qlda, const float* row_scales, int64_t p_begin, int64_t p_end) {
+                 int64_t qlda, const float* row_scales, const int32_t* row_zeros, int64_t p_begin,
+                 int64_t p_end) {
   alignas(64) int32_t sums[kTileRows * kPanel];
   alignas(64) float tile[kTileRows * kPanel];
   for (int64_t i0 = r_begin; i0 < r_end; i0 += kRowBlock) {
@@ -114,9 +115,10 @@ void run_integer(const Product& w, int64_t r_begin, int64_t r_end, const uint8_t
         int_tile(w.kernel, rows, qa + i * qlda, qlda, w.b, p, sums);
         for (int r = 0; r < rows; ++r) {
           const float s = row_scales[i + r];
+          const int32_t zero = row_zeros[i + r];
           for (int64_t j = 0; j < kPanel; ++j)
             tile[r * kPanel + j] =
-                float(sums[r * kPanel + j] - 128 * column_sum[j]) * (s * scale[j]);
+                float(sums[r * kPanel + j] - zero * column_sum[j]) * (s * scale[j]);
         }
         store_tile(w, rows, i, p, tile);
       }
@@ -145,6 +147,7 @@ void quantized_gemm(int64_t m, const float* a, int64_t lda, const QuantizedMatri
   std::vector<float> padded, sums;
   std::vector<uint8_t> quantized;
   std::vector<float> row_scales;
+  std::vector<int32_t> row_zeros;
   const float* rows_a = a;
   int64_t rows_lda = lda;
   if (few && b.format == QuantFormat::int8 && b.k % 4 != 0) {
@@ -172,10 +175,12 @@ void quantized_gemm(int64_t m, const float* a, int64_t lda, const QuantizedMatri
   if (integer) {
     quantized.resize(size_t(m * qlda));
     row_scales.resize(size_t(m));
+    row_zeros.resize(size_t(m));
+    // oneDNN takes s8 rows (u - 128): those are symmetric; ours keep a zero point a row.
     const auto rows = [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i)
         quantize_row(kernel, a + i * lda, b.k, qlda, quantized.data() + i * qlda,
-                     row_scales[size_t(i)]);
+                     row_scales[size_t(i)], row_zeros[size_t(i)], /*asymmetric=*/!onednn);
     };
     if (onednn)
       rows(0, m);
@@ -219,7 +224,8 @@ void quantized_gemm(int64_t m, const float* a, int64_t lda, const QuantizedMatri
       if (few)
         run_few_rows(product, m, rows_a, rows_lda, sums.data(), p_begin, p_end);
       else if (integer)
-        run_integer(product, r_begin, r_end, quantized.data(), qlda, row_scales.data(), p_begin,
+        run_integer(product, r_begin, r_end, quantized.data(), qlda, row_scales.data(),
+                    row_zeros.data(), p_begin,
                     p_end);
       else
         run_widened(product, r_begin, r_end, a, lda, p_begin, p_end);

@@ -455,45 +455,94 @@ void int_tile(PackedKernel kernel, int rows, const uint8_t* a, int64_t lda,
 }
 
 // Row i of A (k floats) as u8 (q + 128, zero past k up to `width`) and its scale.
-void quantize_row_portable(const float* x, int64_t k, int64_t width, uint8_t* q, float& scale) {
-  float amax = 0.0f;
-  for (int64_t i = 0; i < k; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-  for (int64_t i = 0; i < k; ++i) q[i] = uint8_t(int(std::nearbyint(x[i] * inv)) + 128);
-  for (int64_t i = k; i < width; ++i) q[i] = 128;
-  scale = amax / 127.0f;
+// The row's scale, zero point and 1 / scale (Note [Quantized weights]: asymmetric rows keep
+// a bit that a one-sided row, such as gelu's output, would waste on the side it lacks).
+struct RowRange {
+  float scale = 0, inv = 0;
+  int32_t zero = 128;
+};
+
+RowRange row_range(float lo, float hi, bool asymmetric) {
+  RowRange r;
+  if (!asymmetric) {
+    const float amax = std::max(std::fabs(lo), std::fabs(hi));
+    r.scale = amax / 127.0f;
+    r.inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    return r;
+  }
+  lo = std::min(lo, 0.0f);
+  hi = std::max(hi, 0.0f);
+  r.scale = (hi - lo) / 255.0f;
+  if (r.scale <= 0.0f) {
+    r.scale = 0.0f;
+    r.zero = 0;
+    return r;
+  }
+  r.inv = 1.0f / r.scale;
+  r.zero = int32_t(std::clamp(std::nearbyint(-lo * r.inv), 0.0f, 255.0f));
+  return r;
+}
+
+uint8_t quantize_value(float x, const RowRange& r) {
+  return uint8_t(std::clamp(int(std::nearbyint(x * r.inv)) + r.zero, 0, 255));
+}
+
+void quantize_row_portable(const float* x, int64_t k, int64_t width, uint8_t* q, float& scale,
+                           int32_t& zero, bool asymmetric) {
+  float lo = 0.0f, hi = 0.0f;
+  for (int64_t i = 0; i < k; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  const RowRange r = row_range(lo, hi, asymmetric);
+  for (int64_t i = 0; i < k; ++i) q[i] = quantize_value(x[i], r);
+  for (int64_t i = k; i < width; ++i) q[i] = uint8_t(r.zero);
+  scale = r.scale;
+  zero = r.zero;
 }
 
 #if defined(__x86_64__)
 __attribute__((target("avx512f"))) void quantize_row_avx512(const float* x, int64_t k,
                                                              int64_t width, uint8_t* q,
-                                                             float& scale) {
-  __m512 m = _mm512_setzero_ps();
+                                                             float& scale, int32_t& zero,
+                                                             bool asymmetric) {
+  __m512 vlo = _mm512_setzero_ps(), vhi = _mm512_setzero_ps();
   int64_t i = 0;
-  for (; i + 16 <= k; i += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
-  float amax = _mm512_reduce_max_ps(m);
-  for (; i < k; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-  const __m512 vinv = _mm512_set1_ps(inv);
-  const __m512i shift = _mm512_set1_epi32(128);
+  for (; i + 16 <= k; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    vlo = _mm512_min_ps(vlo, v);
+    vhi = _mm512_max_ps(vhi, v);
+  }
+  float lo = _mm512_reduce_min_ps(vlo), hi = _mm512_reduce_max_ps(vhi);
+  for (; i < k; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  const RowRange r = row_range(lo, hi, asymmetric);
+  const __m512 vinv = _mm512_set1_ps(r.inv);
+  const __m512i shift = _mm512_set1_epi32(r.zero);
+  const __m512i top = _mm512_set1_epi32(255), bottom = _mm512_setzero_si512();
   for (i = 0; i + 16 <= k; i += 16) {
     // cvtps rounds to nearest even, as std::nearbyint does in the default mode.
-    const __m512i v = _mm512_add_epi32(
-        _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv)), shift);
+    __m512i v = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv)),
+                                 shift);
+    v = _mm512_min_epi32(_mm512_max_epi32(v, bottom), top);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtusepi32_epi8(v));
   }
-  for (; i < k; ++i) q[i] = uint8_t(int(std::nearbyint(x[i] * inv)) + 128);
-  for (; i < width; ++i) q[i] = 128;
-  scale = amax / 127.0f;
+  for (; i < k; ++i) q[i] = quantize_value(x[i], r);
+  for (; i < width; ++i) q[i] = uint8_t(r.zero);
+  scale = r.scale;
+  zero = r.zero;
 }
 #endif
 
 void quantize_row(PackedKernel kernel, const float* x, int64_t k, int64_t width, uint8_t* q,
-                  float& scale) {
+                  float& scale, int32_t& zero, bool asymmetric) {
 #if defined(__x86_64__)
-  if (kernel == PackedKernel::avx512) return quantize_row_avx512(x, k, width, q, scale);
+  if (kernel == PackedKernel::avx512)
+    return quantize_row_avx512(x, k, width, q, scale, zero, asymmetric);
 #endif
-  quantize_row_portable(x, k, width, q, scale);
+  quantize_row_portable(x, k, width, q, scale, zero, asymmetric);
 }
 
 // out[j] = float(sums[j]) * (row_scale * scales[j]) for one row of n values.

@@ -34,9 +34,11 @@ void widen_panel(PackedKernel kernel, const QuantizedMatrix& b, int64_t p, float
 // a: rows of quads()*4 bytes, lda apart.
 void int_tile(PackedKernel kernel, int rows, const uint8_t* a, int64_t lda,
               const QuantizedMatrix& b, int64_t p, int32_t* out);
-// Row x (k floats) as u8 (q + 128, 128 past k up to `width`) and its scale max |x| / 127.
+// Row x (k floats) as u8 with its scale and zero point (x = scale * (u - zero); `zero` past k
+// up to `width`). Asymmetric: scale = (max - min) / 255 over the row and 0, zero =
+// round(-min / scale); symmetric (oneDNN's s8 rows): scale = max |x| / 127, zero = 128.
 void quantize_row(PackedKernel kernel, const float* x, int64_t k, int64_t width, uint8_t* q,
-                  float& scale);
+                  float& scale, int32_t& zero, bool asymmetric = true);
 // out[j] = float(sums[j]) * (row_scale * scales[j]) for one row of n values.
 void scale_row(PackedKernel kernel, const int32_t* sums, float row_scale, const float* scales,
                int64_t n, float* out);

@@ -47,11 +47,12 @@ TEST(MiniLmPretrained, EmbeddingsMatchSentenceTransformers) {
       {"bf16 packed weights", {.pack_weights = true, .pack_dtype = DType::bf16}, 0.9999},
       {"bf16 model", {.dtype = DType::bf16}, 0.999},
       // Quantized (issue 34 asks int8 >= 0.99 on every sentence: int8 weights reach 0.9966).
-      // Quantizing the activations too (one scale per row) costs most on the shortest
-      // sentence ("OK", 3 tokens): 0.982 measured; 4-bit weights 0.886 (0.916 with minimums).
+      // Quantizing the activations too, with a scale and a zero point per row: 0.9931 measured
+      // (0.982 with symmetric rows, whose one-sided gelu outputs wasted a bit); 4-bit weights
+      // 0.886 (0.916 with minimums).
       {"int8 weights", {.pack_weights = true, .quantize = {.kind = ops::Quantization::int8}}, 0.99},
       {"int8-dynamic",
-       {.pack_weights = true, .quantize = {.kind = ops::Quantization::int8_dynamic}}, 0.98},
+       {.pack_weights = true, .quantize = {.kind = ops::Quantization::int8_dynamic}}, 0.99},
       {"q4 (group 32)", {.pack_weights = true, .quantize = {.kind = ops::Quantization::q4}}, 0.88},
       {"q4 (group 32, minimums)",
        {.pack_weights = true, .quantize = {.kind = ops::Quantization::q4, .with_min = true}}, 0.91},

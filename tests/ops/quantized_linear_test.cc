@@ -68,29 +68,44 @@ TEST(QuantizedLinear, WeightOnlyMatchesF64ReferenceOfDequantisedWeight) {
   }
 }
 
-// The rows of x as int8_dynamic quantizes them: symmetric per row (max |x| / 127, to nearest
-// even), back as f32 values, written here independently of the kernels.
-Tensor rows_quantized(const Tensor& x) {
+// The rows of x as int8_dynamic quantizes them, back as f32 values, written here
+// independently of the kernels: asymmetric per row (our kernels: the range of the row and 0 over
+// 255 levels, the zero point to nearest even), or symmetric (max |x| / 127: oneDNN's s8 rows).
+Tensor rows_quantized(const Tensor& x, bool asymmetric) {
   const int64_t m = x.size(0), k = x.size(1);
   std::vector<float> v = x.to_vector<float>();
   for (int64_t i = 0; i < m; ++i) {
-    float amax = 0.0f;
-    for (int64_t j = 0; j < k; ++j) amax = std::max(amax, std::fabs(v[size_t(i * k + j)]));
-    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    float lo = 0.0f, hi = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+      lo = std::min(lo, v[size_t(i * k + j)]);
+      hi = std::max(hi, v[size_t(i * k + j)]);
+    }
+    if (!asymmetric) {
+      const float amax = std::max(-lo, hi);
+      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      for (int64_t j = 0; j < k; ++j) {
+        float& e = v[size_t(i * k + j)];
+        e = std::nearbyint(e * inv) * (amax / 127.0f);
+      }
+      continue;
+    }
+    const float scale = (hi - lo) / 255.0f;
+    const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+    const float zero = scale > 0.0f ? std::clamp(std::nearbyint(-lo * inv), 0.0f, 255.0f) : 0.0f;
     for (int64_t j = 0; j < k; ++j) {
       float& e = v[size_t(i * k + j)];
-      e = std::nearbyint(e * inv) * (amax / 127.0f);
+      e = (std::clamp(std::nearbyint(e * inv) + zero, 0.0f, 255.0f) - zero) * scale;
     }
   }
   return Tensor::from_vector(v, x.shape());
 }
 
 // Products of more than 4 rows quantize each row and multiply in int32: they equal the f64
-// product of the two dequantised operands, and the integer sums are the same on every kernel
-// (oneDNN's AMX one too, which the automatic choice takes where the CPU has it), so the outputs
-// are bitwise equal across kernels. Up to 4 rows stay weight-only.
+// product of the two dequantised operands, and the integer sums are the same on every kernel of
+// ours, so the outputs are bitwise equal across them. oneDNN's AMX products (off by default;
+// the automatic choice takes them where the CPU has them once enabled) take symmetric rows and
+// match the product of those. Up to 4 rows stay weight-only.
 TEST(QuantizedLinear, DynamicInt8MatchesReferenceAndIsBitwiseEqualAcrossKernels) {
-  ops::cpu::set_onednn_int8_enabled(true);  // off by default; the automatic pass takes it
   struct Restore {
     ~Restore() { ops::cpu::set_onednn_int8_enabled(false); }
   } restore;
@@ -102,8 +117,9 @@ TEST(QuantizedLinear, DynamicInt8MatchesReferenceAndIsBitwiseEqualAcrossKernels)
       Tensor bias = random({n}, 43, DType::f32);
       const ops::PackedWeight q = ops::pack_weight(w, kInt8Dynamic);
       const Tensor wd = ops::dequantized(q);
-      const Tensor xr = m <= ops::cpu::kWeightOnlyRows ? x : rows_quantized(x);
-      const Tensor expected = reference(xr, wd, bias, std::nullopt, Tensor());
+      const bool few = m <= ops::cpu::kWeightOnlyRows;
+      const Tensor expected =
+          reference(few ? x : rows_quantized(x, true), wd, bias, std::nullopt, Tensor());
       std::vector<float> first;
       std::vector<testing::PackedKernel> every = kernels();
       every.push_back(testing::PackedKernel::automatic);
@@ -112,12 +128,24 @@ TEST(QuantizedLinear, DynamicInt8MatchesReferenceAndIsBitwiseEqualAcrossKernels)
         SCOPED_TRACE(trace(kernel, kInt8Dynamic, m, k, n));
         const Tensor y = ops::linear_packed(x, q, bias);
         expect_close(y, expected, 3e-6 * std::sqrt(double(k)));
-        if (m <= ops::cpu::kWeightOnlyRows) continue;
+        if (few) continue;
         if (first.empty())
           first = y.to_vector<float>();
         else
           EXPECT_EQ(y.to_vector<float>(), first);
       }
+      if (few) continue;
+      ops::cpu::set_onednn_int8_enabled(true);
+      if (!ops::cpu::onednn_int8_available()) {
+        ops::cpu::set_onednn_int8_enabled(false);
+        continue;
+      }
+      const Tensor q_onednn = ops::dequantized(ops::pack_weight(w, kInt8Dynamic));
+      SCOPED_TRACE(trace(testing::PackedKernel::automatic, kInt8Dynamic, m, k, n) + " (oneDNN)");
+      expect_close(ops::linear_packed(x, ops::pack_weight(w, kInt8Dynamic), bias),
+                   reference(rows_quantized(x, false), q_onednn, bias, std::nullopt, Tensor()),
+                   3e-6 * std::sqrt(double(k)));
+      ops::cpu::set_onednn_int8_enabled(false);
     }
 }
 
