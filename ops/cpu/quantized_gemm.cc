@@ -21,13 +21,16 @@ namespace libai::ops::cpu {
 //    sums (q4: Σ_k a_k w_k = d Σ_k a_k u_k + m Σ_k a_k, with m = -8 d when symmetric, the sums
 //    of a per group computed once per product). These products are bound by reading the
 //    weight: int8 reads a quarter of f32's bytes, q4 (group 32, f16 scales) about a seventh.
-//  - more rows, ActivationPrecision::int8 (int8 weights only): each row of A is quantized
-//    symmetrically (scale max |a| / 127) and shifted by 128 to u8, as vpdpbusd wants its first
-//    operand; the 8 x 48 tile accumulates u8 x s8 products of 4 consecutive k in int32 lanes
-//    (four times the multiply-adds of an f32 FMA per instruction), and the epilogue removes the
-//    shift with the weight's column sums: Σ (q_a + 128) q_w = Σ q_a q_w + 128 Σ q_w, exact in
-//    int32 for k up to 2^31 / (255 * 127), then scales by s_a s_w. The integer sums are the same
-//    on every kernel (VNNI, AVX2's vpmaddwd on 16-bit halves, plain C++).
+//  - more rows, ActivationPrecision::int8 (int8 weights only): each row of A is quantized to u8
+//    with a scale and a zero point of its own (a = s_a (u - z): the row's range and 0 over 255
+//    levels; a one-sided row such as gelu's output keeps the bit a symmetric scale would spend
+//    on the side it lacks: MiniLM's worst cosine 0.982 symmetric, 0.993 so), as vpdpbusd wants
+//    its first operand u8; the 8 x 48 tile accumulates u8 x s8 products of 4 consecutive k in
+//    int32 lanes (four times the multiply-adds of an f32 FMA per instruction), and the epilogue
+//    removes the zero point with the weight's column sums: Σ (u - z) q_w = Σ u q_w - z Σ q_w,
+//    exact in int32 for k up to 2^31 / (255 * 127), then scales by s_a s_w. The integer sums
+//    are the same on every kernel (VNNI, AVX2's vpmaddwd on 16-bit halves, plain C++).
+//    oneDNN's AMX products (when enabled) take s8 rows: those rows are symmetric (z = 128).
 //  - more rows, weight-only (int8 and q4 with ActivationPrecision::f32): each panel is widened
 //    once per block of rows into an f32 panel in L2 and multiplied by packed_gemm's f32 tile,
 //    so the product runs at the f32 kernel's rate plus a pass over the panel per block.

@@ -73,8 +73,8 @@ QuantizedMatrix pack_q4_rows(const uint8_t* nibbles, const uint16_t* d, const ui
 void q4_rows(const QuantizedMatrix& q, uint8_t* nibbles, uint16_t* d, uint16_t* mins);
 
 // f32: the activations stay f32 (weight-only). int8: an int8 matrix's products of more than a
-// few rows quantize each row of A at run time (symmetric, max |a| / 127) and multiply in int32
-// (dynamic quantization); single rows and small groups stay f32 either way.
+// few rows quantize each row of A at run time (u8 with a scale and a zero point) and multiply
+// in int32 (dynamic quantization); single rows and small groups stay f32 either way.
 enum class ActivationPrecision : uint8_t { f32, int8 };
 
 // C (m x n, rows ldc apart) = act(A · B + bias) + residual, B = the dequantised weight.
