@@ -14,6 +14,7 @@
 #include "actors/synthetic_train.h"
 #include "actors/train_programs.h"
 #include "models/hf_config.h"
+#include "models/weights.h"
 #include "models/pipelines/pipelines.h"
 #include "models/tokenizers/tokenizer.h"
 #include "runtime/config/unimplemented.h"
@@ -99,6 +100,9 @@ void ConfigJob::read(const config::Config& cfg) {
     quantize_keep_ = cfg.get_or<std::vector<std::string>>("model.quantize_keep", {});
     LIBAI_CHECK(quantize_.kind != ops::Quantization::none || quantize_keep_.empty(),
                 "model.quantize_keep is set but model.quantize is none");
+    // A quantized checkpoint (convert --quantize) runs quantized as stored: the plan prices it so.
+    if (quantize_.kind == ops::Quantization::none)
+      quantize_ = models::WeightSource::open(model_).quantization();
     const auto hf = models::HfConfig::load(model_);
     num_layers_ = mp::pipeline_num_layers(hf);
     // The model fixes the layer count; a different train.dist.pipeline_num_layers would be

@@ -11,6 +11,7 @@
 #include "actors/prediction.h"
 #include "actors/model_jobs.h"
 #include "actors/synthetic.h"
+#include "models/convert.h"
 #include "tests/models/random_models.h"
 
 namespace libai::actors {
@@ -132,6 +133,31 @@ TEST_F(ModelJobPlan, RequestFromTheModelsCostsByHand) {
   EXPECT_NEAR(r.layer_time[1][2], 301056e-9, 1e-15);
   EXPECT_NEAR(r.layer_decode_time[1][2], 76416e-9, 1e-15);
   EXPECT_DOUBLE_EQ(r.memory_cap[0], 1e9);
+}
+
+// model.quantize: the layers' weights at the quantized bytes (q4:32: half a byte and an f16
+// scale per 32 values), the KV cache as it was; a folder written by convert --quantize is priced
+// at its stored kind without the key.
+TEST_F(ModelJobPlan, QuantizedWeightsArePricedAtTheirBytes) {
+  const std::vector<wire::DeviceProfile> devices = {device("node0:cpu:0", 1, 1000),
+                                                    device("node1:cpu:0", 1, 1000)};
+  config::Config q4 = generate_config("uniform");
+  q4.apply_override("+model.quantize=q4");
+  ConfigJob job(q4, 2);
+  EXPECT_EQ(job.shape().quantize, (ops::QuantSpec{ops::Quantization::q4}));
+  const schedule::PlanRequest r = plan_request(job.shape(), devices);
+  EXPECT_DOUBLE_EQ(r.weight_bytes[2], 12704 * (0.5 + 2.0 / 32));
+  EXPECT_EQ(r.kv_cache_bytes[2], 4.0 * 2 * 32 * 3 * 10);
+  const std::filesystem::path stored = model_.string() + "_int8";
+  models::convert_model(model_, stored, models::CheckpointLayout::libai, {ops::Quantization::int8});
+  config::Config plain = config::Config::parse(
+      str_cat("model: {weights: ", stored.string(), "}\n",
+              "train:\n  dist: {pipeline_parallel_size: 2}\n",
+              "job:\n  _target_: generate\n  prompt_ids: [[5, 6, 7]]\n  max_new_tokens: 6\n"));
+  ConfigJob from_folder(plain, 2);
+  EXPECT_EQ(from_folder.shape().quantize, (ops::QuantSpec{ops::Quantization::int8}));
+  EXPECT_DOUBLE_EQ(plan_request(from_folder.shape(), devices).weight_bytes[2], 12704.0);
+  std::filesystem::remove_all(stored);
 }
 
 // Note [Calibrated layer costs]: a device that timed layer 1 at 3x its roofline (forward) and
