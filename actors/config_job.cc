@@ -13,6 +13,7 @@
 #include "actors/synthetic.h"
 #include "actors/synthetic_train.h"
 #include "actors/train_programs.h"
+#include "models/gguf.h"
 #include "models/hf_config.h"
 #include "models/weights.h"
 #include "models/pipelines/pipelines.h"
@@ -100,8 +101,9 @@ void ConfigJob::read(const config::Config& cfg) {
     quantize_keep_ = cfg.get_or<std::vector<std::string>>("model.quantize_keep", {});
     LIBAI_CHECK(quantize_.kind != ops::Quantization::none || quantize_keep_.empty(),
                 "model.quantize_keep is set but model.quantize is none");
-    // A quantized checkpoint (convert --quantize) runs quantized as stored: the plan prices it so.
-    if (quantize_.kind == ops::Quantization::none)
+    // A quantized checkpoint (convert --quantize) runs quantized as stored: the plan prices it
+    // so. (Its safetensors header says; a GGUF file is never one.)
+    if (quantize_.kind == ops::Quantization::none && !models::is_gguf(model_))
       quantize_ = models::WeightSource::open(model_).quantization();
     const auto hf = models::HfConfig::load(model_);
     num_layers_ = mp::pipeline_num_layers(hf);

@@ -47,8 +47,8 @@ void add_synthetic_costs(schedule::PlanRequest& r, const JobShape& job,
 // states on after it: they hold no KV cache, which is how they are told apart. A group's KV
 // cache holds rows x (prompt + max_new_tokens) tokens: T5's self-attention over the new tokens
 // and cross-attention over the prompt cost the same bytes per token.
-// The bytes of a quantized weight per byte of its f32 (model.quantize): int8 one byte and a
-// per-row scale; q4 half a byte and an f16 scale (and minimum) per group.
+// The bytes of a quantized weight per byte of its f32 (model.quantize): int8 one byte (its
+// per-row scale left out); q4 half a byte and an f16 scale (and minimum) per group.
 double weight_bytes_scale(const ops::QuantSpec& q) {
   switch (q.kind) {
     case ops::Quantization::none: return 1.0;

@@ -37,12 +37,12 @@ void save_model_weights(Model& model, const fs::path& folder, CheckpointLayout l
     const ops::PackedWeight* w = nullptr;
     if (auto* linear = dynamic_cast<Linear*>(m)) w = &linear->packed_weight();
     if (auto* table = dynamic_cast<Embedding*>(m)) w = &table->packed();
-    if (w && w->quantized()) quantized[(name.empty() ? "" : name + ".") + "weight"] = w;
+    if (w && w->quantized()) quantized[weight_name(name)] = w;
   }
   std::set<std::string> lookup_tables;
   for (auto& [name, m] : model.named_modules())
     if (auto* table = dynamic_cast<Embedding*>(m); table && !table->output_only())
-      lookup_tables.insert((name.empty() ? "" : name + ".") + "weight");
+      lookup_tables.insert(weight_name(name));
   LIBAI_CHECK(quantized.empty() || layout == CheckpointLayout::libai,
               "save_model_weights: quantized layers are written in the libai layout only");
   if (layout == CheckpointLayout::libai) {

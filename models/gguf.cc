@@ -1,7 +1,7 @@
 #include "models/gguf.h"
 
-#include <algorithm>
 #include <map>
+#include <set>
 
 #include "models/family.h"
 #include "models/hf_config.h"
@@ -22,10 +22,10 @@ using checkpoint::GgufFile;
 //     "tokenizer.ggml.*", vocab_size from the token embedding's rows).
 //   - WeightSource::open: the file's tensors under the checkpoint names the family's WeightMap
 //     reads, so WeightMap, tensor parallel slicing and pipeline parts work unchanged. Tensors
-//     are dequantised or converted to f32 when read (F32 ones are views of the mapping). A Q4_0 file loaded with --quantize q4 gets its
-//     weights back exactly: a Q4_0 block's values requantize to the same scale and nibbles
-//     (its largest magnitude is -8 d, so d is found again; tests/models/gguf_test.cc checks
-//     this bit for bit).
+//     are dequantised or converted to f32 when read (F32 ones are views of the mapping). A
+//     Q4_0 file loaded with --quantize q4 gets its weights back exactly: a Q4_0 block's values
+//     requantize to the same scale and nibbles (its largest magnitude is -8 d, so d is found
+//     again; tests/models/gguf_parity_test.cc checks this bit for bit).
 //   - load_tokenizer: models/tokenizers/gguf_vocab.cc.
 // llama.cpp's converter stores each Llama q and k projection with the two halves of every
 // head's rotary pairs interleaved (row 2i + j of a head is Hugging Face's row j * d / 2 + i),
@@ -53,35 +53,39 @@ const Family& family_of_architecture(const GgufFile& file, std::string& arch) {
               "' is not supported (supported: ", known, ")");
 }
 
+// The config.json of `file`, by the family that reads its architecture.
+HfConfig config_of(const GgufFile& file, const Family*& family) {
+  std::string arch;
+  family = &family_of_architecture(file, arch);
+  return HfConfig::from_json(family->gguf->config(file, arch), file.path() + " (GGUF metadata)");
+}
+
 }  // namespace
 
 HfConfig gguf_config(const fs::path& path) {
-  const GgufFile file = GgufFile::open(path.string());
-  std::string arch;
-  const Family& family = family_of_architecture(file, arch);
-  return HfConfig::from_json(family.gguf->config(file, arch), path.string() + " (GGUF metadata)");
+  const Family* family = nullptr;
+  return config_of(GgufFile::open(path.string()), family);
 }
 
 GgufWeights::GgufWeights(GgufFile file, GgufTensors rules)
     : file_(std::move(file)), rules_(std::move(rules)) {
-  std::vector<std::string> taken;
-  for (const auto& [name, rule] : rules_) {
-    names_.push_back(name);
-    taken.push_back(rule.source);
+  std::set<std::string> taken;
+  for (size_t i = 0; i < rules_.size(); ++i) {
+    names_.push_back(rules_[i].first);
+    rule_of_.emplace(rules_[i].first, i);
+    taken.insert(rules_[i].second.source);
   }
-  std::sort(taken.begin(), taken.end());
   for (const auto& name : file_.names())
-    if (!std::binary_search(taken.begin(), taken.end(), name)) names_.push_back(name);
+    if (!taken.count(name)) names_.push_back(name);
+  listed_.insert(names_.begin(), names_.end());
 }
 
 GgufWeights GgufWeights::open(const fs::path& path) {
   GgufFile file = GgufFile::open(path.string());
-  std::string arch;
-  const Family& family = family_of_architecture(file, arch);
-  const HfConfig config =
-      HfConfig::from_json(family.gguf->config(file, arch), path.string() + " (GGUF metadata)");
+  const Family* family = nullptr;
+  const HfConfig config = config_of(file, family);
   GgufTensors rules;
-  for (auto& [name, rule] : family.gguf->tensors(file, config))
+  for (auto& [name, rule] : family->gguf->tensors(file, config))
     if (file.contains(rule.source)) rules.emplace_back(std::move(name), std::move(rule));
   GgufWeights weights(std::move(file), std::move(rules));
   const std::string types = weights.type_summary();
@@ -93,9 +97,7 @@ GgufWeights GgufWeights::open(const fs::path& path) {
   return weights;
 }
 
-bool GgufWeights::contains(const std::string& name) const {
-  return std::find(names_.begin(), names_.end(), name) != names_.end();
-}
+bool GgufWeights::contains(const std::string& name) const { return listed_.count(name) > 0; }
 
 namespace {
 
@@ -129,8 +131,8 @@ Tensor unroped(const Tensor& t, int64_t heads, const std::string& what) {
 }  // namespace
 
 Tensor GgufWeights::tensor(const std::string& name) const {
-  for (const auto& [checkpoint_name, rule] : rules_) {
-    if (checkpoint_name != name) continue;
+  if (auto it = rule_of_.find(name); it != rule_of_.end()) {
+    const GgufTensor& rule = rules_[it->second].second;
     const std::string what = "GGUF file " + file_.path() + ": tensor '" + rule.source + "'";
     switch (rule.op) {
       case GgufTensor::Op::copy:  // F32: a view of the mapping; other types: f32 copies, so

@@ -14,6 +14,8 @@
 
 #include <filesystem>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -70,6 +72,9 @@ class GgufWeights {
   checkpoint::GgufFile file_;
   GgufTensors rules_;
   std::vector<std::string> names_;
+  std::unordered_map<std::string, size_t> rule_of_;  // checkpoint name -> rules_ index
+  std::unordered_set<std::string> listed_;             // names_
+
 };
 
 // Helpers for the families' GgufArchitecture functions: `arch.key` as an int or real, with

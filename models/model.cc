@@ -104,7 +104,7 @@ namespace {
 void install_stored(Module& module, const WeightSource& source, const LoadOptions& options) {
   const ops::QuantSpec& spec = source.quantization();
   for (auto& [name, m] : module.named_modules()) {
-    const std::string weight = (name.empty() ? "" : name + ".") + "weight";
+    const std::string weight = weight_name(name);
     auto* linear = dynamic_cast<Linear*>(m);
     auto* table = dynamic_cast<Embedding*>(m);
     if (!linear && !table) continue;
@@ -124,7 +124,7 @@ void install_stored(Module& module, const WeightSource& source, const LoadOption
 std::vector<std::string> stored_f32_layers(Module& module, const WeightSource& source) {
   std::vector<std::string> keep;
   for (auto& [name, m] : module.named_modules()) {
-    const std::string weight = (name.empty() ? "" : name + ".") + "weight";
+    const std::string weight = weight_name(name);
     auto* table = dynamic_cast<Embedding*>(m);
     if (!dynamic_cast<Linear*>(m) && !(table && table->serves_as_output())) continue;
     if (!source.quantized(weight)) keep.push_back(table ? "output" : name);

@@ -56,11 +56,12 @@ nlohmann::json gpt2_gguf_config(const GgufFile& f, const std::string& arch) {
   c["activation_function"] = "gelu_new";
   c["tie_word_embeddings"] = true;
   gguf_common_config(f, "token_embd.weight", c);
-  check_tied_output(f);
   return c;
 }
 
+// Once per load (not per config read: the check may dequantise both tables).
 GgufTensors gpt2_gguf_tensors(const GgufFile& f, const HfConfig& config) {
+  check_tied_output(f);
   const Gpt2Config c(config);
   using Op = GgufTensor::Op;
   GgufTensors t = {{"wte.weight", {"token_embd.weight"}},
@@ -84,7 +85,6 @@ GgufTensors gpt2_gguf_tensors(const GgufFile& f, const HfConfig& config) {
       t.push_back({hf + ours + ".bias", {blk + theirs + ".bias"}});
     }
   }
-  (void)f;
   return t;
 }
 

@@ -204,6 +204,10 @@ struct PackSpec {
 // (f32 or bf16); returns how many weights were packed.
 int pack_for_inference(Module& root, DType dtype = DType::f32);
 int pack_for_inference(Module& root, const PackSpec& spec);
+// The name of the weight of the module `name` under a root ("layers.0.mlp.up.weight").
+inline std::string weight_name(const std::string& module) {
+  return module.empty() ? "weight" : module + ".weight";
+}
 // Whether a PackSpec::keep entry names the module `name` (equal, or its start up to a dot).
 bool keep_names(const std::string& keep, const std::string& name);
 // The bytes the packed copies under `root` hold (what products read), by kind.

@@ -63,7 +63,7 @@ nlohmann::json llama_gguf_config(const GgufFile& f, const std::string& arch) {
   return c;
 }
 
-GgufTensors llama_gguf_tensors(const GgufFile& f, const HfConfig& config) {
+GgufTensors llama_gguf_tensors(const GgufFile&, const HfConfig& config) {
   const LlamaConfig c(config);
   // llama.cpp interleaves the rotary halves of q and k for its Llama kernel, not for Qwen2's.
   const bool interleaved = c.model_type != "qwen2";
@@ -89,7 +89,6 @@ GgufTensors llama_gguf_tensors(const GgufFile& f, const HfConfig& config) {
         t.push_back({hf + "mlp." + proj + "_proj." + k, {blk + "ffn_" + proj + "." + k}});
     }
   }
-  (void)f;
   return t;
 }
 

@@ -175,7 +175,19 @@ TEST(GgufBadInput, UnknownArchitectureMissingKeysAndUnsupportedFeaturesAreNamed)
   const auto bert = write_file("bert_vocab.gguf", spm.build(""));
   expect_error<Unsupported>([&] { (void)tokenizers::load_tokenizer(bert); },
                             "tokenizer.ggml.model 'bert' is not supported");
-  for (const auto& p : {mamba, freqs, experts, bert}) fs::remove(p);
+  // GPT-2 ties its head: an output.weight that is not token_embd's values is refused.
+  testing::GgufBuilder untied;
+  untied.kv_string("general.architecture", "gpt2");
+  for (const char* k : {"gpt2.embedding_length", "gpt2.feed_forward_length"}) untied.kv_u32(k, 4);
+  untied.kv_u32("gpt2.block_count", 1);
+  untied.kv_u32("gpt2.attention.head_count", 1);
+  untied.tensor("token_embd.weight", {4, 2}, 0, 0);
+  untied.tensor("output.weight", {4, 2}, 0, 32);
+  std::string data(64, '\0');
+  data[40] = 1;  // a byte of output.weight's first row
+  const auto gpt2 = write_file("untied.gguf", untied.build(data));
+  expect_error<Unsupported>([&] { (void)models::load_model(gpt2); }, "an untied GPT-2 head");
+  for (const auto& p : {mamba, freqs, experts, bert, gpt2}) fs::remove(p);
 }
 
 // Quantized layers under tensor parallelism (Note [Quantized tensor parallelism] in
