@@ -16,12 +16,16 @@ double at(const std::vector<double>& v, int i) { return v.empty() ? 0.0 : v[size
 void check_device_costs(const DeviceCosts& c) {
   const int D = c.num_devices();
   LIBAI_CHECK(D >= 1, "device order: no devices");
-  for (const auto* v : {&c.memory_cap, &c.first_time, &c.last_time})
-    LIBAI_CHECK(v->empty() || int(v->size()) == D, "device order: ",
-                v == &c.memory_cap   ? "memory_cap"
-                : v == &c.first_time ? "first_time"
-                                     : "last_time",
-                " has ", v->size(), " entries for ", D, " devices (or give none)");
+  const std::pair<const std::vector<double>*, const char*> per_device[] = {
+      {&c.memory_cap, "memory_cap"},     {&c.first_time, "first_time"},
+      {&c.last_time, "last_time"},       {&c.first_memory, "first_memory"},
+      {&c.last_memory, "last_memory"}};
+  for (const auto& [v, name] : per_device)
+    LIBAI_CHECK(v->empty() || int(v->size()) == D, "device order: ", name, " has ", v->size(),
+                " entries for ", D, " devices (or give none)");
+  LIBAI_CHECK(c.device_layer_memory.empty() || int(c.device_layer_memory.size()) == D,
+              "device order: device_layer_memory has ", c.device_layer_memory.size(),
+              " rows for ", D, " devices (or give none)");
 }
 
 // Note [Searching device orders]
@@ -41,6 +45,7 @@ class OrderSearch {
     layers_ =
         detail::layer_prefixes(c_.layer_memory, c_.layer_activation_memory, c_.layer_unit_memory);
     for (int d = 0; d < D_; ++d) time_.push_back(detail::prefix_sums(c_.layer_time[size_t(d)]));
+    for (const auto& row : c_.device_layer_memory) memory_.push_back(detail::prefix_sums(row));
     kind_.resize(size_t(D_));
     for (int d = 0; d < D_; ++d) {
       kind_[size_t(d)] = d;
@@ -83,11 +88,24 @@ class OrderSearch {
   }
 
  private:
+  // What stage s holds beside its layers when device d runs it.
+  double extra_memory(int s, int d) const {
+    return at(c_.extra_memory, s) + (s == 0 ? at(c_.first_memory, d) : 0.0) +
+           (s == D_ - 1 ? at(c_.last_memory, d) : 0.0);
+  }
+
   bool alike(int d, int e) const {
     return c_.layer_time[size_t(d)] == c_.layer_time[size_t(e)] &&
            at(c_.memory_cap, d) == at(c_.memory_cap, e) &&
            at(c_.first_time, d) == at(c_.first_time, e) &&
-           at(c_.last_time, d) == at(c_.last_time, e);
+           at(c_.last_time, d) == at(c_.last_time, e) &&
+           at(c_.first_memory, d) == at(c_.first_memory, e) &&
+           at(c_.last_memory, d) == at(c_.last_memory, e) &&
+           (memory_.empty() || memory_[size_t(d)] == memory_[size_t(e)]);
+  }
+  // [L + 1]: device d's layer memory, summed.
+  const double* memory_of(int d) const {
+    return memory_.empty() ? layers_.memory.data() : memory_[size_t(d)].data();
   }
   double bound() const { return std::isinf(best_) ? best_ : best_ * (1 - 1e-9); }
 
@@ -109,11 +127,12 @@ class OrderSearch {
     for (int d = 0; d < D_; ++d) {
       const double cap = at(c_.memory_cap, d) > 0 ? at(c_.memory_cap, d) : cap_unlimited;
       const auto& t = time_[size_t(d)];
+      const double* memory = memory_of(d);
       int best = 0;
       for (int i = 0, j = 0; i < L_; ++i) {
         j = std::max(j, i);
         while (j < L_ && t[size_t(j) + 1] - t[size_t(i)] <= b &&
-               layers_.memory[size_t(j) + 1] - layers_.memory[size_t(i)] <= cap)
+               memory[j + 1] - memory[i] <= cap)
           ++j;
         best = std::max(best, j - i);
       }
@@ -133,9 +152,10 @@ class OrderSearch {
       if (used_[size_t(d)] || tried[size_t(kind_[size_t(d)])]) continue;
       tried[size_t(kind_[size_t(d)])] = 1;
       const detail::StageLimits limits{.time_prefix = time_[size_t(d)].data(),
+                                       .memory_prefix = memory_of(d),
                                        .extra_time = (s == 0 ? at(c_.first_time, d) : 0.0) +
                                                      (s == D_ - 1 ? at(c_.last_time, d) : 0.0),
-                                       .extra_memory = at(c_.extra_memory, s),
+                                       .extra_memory = extra_memory(s, d),
                                        .in_flight = at(c_.in_flight, s),
                                        .extra_unit = at(c_.extra_unit_memory, s),
                                        .memory_cap = at(c_.memory_cap, d)};
@@ -168,7 +188,7 @@ class OrderSearch {
   const DeviceCosts& c_;
   int D_ = 0, L_ = 0;
   detail::LayerPrefixes layers_;
-  std::vector<std::vector<double>> time_;  // [device] prefix sums
+  std::vector<std::vector<double>> time_, memory_;  // [device] prefix sums (memory_: if given)
   std::vector<int> kind_;
   double best_ = std::numeric_limits<double>::infinity();
   OrderedPartition best_result_;
@@ -195,11 +215,16 @@ CostModel cost_model_for(const DeviceCosts& costs, const std::vector<int>& order
     cost.memory_cap.push_back(at(costs.memory_cap, d));
     cost.extra_time.push_back((s == 0 ? at(costs.first_time, d) : 0.0) +
                               (s == S - 1 ? at(costs.last_time, d) : 0.0));
+    if (!costs.device_layer_memory.empty())
+      cost.stage_layer_memory.push_back(costs.device_layer_memory[size_t(d)]);
+    if (!costs.extra_memory.empty() || !costs.first_memory.empty() || !costs.last_memory.empty())
+      cost.extra_memory.push_back(at(costs.extra_memory, s) +
+                                  (s == 0 ? at(costs.first_memory, d) : 0.0) +
+                                  (s == S - 1 ? at(costs.last_memory, d) : 0.0));
   }
   cost.layer_memory = costs.layer_memory;
   cost.layer_activation_memory = costs.layer_activation_memory;
   cost.in_flight = costs.in_flight;
-  cost.extra_memory = costs.extra_memory;
   cost.layer_unit_memory = costs.layer_unit_memory;
   cost.extra_unit_memory = costs.extra_unit_memory;
   return cost;

@@ -23,6 +23,12 @@ struct DeviceCosts {
   std::vector<double> memory_cap;               // [device] bytes, <= 0: unlimited
   std::vector<double> first_time, last_time;    // [device]: extra seconds on the first / last stage
   std::vector<double> layer_memory;             // [layer] bytes held once
+  // Optional, when devices hold their weights in different precisions (Note [Precision per
+  // pipeline stage] in plan.cc): [device][layer] bytes held once, instead of layer_memory;
+  // [device] extra bytes on the first / last stage (the embedding, the head), beside
+  // extra_memory.
+  std::vector<std::vector<double>> device_layer_memory;
+  std::vector<double> first_memory, last_memory;
   std::vector<double> layer_activation_memory;  // [layer] bytes per micro-batch in flight
   std::vector<double> in_flight;                // [stage] micro-batches in flight
   std::vector<double> extra_memory;             // [stage] bytes (embedding, head)

@@ -85,6 +85,14 @@ void check_cost_model(const CostModel& cost) {
   };
   for (const auto& row : cost.layer_time) non_negative(row, "layer_time");
   non_negative(cost.layer_memory, "layer_memory");
+  LIBAI_CHECK(cost.stage_layer_memory.empty() || int(cost.stage_layer_memory.size()) == S,
+              "partition: stage_layer_memory has ", cost.stage_layer_memory.size(),
+              " rows for ", S, " stages (or give none)");
+  for (size_t s = 0; s < cost.stage_layer_memory.size(); ++s) {
+    LIBAI_CHECK(int(cost.stage_layer_memory[s].size()) == L, "partition: stage ", s, " has ",
+                cost.stage_layer_memory[s].size(), " layer memories for ", L, " layers");
+    non_negative(cost.stage_layer_memory[s], "stage_layer_memory");
+  }
   non_negative(cost.layer_activation_memory, "layer_activation_memory");
   non_negative(cost.in_flight, "in_flight");
   non_negative(cost.extra_time, "extra_time");
@@ -133,7 +141,8 @@ bool stage_fits(const StageLimits& stage, const LayerPrefixes& layers, int i, in
   const double t = stage.extra_time + (stage.time_prefix[j] - stage.time_prefix[i]);
   if (t > bound) return false;
   if (stage.memory_cap <= 0) return true;
-  const double m = stage.extra_memory + (layers.memory[size_t(j)] - layers.memory[size_t(i)]) +
+  const double* memory = stage.memory_prefix ? stage.memory_prefix : layers.memory.data();
+  const double m = stage.extra_memory + (memory[j] - memory[i]) +
                    stage.in_flight * (layers.activation[size_t(j)] - layers.activation[size_t(i)]) +
                    std::max(stage.extra_unit, layers.largest_unit(i, j));
   return m <= stage.memory_cap;
@@ -178,8 +187,10 @@ class Feasibility {
                                        cost.layer_unit_memory)) {
     const int S = cost.num_stages();
     for (int s = 0; s < S; ++s) time_.push_back(detail::prefix_sums(cost.layer_time[size_t(s)]));
+    for (const auto& row : cost.stage_layer_memory) memory_.push_back(detail::prefix_sums(row));
     for (int s = 0; s < S; ++s)
       limits_.push_back({.time_prefix = time_[size_t(s)].data(),
+                         .memory_prefix = memory_.empty() ? nullptr : memory_[size_t(s)].data(),
                          .extra_time = at(cost.extra_time, s),
                          .extra_memory = at(cost.extra_memory, s),
                          .in_flight = at(cost.in_flight, s),
@@ -226,7 +237,7 @@ class Feasibility {
  private:
   const CostModel& cost_;
   detail::LayerPrefixes layers_;
-  std::vector<std::vector<double>> time_;
+  std::vector<std::vector<double>> time_, memory_;  // [stage] prefix sums
   std::vector<detail::StageLimits> limits_;
   std::vector<std::vector<char>> reach_;
 };
@@ -262,7 +273,9 @@ Partition evaluate(const CostModel& cost, const StageAssignment& stage_of) {
     const int s = stage_of[l];
     LIBAI_CHECK(s >= 0 && s < S, "partition: layer ", l, " on stage ", s, " of ", S);
     p.stage_time[size_t(s)] += cost.layer_time[size_t(s)][l];
-    p.stage_memory[size_t(s)] += cost.layer_memory[l];
+    p.stage_memory[size_t(s)] += cost.stage_layer_memory.empty()
+                                     ? cost.layer_memory[l]
+                                     : cost.stage_layer_memory[size_t(s)][l];
     activation[size_t(s)] += at(cost.layer_activation_memory, int(l));
     unit[size_t(s)] = std::max(unit[size_t(s)], at(cost.layer_unit_memory, int(l)));
   }
@@ -284,7 +297,10 @@ Partition balanced_partition(const CostModel& cost) {
   if (!feasible.check(std::numeric_limits<double>::infinity())) {
     double total = 0, caps = 0, largest = 0;
     for (int l = 0; l < L; ++l) {
-      const double need = cost.layer_memory[size_t(l)] + at(cost.layer_activation_memory, l);
+      double held = cost.stage_layer_memory.empty() ? cost.layer_memory[size_t(l)]
+                                                    : std::numeric_limits<double>::infinity();
+      for (const auto& row : cost.stage_layer_memory) held = std::min(held, row[size_t(l)]);
+      const double need = held + at(cost.layer_activation_memory, l);
       total += need;
       largest = std::max(largest, need);
     }

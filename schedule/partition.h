@@ -30,7 +30,7 @@ StageAssignment custom_partition(const std::vector<int64_t>& stage_ids, int num_
 
 // Costs are non-negative; the optional vectors may be empty (all zero).
 //   time of stage s   = extra_time[s] + sum of layer_time[s][l] over its layers
-//   memory of stage s = extra_memory[s] + sum of (layer_memory[l]
+//   memory of stage s = extra_memory[s] + sum of (layer_memory[l] (or stage_layer_memory[s][l])
 //                                                 + in_flight[s] * layer_activation_memory[l])
 //                       + max(extra_unit_memory[s], max of layer_unit_memory[l])
 struct CostModel {
@@ -38,6 +38,9 @@ struct CostModel {
   std::vector<std::vector<double>> layer_time;
   // layer_memory[l]: bytes that layer l needs on whichever device holds it.
   std::vector<double> layer_memory;
+  // Optional, [s][l]: what layer l needs on the device of stage s instead, when stages hold
+  // their weights in different precisions (Note [Precision per pipeline stage] in plan.cc).
+  std::vector<std::vector<double>> stage_layer_memory;
   // memory_cap[s]: bytes available on the device of stage s (<= 0: unlimited).
   std::vector<double> memory_cap;
   // layer_activation_memory[l]: bytes layer l keeps per micro-batch in flight, and

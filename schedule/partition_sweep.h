@@ -22,6 +22,8 @@ std::vector<double> prefix_sums(const std::vector<double>& values);  // [n + 1]
 // What one stage may hold, on its device, at its position in the pipeline.
 struct StageLimits {
   const double* time_prefix = nullptr;  // [L + 1]: its device's layer times, summed
+  // [L + 1]: its device's layer memory, summed, when it differs by device; null: LayerPrefixes'.
+  const double* memory_prefix = nullptr;
   double extra_time = 0, extra_memory = 0, in_flight = 0;
   double extra_unit = 0;  // its rest's unit in flight (extra_unit_memory)
   double memory_cap = 0;  // <= 0: unlimited

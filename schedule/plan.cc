@@ -107,6 +107,25 @@ void check_request(const PlanRequest& r) {
     check_finite_non_negative(e->decode_time, str_cat(name, ".decode_time"));
     check_finite_non_negative({e->bytes}, str_cat(name, ".bytes"));
   }
+  LIBAI_CHECK(r.slot_weight_bytes.empty() || int(r.slot_weight_bytes.size()) == r.pp,
+              "plan: slot_weight_bytes has ", r.slot_weight_bytes.size(), " rows for ", r.pp,
+              " pipeline slots (or give none)");
+  for (size_t k = 0; k < r.slot_weight_bytes.size(); ++k) {
+    LIBAI_CHECK(int(r.slot_weight_bytes[k].size()) == L, "plan: slot_weight_bytes[", k, "] has ",
+                r.slot_weight_bytes[k].size(), " layers but weight_bytes has ", L);
+    check_finite_non_negative(r.slot_weight_bytes[k], str_cat("slot_weight_bytes[", k, "]"));
+  }
+  for (const auto* v : {&r.slot_embedding_bytes, &r.slot_head_bytes}) {
+    const char* name = v == &r.slot_head_bytes ? "slot_head_bytes" : "slot_embedding_bytes";
+    LIBAI_CHECK(v->empty() || int(v->size()) == r.pp, "plan: ", name, " has ", v->size(),
+                " entries for ", r.pp, " pipeline slots (or give none)");
+    check_finite_non_negative(*v, name);
+  }
+  LIBAI_CHECK(r.workload != Workload::train ||
+                  (r.slot_weight_bytes.empty() && r.slot_embedding_bytes.empty() &&
+                   r.slot_head_bytes.empty()),
+              "plan: weights per pipeline slot (precision per stage) are for decoding and "
+              "inference plans; training holds every stage's weights in f32");
   LIBAI_CHECK(r.num_micro_batches >= 1, "plan: num_micro_batches is ", r.num_micro_batches,
               "; expected at least 1");
   LIBAI_CHECK(r.num_steps >= 1, "plan: num_steps is ", r.num_steps, "; expected at least 1");
@@ -221,13 +240,18 @@ class Compiler {
     // assemble() costs the plan it picks by the exact formula, which validate() checks.
     state_per_parameter_ = zero_state_bytes(r.zero_stage, r.zero_ranks(), 1).total();
     unit_per_element_ = zero_state_bytes(r.zero_stage, r.zero_ranks(), 0, 1).total();
+    // Weights per slot: decoding and inference, so no model state beside them.
+    slot_fixed_bytes_.assign(r.slot_weight_bytes.size(), std::vector<double>(size_t(L_), 0.0));
     for (int l = 0; l < L_; ++l) {
+      for (size_t k = 0; k < slot_fixed_bytes_.size(); ++k)
+        slot_fixed_bytes_[k][size_t(l)] = r.slot_weight_bytes[k][size_t(l)] / r.tp;
       fixed_bytes_[size_t(l)] =
           (r.weight_bytes[size_t(l)] + state_per_parameter_ * parameters_of(l)) / r.tp;
       if (unit_per_element_ > 0) unit_bytes_.push_back(unit_per_element_ * parameters_of(l) / r.tp);
       kv_bytes_.push_back(r.kv_cache_bytes.empty() ? 0.0
                                                    : groups * r.kv_cache_bytes[size_t(l)] / r.tp);
       fixed_bytes_[size_t(l)] += kv_bytes_.back();
+      for (auto& row : slot_fixed_bytes_) row[size_t(l)] += kv_bytes_.back();
       if (r.workload == Workload::train && !r.activation_bytes.empty())
         activation_bytes_[size_t(l)] = r.activation_bytes[size_t(l)] / r.tp;
     }
@@ -306,11 +330,26 @@ class Compiler {
     return r_.layer_parameters.empty() ? 0.0 : r_.layer_parameters[size_t(layer)];
   }
 
-  // Of (virtual) stage s, on each of its devices: the embedding's and head's bytes, and their
-  // parameters (one unit: the rest of the stage's part).
-  double extra_bytes(int s) const {
+  // On each device of pipeline slot k: the weights of layer l, and of the embedding and the
+  // head (the slot's own precision, when the request gives them per slot).
+  double weight_bytes(int k, int l) const {
+    return (r_.slot_weight_bytes.empty() ? r_.weight_bytes[size_t(l)]
+                                         : r_.slot_weight_bytes[size_t(k)][size_t(l)]) /
+           r_.tp;
+  }
+  double embedding_bytes(int k) const {
+    return (r_.slot_embedding_bytes.empty() ? r_.embedding.bytes
+                                            : r_.slot_embedding_bytes[size_t(k)]) /
+           r_.tp;
+  }
+  double head_bytes(int k) const {
+    return (r_.slot_head_bytes.empty() ? r_.head.bytes : r_.slot_head_bytes[size_t(k)]) / r_.tp;
+  }
+  // Of (virtual) stage s run by slot k, on each of its devices: the embedding's and head's
+  // bytes, and their parameters (one unit: the rest of the stage's part).
+  double extra_bytes(int s, int k) const {
     const int last = r_.pp * V_ - 1;
-    return ((s == 0 ? r_.embedding.bytes : 0.0) + (s == last ? r_.head.bytes : 0.0)) / r_.tp;
+    return (s == 0 ? embedding_bytes(k) : 0.0) + (s == last ? head_bytes(k) : 0.0);
   }
   double extra_parameters(int s) const {
     if (r_.layer_parameters.empty()) return 0.0;
@@ -322,17 +361,21 @@ class Compiler {
   // Slots are the devices of DeviceCosts: which slot runs which stage is to be chosen.
   DeviceCosts device_costs() const {
     DeviceCosts costs;
-    for (const SlotCosts& c : slots_) {
+    for (int k = 0; k < r_.pp; ++k) {
+      const SlotCosts& c = slots_[size_t(k)];
       costs.layer_time.push_back(c.objective);
       costs.memory_cap.push_back(c.memory_cap);
       costs.first_time.push_back(c.embedding_objective);
       costs.last_time.push_back(c.head_objective);
+      costs.first_memory.push_back(embedding_bytes(k));
+      costs.last_memory.push_back(head_bytes(k));
     }
     costs.layer_memory = fixed_bytes_;
+    costs.device_layer_memory = slot_fixed_bytes_;
     costs.layer_activation_memory = activation_bytes_;
     costs.in_flight = in_flight_;
     for (int s = 0; s < r_.pp; ++s) {
-      costs.extra_memory.push_back(extra_bytes(s) + state_per_parameter_ * extra_parameters(s));
+      costs.extra_memory.push_back(state_per_parameter_ * extra_parameters(s));
       if (!unit_bytes_.empty())
         costs.extra_unit_memory.push_back(unit_per_element_ * extra_parameters(s));
     }
@@ -367,14 +410,14 @@ class Compiler {
       st.last_layer = int(stage_of.rend() - std::find(stage_of.rbegin(), stage_of.rend(), s)) - 1;
       st.forward_time = (s == 0 ? c.embedding_forward : 0.0) + (s == S - 1 ? c.head_forward : 0.0);
       st.decode_time = (s == 0 ? c.embedding_decode : 0.0) + (s == S - 1 ? c.head_decode : 0.0);
-      st.weight_bytes = extra_bytes(s);
+      st.weight_bytes = extra_bytes(s, st.slot);
       st.parameters = extra_parameters(s);
       double largest_layer = 0;
       const double rest = st.parameters;
       for (int l = st.first_layer; l <= st.last_layer; ++l) {
         st.forward_time += c.forward[size_t(l)];
         st.decode_time += c.decode[size_t(l)];
-        st.weight_bytes += r_.weight_bytes[size_t(l)] / r_.tp;
+        st.weight_bytes += weight_bytes(st.slot, l);
         st.parameters += parameters_of(l) / r_.tp;
         largest_layer = std::max(largest_layer, parameters_of(l) / r_.tp);
         st.kv_cache_bytes += kv_bytes_[size_t(l)];
@@ -437,6 +480,7 @@ class Compiler {
   std::vector<int> quota_;
   std::vector<double> in_flight_;    // [(virtual) stage] micro-batches whose activations it keeps
   std::vector<double> fixed_bytes_;  // [layer] per device: weights, model state, KV caches
+  std::vector<std::vector<double>> slot_fixed_bytes_;  // [slot][layer]: by slot (if given)
   std::vector<double> kv_bytes_;     // [layer] per device: KV caches alone
   std::vector<double> unit_bytes_;   // [layer] per device: its unit in flight (empty: none)
   double state_per_parameter_ = 0, unit_per_element_ = 0;

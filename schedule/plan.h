@@ -110,6 +110,12 @@ struct PlanRequest {
   // every group's cache stays on every stage).
   std::vector<double> kv_cache_bytes;
   StageExtra embedding, head;  // on the first and on the last stage
+  // Precision per pipeline slot, optional (decoding and inference; Note [Precision per pipeline
+  // stage] in precision.h): [slot][layer] the weight bytes a pipeline slot's devices hold, and
+  // [slot] the embedding's and the head's, in place of weight_bytes, embedding.bytes and
+  // head.bytes (times are per device already). Empty: those, on every slot.
+  std::vector<std::vector<double>> slot_weight_bytes;
+  std::vector<double> slot_embedding_bytes, slot_head_bytes;
 
   Workload workload = Workload::train;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;  // training only

@@ -30,9 +30,12 @@ double brute_force(const DeviceCosts& c) {
         double t =
             (k == 0 ? c.first_time[size_t(d)] : 0) + (k == D - 1 ? c.last_time[size_t(d)] : 0);
         double m = c.extra_memory[size_t(k)];
+        if (k == 0 && !c.first_memory.empty()) m += c.first_memory[size_t(d)];
+        if (k == D - 1 && !c.last_memory.empty()) m += c.last_memory[size_t(d)];
         for (int l = cut[size_t(k)]; l < cut[size_t(k) + 1]; ++l) {
           t += c.layer_time[size_t(d)][size_t(l)];
-          m += c.layer_memory[size_t(l)] +
+          m += (c.device_layer_memory.empty() ? c.layer_memory[size_t(l)]
+                                              : c.device_layer_memory[size_t(d)][size_t(l)]) +
                c.in_flight[size_t(k)] * c.layer_activation_memory[size_t(l)];
         }
         if (c.memory_cap[size_t(d)] > 0 && m > c.memory_cap[size_t(d)]) return;
@@ -93,6 +96,65 @@ TEST(DeviceOrder, ExactAgainstEveryOrderAndSplit) {
     EXPECT_NEAR(again.bottleneck, expected, 1e-9);
   }
   EXPECT_GT(fitting, 40);
+}
+
+// Devices holding their weights in different precisions (Note [Precision per pipeline stage]):
+// each device's layers weigh its own bytes and take its own times, its first / last stage
+// its own embedding and head bytes. The search stays exact against every order and split.
+TEST(DeviceOrder, ExactWithWeightsPerDevice) {
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<double> time(0.2, 2.0), mem(1.0, 3.0);
+  const double scales[] = {1.0, 0.5, 0.15};  // f32, bf16, about q4's bytes
+  int fitting = 0, mixed = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    const int L = 3 + int(rng() % 6), D = 1 + int(rng() % std::min(L, 5));
+    DeviceCosts c;
+    std::vector<double> weights, kv;
+    for (int l = 0; l < L; ++l) {
+      weights.push_back(mem(rng));
+      kv.push_back(mem(rng) / 8);
+      c.layer_memory.push_back(weights.back() + kv.back());
+      c.layer_activation_memory.push_back(0.0);
+    }
+    std::vector<int> precision;
+    for (int d = 0; d < D; ++d) {
+      precision.push_back(int(rng() % 3));
+      const double scale = scales[precision.back()], speed = 1 + double(rng() % 3);
+      std::vector<double> row, held;
+      for (int l = 0; l < L; ++l) {
+        row.push_back(time(rng) * (0.3 + 0.7 * scale) / speed);
+        held.push_back(weights[size_t(l)] * scale + kv[size_t(l)]);
+      }
+      c.layer_time.push_back(row);
+      c.device_layer_memory.push_back(held);
+      c.memory_cap.push_back(trial % 5 == 0 ? 0.0 : mem(rng) * L / D);
+      c.first_time.push_back(time(rng) / speed);
+      c.last_time.push_back(time(rng) / speed);
+      c.first_memory.push_back(mem(rng));          // an f32 embedding
+      c.last_memory.push_back(mem(rng) * scale);   // a head in the device's precision
+      c.in_flight.push_back(1);
+      c.extra_memory.push_back(0.0);
+    }
+    mixed += std::any_of(precision.begin(), precision.end(),
+                         [&](int p) { return p != precision[0]; });
+    const double expected = brute_force(c);
+    if (std::isinf(expected)) {
+      EXPECT_THROW(balanced_partition_over_orders(c), InvalidArgument) << "trial " << trial;
+      continue;
+    }
+    ++fitting;
+    const OrderedPartition best = balanced_partition_over_orders(c);
+    EXPECT_NEAR(best.partition.bottleneck, expected, 1e-9) << "trial " << trial;
+    const CostModel cost = cost_model_for(c, best.order);
+    const Partition again = evaluate(cost, best.partition.stage_of);
+    EXPECT_NEAR(again.bottleneck, expected, 1e-9);
+    for (int s = 0; s < D; ++s)
+      if (cost.memory_cap[size_t(s)] > 0)
+        EXPECT_LE(again.stage_memory[size_t(s)], cost.memory_cap[size_t(s)] * (1 + 1e-12))
+            << "trial " << trial << " stage " << s;
+  }
+  EXPECT_GT(fitting, 40);
+  EXPECT_GT(mixed, 60);
 }
 
 TEST(DeviceOrder, TiesKeepTheGivenOrderAndAlikeDevicesCountOnce) {
