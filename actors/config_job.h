@@ -123,6 +123,9 @@ class ConfigJob : public ClusterJob {
   void read(const config::Config& cfg);
   void read_synthetic_training(const config::Config& cfg);
   void read_serving(const config::Config& cfg, const models::HfConfig& hf);
+  void read_stage_precision(const config::Config& cfg);
+  // The precision of each stage (of a job with precisions per slot), by the assignment's slots.
+  std::vector<ops::WeightPrecision> precision_of_stages(const wire::Assignment& assignment) const;
   void check_profile_names() const;
   wire::DeviceProfile with_overrides(DeviceProfile profile) const;
   // `measured` (this host's device at full speed) as device d of `node`: named, its rates and
@@ -139,6 +142,10 @@ class ConfigJob : public ClusterJob {
   std::filesystem::path model_;
   ops::QuantSpec quantize_;  // model.quantize
   std::vector<std::string> quantize_keep_;
+  // train.dist.stage_precision (JobShape::precisions, slot_precision): empty slot_precision_
+  // with precisions_ is `auto` until node 0's plan() chooses.
+  std::vector<ops::WeightPrecision> precisions_;
+  std::vector<int> slot_precision_;
   int dp_ = 1, tp_ = 1, pp_ = 1, per_node_ = 1, threads_ = 1;
   std::vector<double> slowdown_;  // per device of the cluster
   int num_layers_ = 0, num_groups_ = 1, steps_ = 1;

@@ -8,6 +8,7 @@
 #include "models/hf_config.h"
 #include "models/pipeline/stage.h"
 #include "runtime/error.h"
+#include "schedule/precision.h"
 
 namespace libai::actors {
 
@@ -47,20 +48,24 @@ void add_synthetic_costs(schedule::PlanRequest& r, const JobShape& job,
 // states on after it: they hold no KV cache, which is how they are told apart. A group's KV
 // cache holds rows x (prompt + max_new_tokens) tokens: T5's self-attention over the new tokens
 // and cross-attention over the prompt cost the same bytes per token.
-// The bytes of a quantized weight per byte of its f32 (model.quantize): int8 one byte (its
-// per-row scale left out); q4 half a byte and an f16 scale (and minimum) per group.
-double weight_bytes_scale(const ops::QuantSpec& q) {
-  switch (q.kind) {
-    case ops::Quantization::none: return 1.0;
-    case ops::Quantization::int8:
-    case ops::Quantization::int8_dynamic: return 0.25;
-    case ops::Quantization::q4: return (0.5 + 2.0 * (q.with_min ? 2 : 1) / double(q.group)) / 4.0;
-  }
-  return 1.0;
+// A layer's weights cost ops::weight_bytes_ratio of their f32 bytes in the precision priced.
+// Its timed layer: the one at that precision (DeviceProfile::timings) when the job prices
+// precisions per slot, else the one at the job's own.
+struct TimedLayer {
+  double forward = 0, step = 0;
+};
+TimedLayer timed_layer(const wire::DeviceProfile& d, const JobShape& job,
+                       const ops::WeightPrecision& precision) {
+  if (!job.mixed_precision()) return {d.layer_seconds, d.layer_step_seconds};
+  const std::string name = ops::weight_precision_name(precision);
+  for (const auto& t : d.timings)
+    if (t.precision == name) return {t.layer_seconds, t.layer_step_seconds};
+  return {};
 }
 
 void add_model_costs(schedule::PlanRequest& r, const JobShape& job,
-                     const std::vector<wire::DeviceProfile>& devices) {
+                     const std::vector<wire::DeviceProfile>& devices,
+                     const ops::WeightPrecision& precision) {
   const auto hf = models::HfConfig::load(job.model);
   const int64_t rows = job.rows, prompt = job.input_tokens;
   const bool generate = job.kind == JobKind::generate;
@@ -78,10 +83,10 @@ void add_model_costs(schedule::PlanRequest& r, const JobShape& job,
         if (prefill[l].kv_bytes_per_token > 0) first_step[l] = decoder_step0[l];
     }
   }
-  // model.quantize: the layers' and the head's weights in their quantized bytes (norms and
-  // biases, a few per cent of a layer's, are counted at the same rate); the embedding table
-  // stays f32 for its lookups.
-  const double quantized = weight_bytes_scale(job.quantize);
+  // model.quantize (or the slot's precision): the layers' and the head's weights in their
+  // packed bytes (norms and biases, a few per cent of a layer's, are counted at the same rate);
+  // the embedding table stays f32 for its lookups.
+  const double quantized = ops::weight_bytes_ratio(precision);
   for (auto* costs : {&prefill, &first_step, &step})
     for (auto& c : *costs) c.weight_bytes *= quantized;
   const double tokens_kept = double(rows) * double(prompt + job.max_new_tokens);
@@ -100,7 +105,8 @@ void add_model_costs(schedule::PlanRequest& r, const JobShape& job,
   const bool calibrated =
       !seq2seq && prefill.size() >= 3 &&
       std::all_of(devices.begin(), devices.end(), [&](const wire::DeviceProfile& d) {
-        return d.layer_seconds > 0 && (!generate || d.layer_step_seconds > 0);
+        const TimedLayer t = timed_layer(d, job, precision);
+        return t.forward > 0 && (!generate || t.step > 0);
       });
   for (const auto& d : devices) {
     std::vector<double> first, later;
@@ -114,8 +120,9 @@ void add_model_costs(schedule::PlanRequest& r, const JobShape& job,
                                                                       step[l].kv_bytes_per_token,
                                            d));
     }
-    const double scale = calibrated ? d.layer_seconds / first[1] : 1.0;
-    const double step_scale = calibrated && generate ? d.layer_step_seconds / later[1] : 1.0;
+    const TimedLayer timed = timed_layer(d, job, precision);
+    const double scale = calibrated ? timed.forward / first[1] : 1.0;
+    const double step_scale = calibrated && generate ? timed.step / later[1] : 1.0;
     for (double& t : first) t *= scale;
     for (double& t : later) t *= step_scale;
     r.layer_time.push_back(std::move(first));
@@ -165,8 +172,12 @@ std::string format_seconds(double seconds) {
   return text;
 }
 
-schedule::PlanRequest plan_request(const JobShape& job,
-                                   const std::vector<wire::DeviceProfile>& devices) {
+namespace {
+
+// The request with every slot's weights in `precision` (the job's own: f32 or model.quantize).
+schedule::PlanRequest uniform_request(const JobShape& job,
+                                      const std::vector<wire::DeviceProfile>& devices,
+                                      const ops::WeightPrecision& precision) {
   const int count = job.dp * job.pp * job.tp;
   LIBAI_CHECK(int(devices.size()) == count, "planning: ", devices.size(),
               " device profiles, but data ", job.dp, " x pipeline ", job.pp, " x tensor ", job.tp,
@@ -177,10 +188,13 @@ schedule::PlanRequest plan_request(const JobShape& job,
     LIBAI_CHECK(d.matmul_gflops > 0 && d.memory_bandwidth_gbs > 0, "device ", d.name, " reports ",
                 d.matmul_gflops, " GFLOP/s and ", d.memory_bandwidth_gbs,
                 " GB/s; planning needs both > 0 (measured, or set in train.cluster.profiles)");
-  for (const auto& d : devices)
-    for (double t : {d.layer_seconds, d.layer_step_seconds})
+  for (const auto& d : devices) {
+    std::vector<double> times = {d.layer_seconds, d.layer_step_seconds};
+    for (const auto& t : d.timings) times.insert(times.end(), {t.layer_seconds, t.layer_step_seconds});
+    for (double t : times)
       LIBAI_CHECK(std::isfinite(t) && t >= 0 && t < 1e6, "device ", d.name,
                   " reports a layer time of ", t, " s; expected a finite number >= 0");
+  }
   schedule::PlanRequest r;
   const int nodes = (count + job.devices_per_node - 1) / job.devices_per_node;
   const double local = job.local_hop_seconds.value_or(0.0);
@@ -205,7 +219,7 @@ schedule::PlanRequest plan_request(const JobShape& job,
   if (job.kind == JobKind::synthetic)
     add_synthetic_costs(r, job, devices);
   else
-    add_model_costs(r, job, devices);
+    add_model_costs(r, job, devices, precision);
   if (job.custom_stage_ids) {
     r.balance = schedule::Balance::custom;
     r.custom_stage_ids = *job.custom_stage_ids;
@@ -219,6 +233,42 @@ schedule::PlanRequest plan_request(const JobShape& job,
     r.balance = schedule::Balance::uniform;
   }
   return r;
+}
+
+// One request per precision the job prices, in the job's order.
+std::vector<schedule::PlanRequest> precision_requests(
+    const JobShape& job, const std::vector<wire::DeviceProfile>& devices) {
+  LIBAI_CHECK(job.kind != JobKind::synthetic && !job.training,
+              "train.dist.stage_precision: synthetic stages hold no weights");
+  std::vector<schedule::PlanRequest> out;
+  for (const auto& p : job.precisions) out.push_back(uniform_request(job, devices, p));
+  return out;
+}
+
+}  // namespace
+
+schedule::PlanRequest plan_request(const JobShape& job,
+                                   const std::vector<wire::DeviceProfile>& devices) {
+  if (!job.mixed_precision()) return uniform_request(job, devices, {.quantize = job.quantize});
+  LIBAI_CHECK(int(job.slot_precision.size()) == job.pp, "planning: ", job.slot_precision.size(),
+              " stage precisions for ", job.pp,
+              " pipeline slots (train.dist.stage_precision auto is chosen by "
+              "resolve_stage_precision first)");
+  return schedule::mix_precisions(precision_requests(job, devices), job.slot_precision);
+}
+
+void resolve_stage_precision(JobShape& job, const std::vector<wire::DeviceProfile>& devices) {
+  if (!job.mixed_precision() || !job.slot_precision.empty()) return;
+  try {
+    job.slot_precision =
+        schedule::choose_precisions(precision_requests(job, devices)).precision_of_slot;
+  } catch (const InvalidArgument& e) {
+    std::string names;
+    for (const auto& p : job.precisions) names += (names.empty() ? "" : ", ") + ops::weight_precision_name(p);
+    LIBAI_THROW(InvalidArgument, "train.dist.stage_precision auto: no choice of precisions per "
+                "stage (of ", names, ") fits the devices' memory; with every stage in ",
+                ops::weight_precision_name(job.precisions.back()), ": ", e.what());
+  }
 }
 
 schedule::Plan compile_job_plan(const JobShape& job,
@@ -258,7 +308,9 @@ void print_job_plan(std::ostream& out, const JobShape& job, const schedule::Plan
   else
     out << "of " << models::HfConfig::load(job.model).model_type() << " (" << job.model.string()
         << ")";
-  if (job.quantize.kind != ops::Quantization::none)
+  if (job.mixed_precision())
+    out << ", weights per stage";
+  else if (job.quantize.kind != ops::Quantization::none)
     out << ", weights " << ops::quantization_name(job.quantize);
   out << ", " << plan.pp << " stages, ";
   const bool training = plan.workload == schedule::Workload::train;
@@ -292,6 +344,7 @@ void print_job_plan(std::ostream& out, const JobShape& job, const schedule::Plan
     if (decoding && st.decode_time != st.forward_time)
       out << " (prefill " << format_seconds(st.forward_time) << ")";
     if (training) out << " forward, " << format_seconds(plan.costs.backward[size_t(s)]) << " backward";
+    if (const std::string p = stage_precision_name(job, st); !p.empty()) out << ", weights " << p;
     out << ", " << st.input_slots << " input slot" << (st.input_slots == 1 ? "" : "s") << "\n";
   }
 
@@ -327,6 +380,11 @@ void print_job_plan(std::ostream& out, const JobShape& job, const schedule::Plan
                 plan.items_per_step);
   out << (training ? "\npredicted step time " : "\npredicted job time ") << format_seconds(plan.timeline.step_time) << ": " << line
       << ", mean utilisation " << std::lround(100.0 * plan.utilisation) << "%\n";
+}
+
+std::string stage_precision_name(const JobShape& job, const schedule::StagePlan& stage) {
+  if (!job.mixed_precision() || size_t(stage.slot) >= job.slot_precision.size()) return "";
+  return ops::weight_precision_name(job.precisions[size_t(job.slot_precision[size_t(stage.slot)])]);
 }
 
 std::string device_names(const std::vector<int>& devices,

@@ -17,7 +17,8 @@
 //                context, reading weights and KV caches); the embedding on the first stage and
 //                the head on the last likewise; weights and the KV cache a group keeps (rows x
 //                (prompt + max_new_tokens) tokens) in f32, as the stages load them, or the
-//                layers' and head's weights in model.quantize's bytes.
+//                layers' and head's weights in model.quantize's bytes, or in each pipeline
+//                slot's precision (train.dist.stage_precision; its layer timed there).
 //   synthetic    job.layer_seconds on the fastest device, times the measured slow-down of the
 //                others (fastest GFLOP/s / theirs); no memory.
 // Memory caps: each profile's free memory (the host's) divided by the devices of its node.
@@ -49,6 +50,13 @@ struct JobShape {
   // model.quantize: the layers' weights are held and read in this precision (Note [Decoding
   // costs of a model job]).
   ops::QuantSpec quantize;
+  // train.dist.stage_precision (Note [Precision per pipeline stage] in schedule/precision.h):
+  // the precisions priced (each device timed its layer at each: DeviceProfile::timings), and
+  // per pipeline slot the index of its own; `auto` leaves slot_precision empty until
+  // resolve_stage_precision chooses. No precisions: model.quantize on every slot.
+  std::vector<ops::WeightPrecision> precisions;
+  std::vector<int> slot_precision;
+  bool mixed_precision() const { return !precisions.empty(); }
   int dp = 1, pp = 1, tp = 1, devices_per_node = 1;
   int num_layers = 0;
   int num_groups = 1;          // all replicas: groups (generate), micro-batches (encode, synthetic)
@@ -81,6 +89,11 @@ struct JobShape {
 schedule::PlanRequest plan_request(const JobShape& job,
                                    const std::vector<wire::DeviceProfile>& devices);
 
+// train.dist.stage_precision auto: each slot's precision chosen (schedule::choose_precisions
+// over one request per precision) into job.slot_precision. Nothing to do for a job whose slots'
+// precisions are given, or that has none. InvalidArgument when nothing fits.
+void resolve_stage_precision(JobShape& job, const std::vector<wire::DeviceProfile>& devices);
+
 // schedule::compile_plan(plan_request(job, devices)): what `run` and `plan` both compile. Not
 // checked against the devices' memory (check_job_plan), so that `plan` can show what does not fit.
 schedule::Plan compile_job_plan(const JobShape& job,
@@ -103,6 +116,9 @@ std::string format_seconds(double seconds);
 // "node0:cpu:0,node0:cpu:1" (the first four, then the count), as plans name a stage's devices.
 std::string device_names(const std::vector<int>& devices,
                          const std::vector<wire::DeviceProfile>& profiles);
+// train.dist.stage_precision: the precision of the stage's slot ("bf16", "q4:32", ...); "" for a
+// job of one precision.
+std::string stage_precision_name(const JobShape& job, const schedule::StagePlan& stage);
 // The tightest memory cap of a stage's devices; 0: unlimited.
 double stage_cap(const schedule::Plan& plan, const schedule::StagePlan& stage);
 

@@ -32,7 +32,7 @@ void ModelStageCompute::release(int group) { states_.erase(group); }
 std::optional<LayerTiming> time_model_layer(const std::filesystem::path& folder, Device device,
                                             double slowdown, int64_t rows, int64_t tokens,
                                             int64_t context, int repetitions,
-                                            const ops::QuantSpec& quantize) {
+                                            const ops::WeightPrecision& precision) {
   LIBAI_CHECK(rows >= 1 && tokens >= 1 && repetitions >= 1, "time_model_layer: rows ", rows,
               ", tokens ", tokens, " and repetitions ", repetitions, " must be at least 1");
   const auto hf = models::HfConfig::load(folder);
@@ -42,10 +42,9 @@ std::optional<LayerTiming> time_model_layer(const std::filesystem::path& folder,
   const int64_t hidden = int64_t(mp::layer_costs(hf, 1)[1].output_bytes_per_token) / 4;
   context = std::max(context, int64_t(1));
   models::LoadOptions options;
-  if (quantize.kind != ops::Quantization::none) {
-    options.pack_weights = true;
-    options.quantize = quantize;
-  }
+  options.pack_weights = true;  // as inference stages load it
+  options.pack_dtype = precision.pack_dtype;
+  options.quantize = precision.quantize;
   auto stage =
       mp::load_stage(folder, {.first_layer = 1, .last_layer = 2, .num_layers = layers}, options);
 
@@ -106,21 +105,29 @@ std::vector<mp::StageSpec> stage_specs(const std::vector<int>& stage_of) {
 ComputeFactory model_stage_factory(const std::filesystem::path& folder, const PipelineLayout& layout,
                                    const std::vector<int>& stage_of, DType dtype,
                                    const ops::QuantSpec& quantize,
-                                   const std::vector<std::string>& keep) {
+                                   const std::vector<std::string>& keep,
+                                   const std::vector<ops::WeightPrecision>& precision_of_stage) {
   const auto specs = stage_specs(stage_of);
   LIBAI_CHECK(int(specs.size()) == layout.sizes.pp, folder.string(), ": the split has ",
               specs.size(), " stages but pipeline_parallel_size is ", layout.sizes.pp);
+  LIBAI_CHECK(precision_of_stage.empty() || precision_of_stage.size() == specs.size(),
+              folder.string(), ": ", precision_of_stage.size(), " stage precisions for ",
+              specs.size(), " stages");
   // One local tensor-parallel group per (replica, stage), made when its first rank loads.
   auto groups = std::make_shared<std::map<std::pair<int, int>, std::vector<std::shared_ptr<comm::Communicator>>>>();
   auto mutex = std::make_shared<std::mutex>();
   const int tp = layout.sizes.tp;
-  return [folder, specs, groups, mutex, tp, dtype, quantize, keep](
+  return [folder, specs, groups, mutex, tp, dtype, quantize, keep, precision_of_stage](
              const SlotSpec& slot) -> std::shared_ptr<StageCompute> {
     models::LoadOptions options;
     options.dtype = dtype;
     options.pack_weights = true;  // inference stages
     options.quantize = quantize;
     options.quantize_keep = keep;
+    if (!precision_of_stage.empty()) {
+      options.pack_dtype = precision_of_stage[size_t(slot.stage)].pack_dtype;
+      options.quantize = precision_of_stage[size_t(slot.stage)].quantize;
+    }
     if (tp > 1) {
       std::lock_guard lock(*mutex);
       auto& comms = (*groups)[{slot.replica, slot.stage}];

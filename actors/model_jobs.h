@@ -39,11 +39,12 @@ struct LayerTiming {
 // checkpoint) on `device` with its thread budget, at emulated slow-down `slowdown`: the fastest
 // of `repetitions`. nullopt for a model it does not time: fewer than 3 layers (every layer
 // would come with the embedding or the head) or an encoder-decoder (T5's layers differ).
-// `quantize` (model.quantize): the layer packed and quantized, as the job's stages load it.
+// The layer packed in `precision` (model.quantize, or a stage's precision), as the job's
+// stages load it.
 std::optional<LayerTiming> time_model_layer(const std::filesystem::path& folder, Device device,
                                             double slowdown, int64_t rows, int64_t tokens,
                                             int64_t context, int repetitions = 3,
-                                            const ops::QuantSpec& quantize = {});
+                                            const ops::WeightPrecision& precision = {});
 
 // One model stage: its layers and, per group, its state (KV caches).
 class ModelStageCompute : public StageCompute {
@@ -62,11 +63,13 @@ class ModelStageCompute : public StageCompute {
 // tensor-parallel ranks of one (replica, stage) share a local communicator (their devices are
 // in one process: tensor parallelism stays inside a node, as Megatron places it).
 // `quantize` (model.quantize of a job config): the stages' linear layers and head quantized as
-// LoadOptions::quantize says, but those `keep` names.
+// LoadOptions::quantize says, but those `keep` names. `precision_of_stage` (per stage, from
+// train.dist.stage_precision): each stage's own packed dtype or quantization instead.
 ComputeFactory model_stage_factory(const std::filesystem::path& folder, const PipelineLayout& layout,
                                    const std::vector<int>& stage_of,
                                    DType dtype = DType::f32, const ops::QuantSpec& quantize = {},
-                                   const std::vector<std::string>& keep = {});
+                                   const std::vector<std::string>& keep = {},
+                                   const std::vector<ops::WeightPrecision>& precision_of_stage = {});
 
 // The layer ranges of the stages of `stage_of`.
 std::vector<models::pipeline::StageSpec> stage_specs(const std::vector<int>& stage_of);

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <string>
@@ -88,6 +89,7 @@ struct Options {
   std::string packed_dtype = "f32";
   std::string quantize = "none";
   std::vector<std::string> quantize_keep;
+  bool keep_f32_weights = false;  // LoadOptions::keep_f32_weights (no streaming packed load)
 
   models::LoadOptions load_options() const {
     models::LoadOptions options;
@@ -96,9 +98,27 @@ struct Options {
     options.pack_dtype = packed_dtype == "bf16" ? DType::bf16 : DType::f32;
     options.quantize = ops::parse_quantization(quantize, "--quantize");
     options.quantize_keep = quantize_keep;
+    options.keep_f32_weights = keep_f32_weights;
     return options;
   }
 };
+
+// The process's peak RSS and its RSS, in MB (/proc/self/status VmHWM, VmRSS), read right
+// after the model loaded (Note [Streaming packed loads]: the load's peak).
+double status_mb(const char* field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field, 0) == 0) return double(std::stoll(line.substr(std::strlen(field)))) * 1024.0 / 1e6;
+  return -1;
+}
+double g_load_peak_rss_mb = 0, g_loaded_rss_mb = 0;
+double loaded_seconds(Clock::time_point t0) {
+  const double s = seconds_since(t0);
+  g_load_peak_rss_mb = status_mb("VmHWM:");
+  g_loaded_rss_mb = status_mb("VmRSS:");
+  return s;
+}
 
 // CPU seconds of the timed reps of the last time_reps call.
 std::vector<double> g_cpu_seconds;
@@ -130,11 +150,12 @@ void print_result(const Options& o, const std::string& shape, const std::vector<
   std::printf(
       "{\"impl\": \"libai\", \"mode\": \"%s\", %s, \"dtype\": \"%s\", \"packed_dtype\": \"%s\", \"quantize\": \"%s\", \"threads\": %d, \"reps\": %lld, "
       "\"median_ms\": %.3f, \"min_ms\": %.3f, \"max_ms\": %.3f, \"cpu_ms\": %.3f, \"%s\": %.3f, "
-      "\"load_s\": %.3f, "
+      "\"load_s\": %.3f, \"load_peak_rss_mb\": %.1f, \"loaded_rss_mb\": %.1f, \"peak_rss_mb\": %.1f, "
       "\"times_ms\": %s%s}\n",
       o.mode.c_str(), shape.c_str(), o.dtype.c_str(), o.no_pack ? "none" : o.packed_dtype.c_str(), o.quantize.c_str(), thread_budget(Device::cpu()), (long long)o.reps,
       s.median * 1e3, s.min * 1e3, s.max * 1e3, stats(g_cpu_seconds).median * 1e3,
-      rate_name.c_str(), units_per_rep / s.median, load_s, times_json(seconds).c_str(),
+      rate_name.c_str(), units_per_rep / s.median, load_s, g_load_peak_rss_mb, g_loaded_rss_mb,
+      status_mb("VmHWM:"), times_json(seconds).c_str(),
       extra.c_str());
   std::fflush(stdout);
 }
@@ -142,7 +163,7 @@ void print_result(const Options& o, const std::string& shape, const std::vector<
 void run_forward(const Options& o) {
   auto t0 = Clock::now();
   auto model = models::load_model(o.model, o.load_options());
-  const double load_s = seconds_since(t0);
+  const double load_s = loaded_seconds(t0);
   const int64_t vocab = model->config().require_int("vocab_size");
   std::vector<int64_t> ids(o.batch * o.seq);
   for (int64_t b = 0; b < o.batch; ++b)
@@ -166,7 +187,7 @@ void run_forward(const Options& o) {
 void run_decode(const Options& o) {
   auto t0 = Clock::now();
   auto model = models::load_model(o.model, o.load_options());
-  const double load_s = seconds_since(t0);
+  const double load_s = loaded_seconds(t0);
   auto* lm = model->generative();
   LIBAI_CHECK(lm, o.model, ": model has no generation interface");
   models::generation::GenerationConfig config;
@@ -205,7 +226,7 @@ void run_encode(const Options& o) {
   LIBAI_CHECK(!texts.empty(), "encode: no sentences in ", o.texts);
   auto t0 = Clock::now();
   auto m = models::pipelines::TextModel::load(o.model, o.load_options());
-  const double load_s = seconds_since(t0);
+  const double load_s = loaded_seconds(t0);
   std::vector<std::vector<float>> vectors;
   models::pipelines::EmbedOptions embedding;
   embedding.batch_size = size_t(o.encode_batch);
@@ -243,6 +264,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--quantize", o.quantize, "quantized packed weights (ops/packed_linear.h)");
   app.add_option("--quantize-keep", o.quantize_keep, "layers left unquantized");
+  app.add_flag("--keep-f32-weights", o.keep_f32_weights,
+               "keep the f32 weights of packed layers (the load holds the whole f32 model)");
   app.add_flag("--encode-in-order", o.encode_in_order,
                "encode: batch in file order instead of longest first");
   app.add_option("--threads", o.threads, "compute threads (default: all cores)");

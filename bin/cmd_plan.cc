@@ -316,7 +316,8 @@ int plan_job(const PlanOptions& options, const config::Config& cfg) {
     assignment.devices = profiles;
     out << job.search_layout(assignment);
   }
-  const actors::JobShape shape = job.shape();
+  actors::JobShape shape = job.shape();
+  actors::resolve_stage_precision(shape, profiles);  // train.dist.stage_precision auto
   const schedule::Plan plan = actors::compile_job_plan(shape, profiles);
   actors::print_job_plan(out, shape, plan, profiles, options.width);
   std::cout << out.str() << std::flush;

@@ -133,7 +133,16 @@ int run(const RunOptions& options) {
                    {"predicted_utilisation", predicted.utilisation},
                    {"predicted_throughput", plan.throughput}};
     doc["plan"]["workload"] = schedule::workload_name(plan.workload);
-    doc["plan"]["weights"] = ops::quantization_name(job.shape().quantize);  // model.quantize
+    const actors::JobShape shape = job.shape();
+    if (shape.mixed_precision()) {  // train.dist.stage_precision
+      nlohmann::json precisions = nlohmann::json::array();
+      for (const schedule::StagePlan& st : plan.stages)
+        precisions.push_back(actors::stage_precision_name(shape, st));
+      doc["plan"]["weights"] = "per stage";
+      doc["plan"]["stage_precision"] = precisions;
+    } else {
+      doc["plan"]["weights"] = ops::quantization_name(shape.quantize);  // model.quantize
+    }
     if (job.training()) {
       // Note [Training predictions]: the plan predicts one step of the training schedule.
       doc["plan"]["schedule"] = schedule::schedule_name(plan.schedule);

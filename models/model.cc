@@ -132,10 +132,10 @@ std::vector<std::string> stored_f32_layers(Module& module, const WeightSource& s
   return keep;
 }
 
-void release_quantized(Module& module, const LoadOptions& options) {
+void release_packed(Module& module, const LoadOptions& options) {
   // The pool would keep the released blocks for tensors of their sizes, which inference never
   // asks for again: they go back to the system.
-  if (!options.keep_f32_weights && release_quantized_weights(module) > 0)
+  if (!options.keep_f32_weights && release_packed_weights(module) > 0)
     cpu_allocator().empty_cache();
 }
 
@@ -152,7 +152,7 @@ void pack_loaded(Module& module, const LoadOptions& options, bool whole,
                 " would quantize it again; leave it out, or load the f32 model");
     if (!options.tp || options.tp->size() == 1) {
       install_stored(module, *source, options);
-      release_quantized(module, options);
+      release_packed(module, options);
       return;
     }
     logger("models")->info("{}: {} ranks quantize their blocks of the stored {} weights again",
@@ -183,20 +183,62 @@ void pack_loaded(Module& module, const LoadOptions& options, bool whole,
     }
   }
   pack_for_inference(module, spec);
-  if (spec.quantize.kind != ops::Quantization::none) release_quantized(module, options);
+  if (spec.quantize.kind != ops::Quantization::none || spec.dtype == DType::bf16)
+    release_packed(module, options);
+}
+
+// Note [Streaming packed loads]
+// A load that packs and then releases the f32 weights (quantized copies, or bf16 panels,
+// without keep_f32_weights: Note [Released weights]) held the whole f32 model before packing
+// any of it: a 1.1 B Llama from Q4_0 peaked at 6 GB to end at 1.3 GB. Now its parameters are
+// created uninitialized, so that no page of a weight is touched before its values are read,
+// and load_parameters calls back after each parameter: a Linear whose weight has just been
+// read is packed as pack_for_inference would pack it (its keep entry, its group checks) and
+// released at once, and the freed block goes back to the system (the pool would keep it).
+// The load then holds the packed copies, what stays f32 (embeddings, norms, biases, kept
+// layers) and one layer's f32 weight at a time. Output tables, kept layers and the rest are
+// packed after the load, as before; pack_for_inference skips what is packed already. A
+// quantized checkpoint (stored values) and a load that keeps its f32 weights pack after.
+LayerContext load_context(const LoadOptions& options) {
+  return {.device = options.device,
+          .dtype = options.dtype,
+          .tp = options.tp,
+          .uninitialized_parameters = true};
+}
+
+std::function<void(const ParameterInfo&)> streaming_packer(Module& module, const LoadOptions& options,
+                                                           const WeightSource& source) {
+  const bool quantized = options.quantize.kind != ops::Quantization::none;
+  if (!options.pack_weights || options.keep_f32_weights ||
+      source.quantization().kind != ops::Quantization::none ||
+      !(quantized || options.pack_dtype == DType::bf16) || !options.device.is_cpu() ||
+      options.dtype != DType::f32)
+    return {};
+  auto linears = std::make_shared<std::map<std::string, std::pair<std::string, Linear*>>>();
+  for (auto& [name, m] : module.named_modules())
+    if (auto* linear = dynamic_cast<Linear*>(m)) (*linears)[weight_name(name)] = {name, linear};
+  const PackSpec spec{.dtype = options.pack_dtype,
+                      .quantize = options.quantize,
+                      .keep = options.quantize_keep};
+  return [linears, spec](const ParameterInfo& info) {
+    const auto it = linears->find(info.name);
+    if (it == linears->end()) return;
+    auto& [name, linear] = it->second;
+    if (pack_module(name, *linear, spec) && linear->release_weight() > 0)
+      cpu_allocator().empty_cache();
+  };
 }
 
 std::unique_ptr<Model> load_model(const std::filesystem::path& folder, const LoadOptions& options) {
   check_load_options(options);
   HfConfig config = HfConfig::load(folder);
-  LayerContext ctx{.device = options.device, .dtype = options.dtype, .tp = options.tp};
-  auto model = create_model(config, ctx, options.part);
+  auto model = create_model(config, load_context(options), options.part);
   auto source = WeightSource::open(options.weights.empty() ? folder : options.weights, options.format);
   WeightMap map = is_libai_layout(source) ? identity_map(*model) : model->weight_map();
   // A part reads only the tensors its own parameters map to: the rest of the checkpoint
   // belongs to the other parts, not "unexpected".
   if (options.part) map.ignore("");
-  load_parameters(*model, source, map);
+  load_parameters(*model, source, map, streaming_packer(*model, options, source));
   pack_loaded(*model, options, /*whole=*/!options.part, &source);
   return model;
 }

@@ -168,9 +168,10 @@ struct LoadOptions {
   // (models/layers/linear.h, PackSpec::keep), which get pack_dtype copies. Needs pack_weights.
   ops::QuantSpec quantize;
   std::vector<std::string> quantize_keep;
-  // With quantize: whether quantized Linear layers keep their f32 weights. By default they are
-  // released once packed (Note [Released weights] in models/layers/linear.cc): the model then
-  // runs forward only, in the memory of its quantized copies (plus embeddings and norms).
+  // With quantize or a bf16 pack_dtype: whether those Linear layers keep their f32 weights. By
+  // default they are released once packed (Note [Released weights] in models/layers/linear.cc):
+  // the model then runs forward only, in the memory of its packed copies (plus embeddings and
+  // norms).
   bool keep_f32_weights = false;
 };
 
@@ -178,6 +179,14 @@ struct LoadOptions {
 // (pack_dtype other than f32 / bf16, or bf16 without pack_weights); load_model and load_stage
 // call it before reading any weight.
 void check_load_options(const LoadOptions& options);
+// Note [Streaming packed loads] in model.cc: the context load_model and load_stage build their
+// modules in (parameters uninitialized: every one is read), and the callback their
+// load_parameters gets, which packs and releases each Linear as soon as its weight is read
+// when `options` pack and release (quantize, or bf16 copies, without keep_f32_weights); an
+// empty function otherwise.
+LayerContext load_context(const LoadOptions& options);
+std::function<void(const ParameterInfo&)> streaming_packer(Module& module, const LoadOptions& options,
+                                                           const WeightSource& source);
 // What load_model and load_stage pack with; `whole`: the whole model (a keep entry that names
 // no module of it is then InvalidArgument, naming it). A quantized checkpoint (`source`'s
 // quantization, convert --quantize) installs its stored copies instead of quantizing

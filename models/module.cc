@@ -25,6 +25,15 @@ std::shared_ptr<comm::Communicator> LayerContext::tp_subgroup(int size) const {
   return mine;
 }
 
+namespace {
+
+Tensor new_parameter(const Shape& shape, const LayerContext& ctx) {
+  return ctx.uninitialized_parameters ? Tensor::empty(shape, ctx.dtype, ctx.device)
+                                      : Tensor::zeros(shape, ctx.dtype, ctx.device);
+}
+
+}  // namespace
+
 Tensor& Module::add_parameter(const std::string& name, const Shape& shape, const LayerContext& ctx,
                               const std::vector<std::vector<TpRows>>& rows) {
   const int tp = ctx.tp_size();
@@ -47,7 +56,7 @@ Tensor& Module::add_parameter(const std::string& name, const Shape& shape, const
   Shape local = shape;
   local[0] = block;
   Slot slot;
-  slot.tensor = std::make_unique<Tensor>(Tensor::zeros(local, ctx.dtype, ctx.device));
+  slot.tensor = std::make_unique<Tensor>(new_parameter(local, ctx));
   slot.info = {name, slot.tensor.get(), 0, shape, ctx.tp_rank(), tp, {}, {}};
   if (tp > 1) {
     slot.info.rows = rows;
@@ -124,7 +133,7 @@ Tensor& Module::add_parameter(const std::string& name, const Shape& shape, const
     local[split_dim] = (shape[split_dim] + tp - 1) / tp;
   }
   Slot slot;
-  slot.tensor = std::make_unique<Tensor>(Tensor::zeros(local, ctx.dtype, ctx.device));
+  slot.tensor = std::make_unique<Tensor>(new_parameter(local, ctx));
   slot.info = {name, slot.tensor.get(), split_dim, shape, ctx.tp_rank(), ctx.tp_size(), {}, {}};
   parameters_.push_back(std::move(slot));
   return *parameters_.back().tensor;

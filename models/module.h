@@ -36,6 +36,11 @@ struct LayerContext {
   // collectives around their local computation. Null: one device.
   std::shared_ptr<comm::Communicator> tp;
 
+  // Parameters left uninitialized rather than zeroed, for loads that read every one from a
+  // checkpoint (load_model, load_stage: a parameter left unread fails the load): its pages are
+  // first touched by its values (Note [Streaming packed loads] in models/model.cc).
+  bool uninitialized_parameters = false;
+
   int tp_size() const { return tp ? tp->size() : 1; }
   int tp_rank() const { return tp ? tp->rank() : 0; }
   // The sub-group of tp made of `size` consecutive ranks that holds this rank (tp itself when

@@ -296,7 +296,8 @@ void copy_releasing(Tensor& dst, const Tensor& src, const std::vector<Tensor>& s
 
 }  // namespace
 
-LoadReport load_parameters(Module& module, const WeightSource& source, const WeightMap& map) {
+LoadReport load_parameters(Module& module, const WeightSource& source, const WeightMap& map,
+                           const std::function<void(const ParameterInfo&)>& loaded) {
   autograd::NoGradGuard no_grad;
   // Packed copies would keep the old values (Note [Packed inference weights]): new weights
   // drop them; the caller packs again if it wants.
@@ -362,6 +363,7 @@ LoadReport load_parameters(Module& module, const WeightSource& source, const Wei
         at += range.length;
       }
       ++report.loaded;
+      if (loaded) loaded(info);
       continue;
     }
     if (info.split_dim >= 0) {  // this rank's block (a view: only its bytes are read)
@@ -377,6 +379,7 @@ LoadReport load_parameters(Module& module, const WeightSource& source, const Wei
     }
     copy_releasing(dst, value, tensors);
     ++report.loaded;
+    if (loaded) loaded(info);
   }
   if (!problems.empty()) {
     std::string message = str_cat("cannot load ", source.path(), ": ", problems.size(), " problem",

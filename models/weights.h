@@ -18,6 +18,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -96,7 +97,10 @@ struct LoadReport {
 // without a rule, and shape mismatches are collected and thrown together as one CorruptInput
 // error naming each tensor with its shape and the checkpoint's path. Unexpected checkpoint
 // tensors are returned (and logged), as Hugging Face does.
-LoadReport load_parameters(Module& module, const WeightSource& source, const WeightMap& map);
+// `loaded`, if given, is called with each parameter once its values are in (Note [Streaming
+// packed loads] in model.cc packs a layer there).
+LoadReport load_parameters(Module& module, const WeightSource& source, const WeightMap& map,
+                           const std::function<void(const ParameterInfo&)>& loaded = {});
 
 // The module's parameters under the checkpoint's names (the inverse of every rule, with the
 // first source prefix), contiguous, ready for save_safetensors.

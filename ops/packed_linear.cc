@@ -73,6 +73,38 @@ std::string quantization_name(const QuantSpec& spec) {
   return "none";
 }
 
+WeightPrecision parse_weight_precision(const std::string& text, const std::string& where) {
+  if (text == "f32") return {};
+  if (text == "bf16") return {.pack_dtype = DType::bf16};
+  if (text == "none" || text.empty())
+    LIBAI_THROW(InvalidArgument, where, ": '", text,
+                "' is not a precision (f32, bf16, int8, int8-dynamic, q4, q4:GROUP or "
+                "q4:GROUP:min; unquantized weights are f32)");
+  try {
+    return {.quantize = parse_quantization(text, where)};
+  } catch (const InvalidArgument&) {
+    LIBAI_THROW(InvalidArgument, where, ": '", text,
+                "' is not a precision (f32, bf16, int8, int8-dynamic, q4, q4:GROUP or "
+                "q4:GROUP:min, GROUP an even number such as 32 or 64)");
+  }
+}
+
+std::string weight_precision_name(const WeightPrecision& precision) {
+  if (precision.quantize.kind != Quantization::none) return quantization_name(precision.quantize);
+  return precision.pack_dtype == DType::bf16 ? "bf16" : "f32";
+}
+
+double weight_bytes_ratio(const WeightPrecision& precision) {
+  const QuantSpec& q = precision.quantize;
+  switch (q.kind) {
+    case Quantization::none: return precision.pack_dtype == DType::bf16 ? 0.5 : 1.0;
+    case Quantization::int8:
+    case Quantization::int8_dynamic: return 0.25;
+    case Quantization::q4: return (0.5 + 2.0 * (q.with_min ? 2 : 1) / double(q.group)) / 4.0;
+  }
+  return 1.0;
+}
+
 bool packable(const Tensor& weight) {
   return weight.defined() && weight.device().is_cpu() && weight.dtype() == DType::f32 &&
          weight.dim() == 2;

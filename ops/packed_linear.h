@@ -57,6 +57,22 @@ struct QuantSpec {
 QuantSpec parse_quantization(const std::string& text, const std::string& where);
 std::string quantization_name(const QuantSpec& spec);  // parse_quantization's form
 
+// The precision a model's (or a pipeline stage's) packed weights are held in: f32 or bf16
+// panels, or a quantization (train.dist.stage_precision; Note [Precision per pipeline stage]
+// in schedule/precision.h).
+struct WeightPrecision {
+  DType pack_dtype = DType::f32;  // f32 or bf16; f32 when quantized
+  QuantSpec quantize;
+  bool operator==(const WeightPrecision&) const = default;
+};
+// "f32", "bf16", or a quantization but none ("int8", "int8-dynamic", "q4", "q4:64",
+// "q4:32:min"); InvalidArgument naming `where` and the accepted forms otherwise.
+WeightPrecision parse_weight_precision(const std::string& text, const std::string& where);
+std::string weight_precision_name(const WeightPrecision& precision);  // that form
+// The bytes of a packed weight per byte of its f32 values: bf16 a half, int8 a quarter (its
+// per-row scale left out), q4 half a byte and an f16 scale (and minimum) per group.
+double weight_bytes_ratio(const WeightPrecision& precision);
+
 struct QuantizedTensors;  // Note [Quantized checkpoints] below
 
 class PackedWeight {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <malloc.h>
 #include <mutex>
 #include <vector>
 
@@ -78,13 +79,19 @@ class PooledCpuAllocator final : public Allocator {
     std::free(ptr);
   }
 
+  // The pooled blocks go back to the C library, and its free pages to the system: a freed
+  // block inside the heap (below glibc's mmap threshold, which grows with the blocks freed)
+  // otherwise stays resident (Note [Streaming packed loads] releases layer after layer).
   void empty_cache() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& list : free_) {
-      for (void* p : list) std::free(p);
-      list.clear();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto& list : free_) {
+        for (void* p : list) std::free(p);
+        list.clear();
+      }
+      stats_.cached_bytes = 0;
     }
-    stats_.cached_bytes = 0;
+    ::malloc_trim(0);
   }
 
   Stats stats() const override {

@@ -223,6 +223,10 @@ void apply_profile_overrides(DeviceProfile& profile, const config::Node& fields)
     profile.layer_seconds = 0;
     profile.layer_step_seconds = 0;
   }
+  // Timings per precision are of the measured device: any what-if on its speed drops them.
+  if (fields.find("matmul_gflops") || fields.find("memory_bandwidth_gbs") ||
+      fields.find("layer_seconds") || fields.find("layer_step_seconds"))
+    profile.timings.clear();
   for (const auto& [key, value] : fields.entries()) {
     LIBAI_CHECK(std::find(known.begin(), known.end(), key) != known.end(), fields.describe(),
                 ": unknown device profile field '", key, "'", config::did_you_mean(key, known),

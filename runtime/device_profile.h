@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 #include <thread>
 #include <utility>
 
@@ -45,6 +46,13 @@ struct DeviceProfile {
   // there (at the device's slow-down); 0: not timed, the plan uses the roofline of the rates.
   double layer_seconds = 0;
   double layer_step_seconds = 0;
+  // The same layer timed at each precision a stage may hold (train.dist.stage_precision); a
+  // what-if override of the rates or of the layer times drops them.
+  struct Timed {
+    std::string precision;  // ops::weight_precision_name's form
+    double layer_seconds = 0, layer_step_seconds = 0;
+  };
+  std::vector<Timed> timings;
 };
 
 // Sleeps until `until` to within a few microseconds: the OS sleep overshoots by 50-150 us on a

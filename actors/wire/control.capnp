@@ -13,6 +13,14 @@ struct DeviceProfile {
   freeMemoryBytes @3 :UInt64;
   layerSeconds @4 :Float64;      # one of the job's layers timed on the device; 0: not timed
   layerStepSeconds @5 :Float64;  # its decoding step (model jobs that generate); 0: not timed
+  timings @6 :List(PrecisionTiming);  # that layer at each precision a stage may hold
+}
+
+# The job's layer timed at one precision (train.dist.stage_precision).
+struct PrecisionTiming {
+  precision @0 :Text;            # "f32", "bf16", "int8", "q4:32", ...
+  layerSeconds @1 :Float64;
+  layerStepSeconds @2 :Float64;
 }
 
 # Sent by a node agent to node 0; the token must match the cluster token.

@@ -69,11 +69,20 @@ void fill_device(schema::DeviceProfile::Builder out, const DeviceProfile& in) {
   out.setFreeMemoryBytes(in.free_memory_bytes);
   out.setLayerSeconds(in.layer_seconds);
   out.setLayerStepSeconds(in.layer_step_seconds);
+  auto timings = out.initTimings(unsigned(in.timings.size()));
+  for (size_t i = 0; i < in.timings.size(); ++i) {
+    timings[unsigned(i)].setPrecision(in.timings[i].precision);
+    timings[unsigned(i)].setLayerSeconds(in.timings[i].layer_seconds);
+    timings[unsigned(i)].setLayerStepSeconds(in.timings[i].layer_step_seconds);
+  }
 }
 
 DeviceProfile read_device(schema::DeviceProfile::Reader in) {
-  return {in.getName().cStr(), in.getMatmulGflops(), in.getMemoryBandwidthGbs(),
-          in.getFreeMemoryBytes(), in.getLayerSeconds(), in.getLayerStepSeconds()};
+  DeviceProfile out{in.getName().cStr(),     in.getMatmulGflops(),  in.getMemoryBandwidthGbs(),
+                    in.getFreeMemoryBytes(), in.getLayerSeconds(), in.getLayerStepSeconds()};
+  for (auto t : in.getTimings())
+    out.timings.push_back({t.getPrecision().cStr(), t.getLayerSeconds(), t.getLayerStepSeconds()});
+  return out;
 }
 
 }  // namespace

@@ -29,6 +29,13 @@ namespace libai::wire {
 
 using Bytes = std::vector<std::uint8_t>;
 
+// The job's layer timed at one precision (train.dist.stage_precision prices each).
+struct PrecisionTiming {
+  std::string precision;  // "f32", "bf16", "int8", "q4:32", ...
+  double layer_seconds = 0, layer_step_seconds = 0;
+  bool operator==(const PrecisionTiming&) const = default;
+};
+
 struct DeviceProfile {
   std::string name;  // "cpu:0", "cuda:1"
   double matmul_gflops = 0;
@@ -36,6 +43,7 @@ struct DeviceProfile {
   std::uint64_t free_memory_bytes = 0;
   double layer_seconds = 0;       // one of the job's layers timed on the device; 0: not timed
   double layer_step_seconds = 0;  // its decoding step (model jobs that generate); 0: not timed
+  std::vector<PrecisionTiming> timings;  // that layer per precision a stage may hold
   bool operator==(const DeviceProfile&) const = default;
 };
 

@@ -170,7 +170,10 @@ bool Linear::use_quantized_partial(const Tensor& x) const {
 // Note [Released weights]
 // A quantized layer of a model loaded only to run forward need not keep its f32 weight: the
 // quantized copy is what every packed product reads, and decoding a 1.1 B Llama from Q4_0
-// otherwise holds 4.4 GB of f32 beside 0.6 GB of q4 (bench/RESULTS.md). release_weight()
+// otherwise holds 4.4 GB of f32 beside 0.6 GB of q4 (bench/RESULTS.md). A bf16-packed layer
+// likewise (its panels take single rows too), but for a row-parallel rank's, whose partial
+// product runs unpacked; so a bf16 stage holds half of f32's bytes, as the planner prices it
+// (Note [Precision per pipeline stage] in schedule/precision.h). release_weight()
 // puts a one-element zero viewed at the weight's shape (stride 0) in the parameter's place, so
 // shapes and names stay; from then on a call the packed copy cannot serve (gradients,
 // autocast, inputs that are not f32 on the CPU), packing again, or saving the parameters is an
@@ -186,23 +189,29 @@ int64_t replace_by_placeholder(Tensor& weight) {
   return bytes;
 }
 
+// A bf16 copy serves every f32 CPU forward but a row-parallel rank's (its partial product runs
+// unpacked; Note [Quantized tensor parallelism]), so only a quantized one releases there.
+bool serves_every_forward(const ops::PackedWeight& packed, bool row_parallel) {
+  return packed.quantized() || (packed.defined() && packed.dtype() == DType::bf16 && !row_parallel);
+}
+
 }  // namespace
 
 int64_t Linear::release_weight() {
-  if (released_ || !packed_.quantized()) return 0;
+  if (released_ || !serves_every_forward(packed_, parallel_ == Parallel::row && tp_)) return 0;
   released_ = true;
   return replace_by_placeholder(weight_);
 }
 
 int64_t Embedding::release_weight() {
-  if (released_ || !output_only() || !packed_.quantized()) return 0;
+  if (released_ || !output_only() || !serves_every_forward(packed_, false)) return 0;
   released_ = true;
   return replace_by_placeholder(weight_);
 }
 
 void Linear::check_not_released(const char* what) const {
   LIBAI_CHECK_KIND(Unsupported, !released_, "linear layer: cannot ", what, ": its f32 weight was "
-                   "released after quantizing (LoadOptions::keep_f32_weights false; Note "
+                   "released once packed (LoadOptions::keep_f32_weights false; Note "
                    "[Released weights]): this model runs forward only, without gradients or "
                    "autocast, on f32 CPU inputs");
 }
@@ -270,7 +279,7 @@ Embedding::Embedding(const LayerContext& ctx, int64_t count, int64_t dim,
 
 Tensor Embedding::forward(const Tensor& ids) const {
   LIBAI_CHECK_KIND(Unsupported, !released_, "embedding: an output-only table whose f32 values "
-                   "were released after quantizing (Note [Released weights]) has no rows to look up");
+                   "were released once packed (Note [Released weights]) has no rows to look up");
   if (parallel_ != EmbeddingParallel::vocab || !tp_) return ops::embedding(weight_, ids);
   // Ids outside this rank's rows look up row 0 and are zeroed before the all-reduce.
   const int64_t rows = weight_.size(0);
@@ -336,20 +345,27 @@ bool kept(const std::string& name, bool output, const std::vector<std::string>& 
 // biases, and products outside Linear (attention's). The head is a third of GPT-2 small's
 // weights and as much of a decoded token's bytes, so it is quantized by default; what keeping
 // it (keep: [output]) or the first and last layers would cost and gain is not measured yet.
+bool pack_module(const std::string& name, Module& module, const PackSpec& spec) {
+  auto* linear = dynamic_cast<Linear*>(&module);
+  auto* table = dynamic_cast<Embedding*>(&module);
+  if (!linear && !table) return false;
+  const bool quantize = spec.quantize.kind != ops::Quantization::none &&
+                        !kept(name, table && table->serves_as_output(), spec.keep);
+  try {
+    if (linear) return quantize ? linear->quantize(spec.quantize) : linear->pack(spec.dtype);
+    return quantize ? table->quantize(spec.quantize) : table->pack(spec.dtype);
+  } catch (const InvalidArgument& e) {
+    LIBAI_THROW(InvalidArgument, name.empty() ? std::string("the model") : name, ": ", e.what());
+  }
+}
+
 int pack_for_inference(Module& root, const PackSpec& spec) {
   int packed = 0;
   for (auto& [name, module] : root.named_modules()) {
     auto* linear = dynamic_cast<Linear*>(module);
     auto* table = dynamic_cast<Embedding*>(module);
-    if (!linear && !table) continue;
-    const bool quantize = spec.quantize.kind != ops::Quantization::none &&
-                          !kept(name, table && table->serves_as_output(), spec.keep);
-    try {
-      if (linear) packed += (quantize ? linear->quantize(spec.quantize) : linear->pack(spec.dtype));
-      if (table) packed += (quantize ? table->quantize(spec.quantize) : table->pack(spec.dtype));
-    } catch (const InvalidArgument& e) {
-      LIBAI_THROW(InvalidArgument, name.empty() ? std::string("the model") : name, ": ", e.what());
-    }
+    if ((linear && linear->released()) || (table && table->released())) continue;
+    packed += pack_module(name, *module, spec);
   }
   return packed;
 }
@@ -366,7 +382,7 @@ PackedBytes packed_bytes(Module& root) {
   return out;
 }
 
-int64_t release_quantized_weights(Module& root) {
+int64_t release_packed_weights(Module& root) {
   int64_t bytes = 0;
   for (auto& [name, module] : root.named_modules()) {
     if (auto* linear = dynamic_cast<Linear*>(module)) bytes += linear->release_weight();

@@ -89,10 +89,12 @@ class Linear : public Module {
   void unpack() { packed_ = ops::PackedWeight(); }
   bool packed() const { return packed_.defined(); }
   const ops::PackedWeight& packed_weight() const { return packed_; }
-  // Note [Released weights] in linear.cc: drops the f32 weight of a quantized layer (the
-  // bytes freed; 0 when not quantized or already released).
+  // Note [Released weights] in linear.cc: drops the f32 weight of a quantized or bf16-packed
+  // layer (the bytes freed; 0 when its packed copy does not serve every forward, or already
+  // released).
   int64_t release_weight();
   bool released() const { return released_; }
+  Parallel parallel() const { return parallel_; }
 
  private:
   // t (the weight or the bias) whose shared rows' gradient is summed over shared_.group.
@@ -153,7 +155,7 @@ class Embedding : public Module {
                          const std::string& what);
   void unpack() { packed_ = ops::PackedWeight(); }
   const ops::PackedWeight& packed() const { return packed_; }
-  // Note [Released weights]: an output-only table's f32 values, once quantized.
+  // Note [Released weights]: an output-only table's f32 values, once quantized or bf16-packed.
   int64_t release_weight();
   bool released() const { return released_; }
 
@@ -202,8 +204,13 @@ struct PackSpec {
 
 // Packs every Linear and Embedding under `root` (Note [Packed inference weights]) as `dtype`
 // (f32 or bf16); returns how many weights were packed.
+// A Linear or table whose f32 weight was released (Note [Released weights]) is packed already
+// and skipped.
 int pack_for_inference(Module& root, DType dtype = DType::f32);
 int pack_for_inference(Module& root, const PackSpec& spec);
+// One module as pack_for_inference packs it (`name`: its name under the root, for the keep
+// list and errors); whether it packed. A module that is neither Linear nor Embedding: false.
+bool pack_module(const std::string& name, Module& module, const PackSpec& spec);
 // The name of the weight of the module `name` under a root ("layers.0.mlp.up.weight").
 inline std::string weight_name(const std::string& module) {
   return module.empty() ? "weight" : module + ".weight";
@@ -218,9 +225,9 @@ struct PackedBytes {
 PackedBytes packed_bytes(Module& root);
 // Drops every packed copy under `root`.
 void unpack_weights(Module& root);
-// Note [Released weights]: release_weight() on every quantized Linear under root; the bytes
-// freed. has_released_weights: whether any Linear under root was released.
-int64_t release_quantized_weights(Module& root);
+// Note [Released weights]: release_weight() on every quantized or bf16-packed Linear and output
+// table under root; the bytes freed. has_released_weights: whether any was released.
+int64_t release_packed_weights(Module& root);
 bool has_released_weights(Module& root);
 
 // Hugging Face's names: gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, relu, silu, swish, tanh,

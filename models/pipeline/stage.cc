@@ -122,15 +122,14 @@ std::unique_ptr<PipelineStage> load_stage(const std::filesystem::path& folder,
                                           const StageSpec& spec, const LoadOptions& options) {
   check_load_options(options);
   HfConfig config = HfConfig::load(folder);
-  LayerContext ctx{.device = options.device, .dtype = options.dtype, .tp = options.tp};
-  auto stage = create_stage(config, spec, ctx);
+  auto stage = create_stage(config, spec, load_context(options));
   auto source =
       WeightSource::open(options.weights.empty() ? folder : options.weights, options.format);
   // load_parameters reads only the tensors the stage's own parameters map to. The rest of
   // the checkpoint belongs to the other stages (or to heads no stage runs): not "unexpected".
   WeightMap map = is_libai_layout(source) ? identity_map(*stage) : stage->weight_map();
   map.ignore("");
-  load_parameters(*stage, source, map);
+  load_parameters(*stage, source, map, streaming_packer(*stage, options, source));
   pack_loaded(*stage, options, /*whole=*/false, &source);
   return stage;
 }

@@ -1,6 +1,7 @@
 // The keys follow LiBai's names (configs/common/*.yaml holds their defaults).
 #include "runtime/config/libai_schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <utility>
@@ -67,6 +68,24 @@ Schema train_schema() {
           .key("virtual_pipeline_size",
                count_at_least(1).nullable().doc("null: 1, or the planner's choice under graph.auto_parallel; model chunks (virtual stages) per pipeline rank; more "
                                      "than 1 only with pipeline_schedule interleaved"))
+          .key("stage_precision",
+               Schema::satisfying("auto, or a list of precisions, one per pipeline stage",
+                                  [](const Node& n) {
+                                    if (n.is_list())
+                                      return std::all_of(n.items().begin(), n.items().end(),
+                                                         [](const Node& i) { return i.is_scalar(); });
+                                    return n.kind() == Node::Kind::string && n.as_string() == "auto";
+                                  })
+                   .nullable()
+                   .doc("run and serve jobs: the weights' precision on each pipeline slot's "
+                        "devices (f32, bf16, int8, int8-dynamic, q4, q4:GROUP, q4:GROUP:min), "
+                        "e.g. [bf16, bf16, q4]; auto: the planner gives up the least precision "
+                        "that fits (from stage_precision_choices); null: model.quantize on all"))
+          .key("stage_precision_choices",
+               Schema::list_of(Schema::string())
+                   .nullable()
+                   .doc("stage_precision auto: the precisions to choose from, the most precise "
+                        "first; null: [f32, bf16, int8, q4]"))
           .key("device_speed",
                Schema::list_of(Schema::floating().greater_than(0))
                    .nullable()

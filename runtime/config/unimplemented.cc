@@ -66,6 +66,12 @@ void auto_parallel_not_applied(Problems& problems) {
                        "auto_parallel off");
 }
 
+// Precision per pipeline stage is of inference stages (quantized training is not in scope).
+void stage_precision_not_trained(Problems& problems, const char* why) {
+  for (const char* key : {"train.dist.stage_precision", "train.dist.stage_precision_choices"})
+    problems.add_if_set(key, why);
+}
+
 void inference_job(Problems& problems) {
   if (problems.is_false("graph.enabled"))
     problems.add("graph.enabled",
@@ -101,8 +107,14 @@ void pipeline_chunks(Problems& problems) {
                  "pipeline to interleave); leave it 1");
 }
 
+constexpr const char* kTrainedInF32 =
+    "the weights' precision per pipeline stage is for generate, encode and serve jobs of "
+    "`libai-actor run` and `serve`; training holds its weights in f32 (quantized training is "
+    "not implemented)";
+
 void training(Problems& problems) {
   auto_parallel_not_applied(problems);
+  stage_precision_not_trained(problems, kTrainedInF32);
   pipeline_chunks(problems);
   if (problems.is_true("graph.enabled"))
     problems.add("graph.enabled",
@@ -124,6 +136,7 @@ void training(Problems& problems) {
 
 void graph_training(Problems& problems) {
   pipeline_chunks(problems);
+  stage_precision_not_trained(problems, kTrainedInF32);
   problems.add_if_true("train.amp.enabled",
                        "mixed precision through the training stage actors is not implemented "
                        "yet (set graph.enabled: false for amp)");
@@ -141,6 +154,10 @@ void graph_training(Problems& problems) {
 }
 
 void what_if_plan(Problems& problems) {
+  stage_precision_not_trained(problems,
+                              "the weights' precision per stage is planned from a model's "
+                              "costs (a generate, encode or serve job's model.weights); a what-if "
+                              "plan of train.dist.layer_memory has no precisions to price");
   problems.add_if_true("graph.auto_parallel.enabled",
                        "the layout search needs a model's costs (model.config or model.weights "
                        "for training, model.weights for a generate or encode job); a what-if "

@@ -34,7 +34,9 @@ TEST(Wire, JoinReplyRoundTrips) {
 }
 
 TEST(Wire, DeviceProfileRoundTrips) {
-  const DeviceProfile in{"cpu:1", 104.0, 12.5, 1ull << 33, 0.0021};
+  DeviceProfile in{"cpu:1", 104.0, 12.5, 1ull << 33, 0.0021};
+  EXPECT_EQ(decode<DeviceProfile>(encode(in)), in);
+  in.timings = {{"f32", 0.002, 0.0005}, {"q4:32", 0.001, 0.0001}};
   EXPECT_EQ(decode<DeviceProfile>(encode(in)), in);
 }
 

@@ -136,6 +136,73 @@ TEST(RunCluster, QuantizedGgufGenerationTwoStagesOnTwoNodes) {
   EXPECT_EQ(out["plan"]["weights"], "q4:32");
 }
 
+// Precision per pipeline stage (train.dist.stage_precision auto, choices f32 and q4): three
+// nodes, node 2 with memory for less than one f32 layer and its KV cache but for one in q4;
+// nodes 0 and 1 roomy. All-f32 does not fit, so the plan puts node 2's stage in q4 and keeps
+// the others f32; node 0 sends the choice to the others. The tokens are the same
+// mixed-precision model's in one process: loaded whole, q4 but for the f32 stages' layers (and
+// the head, when it is not on the q4 stage).
+TEST(RunCluster, MixedPrecisionGenerationOverThreeNodesOfUnequalMemory) {
+  Cluster cluster;
+  const fs::path model = random_gpt2(6);
+  const Layout layout{.nodes = 3, .pp = 3, .groups = 3};
+  const std::string config = generate_config(cluster, model, layout);
+  const std::vector<std::string> precision = {"train.dist.stage_precision=auto",
+                                              "train.dist.stage_precision_choices=[f32, q4]"};
+  // Node 2's memory from the plan's own per-layer bytes at both precisions.
+  actors::ConfigJob job(config::load_libai_config(config, precision, {}), layout.nodes);
+  actors::JobShape shape = job.shape();
+  const std::vector<wire::DeviceProfile> any(3, wire::DeviceProfile{"any", 1, 1, 0});
+  shape.slot_precision = {0, 0, 0};
+  const auto f32 = actors::plan_request(shape, any);
+  shape.slot_precision = {1, 1, 1};
+  const auto q4 = actors::plan_request(shape, any);
+  const double f32_layer = f32.slot_weight_bytes[2][0] + f32.num_micro_batches * f32.kv_cache_bytes[0];
+  const double q4_layer = q4.slot_weight_bytes[2][0] + q4.num_micro_batches * q4.kv_cache_bytes[0];
+  const double small = 0.95 * f32_layer;
+  ASSERT_GT(small, 1.5 * q4_layer + q4.slot_head_bytes[2] + q4.slot_embedding_bytes[2]);
+  std::vector<std::string> overrides = precision;
+  overrides.insert(overrides.end(),
+                   {"train.dist.balance=measured",
+                    str_cat("train.cluster.profiles={node2:cpu:0: {free_memory_bytes: ",
+                            std::llround(small), "}}")});
+  launch_nodes(cluster, config, layout.nodes, free_port(), overrides);
+  expect_all_succeed(cluster, layout.nodes);
+  const json out = json::parse(cluster.out(0));
+  ASSERT_EQ(out["plan"]["weights"], "per stage") << out.dump(2);
+  const auto slots = out["plan"]["device_of_stage"].get<std::vector<int>>();
+  const auto stage_of = out["plan"]["stage_of"].get<std::vector<int>>();
+  const auto precisions = out["plan"]["stage_precision"].get<std::vector<std::string>>();
+  ASSERT_EQ(slots.size(), 3u);
+  std::vector<std::string> keep;
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_EQ(precisions[size_t(s)], slots[size_t(s)] == 2 ? "q4:32" : "f32") << "stage " << s;
+    EXPECT_LE(out["plan"]["stage_memory_bytes"][size_t(s)].get<double>(),
+              slots[size_t(s)] == 2 ? small : 1e18);
+    if (slots[size_t(s)] == 2) continue;
+    for (size_t l = 0; l < stage_of.size(); ++l)
+      if (stage_of[l] == s) keep.push_back(str_cat("layers.", l));
+    if (s == 2) keep.push_back("output");
+  }
+  // The whole model's module names of those layers.
+  auto names = models::load_model(model);
+  std::vector<std::string> keep_names;
+  for (const auto& k : keep) {
+    if (k == "output") keep_names.push_back(k);
+    for (const auto& [name, m] : names->named_modules())
+      if (name == k || name.ends_with("." + k)) keep_names.push_back(name);
+  }
+  ASSERT_EQ(keep_names.size(), keep.size());
+  const auto expected = eager_tokens(
+      model, layout.groups,
+      {.pack_weights = true, .quantize = {ops::Quantization::q4}, .quantize_keep = keep_names});
+  ASSERT_EQ(out["sequences"].size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(out["sequences"][i]["token_ids"].get<std::vector<int64_t>>(), expected[i])
+        << "prompt " << i;
+  fs::remove_all(model);
+}
+
 TEST(RunCluster, Gpt2GenerationFourStagesOnFourNodes) {
   expect_generation({.nodes = 4, .pp = 4, .groups = 4}, 4);
 }

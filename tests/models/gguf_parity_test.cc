@@ -251,7 +251,7 @@ TEST(GgufReleasedWeights, QuantizedLoadsKeepOnlyTheirCopies) {
       "released their f32 weights");
   models::unpack_weights(*released);
   expect_error<Unsupported>([&] { (void)logits_of(*released, "llama_q4_0.gguf"); },
-                            "its f32 weight was released after quantizing");
+                            "its f32 weight was released once packed");
 }
 
 class GgufTokenizer : public ::testing::TestWithParam<const char*> {};

@@ -221,6 +221,41 @@ TEST(PackedBf16, GreedyDecodingEqualsUnpackedModel) {
   EXPECT_NEAR(a.at(0).at(0).score, b.at(0).at(0).score, 1e-4);
 }
 
+// Note [Released weights]: a bf16-packed load drops the f32 weights its panels replace (half of
+// f32's bytes held), but a row-parallel rank's, whose partial product reads them; the outputs
+// are those of keeping them, and of one device.
+TEST(PackedBf16, ReleasesTheF32WeightsItsPanelsReplace) {
+  testing::Family gpt2;
+  for (const auto& family : testing::families())
+    if (family.name == "gpt2") gpt2 = family;
+  const auto dir = testing::save_random_model(gpt2);
+  const TensorMap inputs = family_inputs(gpt2);
+  autograd::NoGradGuard no_grad;
+  auto kept = load_model(dir, {.pack_weights = true, .pack_dtype = DType::bf16,
+                               .keep_f32_weights = true});
+  auto released = load_model(dir, {.pack_weights = true, .pack_dtype = DType::bf16});
+  EXPECT_FALSE(has_released_weights(*kept));
+  EXPECT_TRUE(has_released_weights(*released));
+  const Tensor expected = kept->forward(inputs).at("logits");
+  EXPECT_EQ(released->forward(inputs).at("logits").to_vector<float>(), expected.to_vector<float>());
+  std::vector<Tensor> got(2);
+  std::vector<int> released_rows(2, 0), released_columns(2, 0);
+  comm::run_spmd_threads(2, [&](comm::Communicator& c) {
+    std::shared_ptr<comm::Communicator> group(&c, [](comm::Communicator*) {});
+    autograd::NoGradGuard rank_no_grad;
+    auto model = load_model(dir, {.tp = group, .pack_weights = true, .pack_dtype = DType::bf16});
+    for (auto& [name, module] : model->named_modules())
+      if (auto* linear = dynamic_cast<Linear*>(module); linear && linear->released())
+        ++(linear->parallel() == Parallel::row ? released_rows : released_columns)[size_t(c.rank())];
+    got[size_t(c.rank())] = model->forward(inputs).at("logits");
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(released_rows[size_t(r)], 0);
+    EXPECT_GT(released_columns[size_t(r)], 0);
+    EXPECT_LE(testing::relative_error(got[size_t(r)], expected), 1e-5);
+  }
+}
+
 TEST(PackedBf16, RefusesOtherDtypes) {
   EXPECT_THROW(load_model(model_fixture("gpt2"), {.pack_weights = true, .pack_dtype = DType::f16}),
                InvalidArgument);

@@ -20,7 +20,10 @@ namespace {
 using testing::model_fixture;
 using testing::reference_of;
 
-constexpr double kTolerance = 1e-4;  // relative to the reference's max |value|
+// Relative to the reference's max |value|. The t5 fixture's large decoder norm weights (below)
+// amplify f32 rounding: OpenBLAS's AVX2 kernels (a CPU without AVX-512) gave 1.02e-4 on its
+// logits, its AVX-512 ones under 1e-4.
+constexpr double kTolerance = 2e-4;
 // Cached decoding sums in another order than the reference's full forward; the t5 fixture's
 // large decoder norm weights (about 15, so that greedy decoding does not collapse) amplify
 // that f32 rounding to about 2e-4.
