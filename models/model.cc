@@ -133,10 +133,11 @@ std::vector<std::string> stored_f32_layers(Module& module, const WeightSource& s
 }
 
 void release_packed(Module& module, const LoadOptions& options) {
-  // The pool would keep the released blocks for tensors of their sizes, which inference never
-  // asks for again: they go back to the system.
-  if (!options.keep_f32_weights && release_packed_weights(module) > 0)
-    cpu_allocator().empty_cache();
+  // The pool would keep the released blocks (and a streaming load's temporaries) for tensors
+  // of their sizes, which inference never asks for again: they go back to the system.
+  if (options.keep_f32_weights) return;
+  release_packed_weights(module);
+  cpu_allocator().empty_cache();
 }
 
 }  // namespace
@@ -193,8 +194,8 @@ void pack_loaded(Module& module, const LoadOptions& options, bool whole,
 // any of it: a 1.1 B Llama from Q4_0 peaked at 6 GB to end at 1.3 GB. Now its parameters are
 // created uninitialized, so that no page of a weight is touched before its values are read,
 // and load_parameters calls back after each parameter: a Linear whose weight has just been
-// read is packed as pack_for_inference would pack it (its keep entry, its group checks) and
-// released at once, and the freed block goes back to the system (the pool would keep it).
+// read (or an untied head's table) is packed as pack_for_inference would pack it (its keep
+// entry, its group checks) and released at once, and the freed block goes back to the system (the pool would keep it).
 // The load then holds the packed copies, what stays f32 (embeddings, norms, biases, kept
 // layers) and one layer's f32 weight at a time. Output tables, kept layers and the rest are
 // packed after the load, as before; pack_for_inference skips what is packed already. A
@@ -214,18 +215,26 @@ std::function<void(const ParameterInfo&)> streaming_packer(Module& module, const
       !(quantized || options.pack_dtype == DType::bf16) || !options.device.is_cpu() ||
       options.dtype != DType::f32)
     return {};
-  auto linears = std::make_shared<std::map<std::string, std::pair<std::string, Linear*>>>();
-  for (auto& [name, m] : module.named_modules())
-    if (auto* linear = dynamic_cast<Linear*>(m)) (*linears)[weight_name(name)] = {name, linear};
+  // Linear layers, and output-only tables (an untied head, never looked up): what releases.
+  auto packed = std::make_shared<std::map<std::string, std::pair<std::string, Module*>>>();
+  for (auto& [name, m] : module.named_modules()) {
+    auto* table = dynamic_cast<Embedding*>(m);
+    if (dynamic_cast<Linear*>(m) || (table && table->output_only()))
+      (*packed)[weight_name(name)] = {name, m};
+  }
   const PackSpec spec{.dtype = options.pack_dtype,
                       .quantize = options.quantize,
-                      .keep = options.quantize_keep};
-  return [linears, spec](const ParameterInfo& info) {
-    const auto it = linears->find(info.name);
-    if (it == linears->end()) return;
-    auto& [name, linear] = it->second;
-    if (pack_module(name, *linear, spec) && linear->release_weight() > 0)
-      cpu_allocator().empty_cache();
+                      .keep = options.quantize_keep,
+                      .releasing = true};
+  return [packed, spec](const ParameterInfo& info) {
+    const auto it = packed->find(info.name);
+    if (it == packed->end()) return;
+    auto& [name, m] = it->second;
+    if (!pack_module(name, *m, spec)) return;
+    auto* linear = dynamic_cast<Linear*>(m);
+    const int64_t freed = linear ? linear->release_weight()
+                                 : dynamic_cast<Embedding*>(m)->release_weight();
+    if (freed > 0) cpu_allocator().empty_cache();
   };
 }
 

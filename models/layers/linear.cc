@@ -122,7 +122,7 @@ bool Linear::pack(DType dtype) {
   return true;
 }
 
-bool Linear::quantize(const ops::QuantSpec& spec) {
+bool Linear::quantize(const ops::QuantSpec& spec, bool replace_values) {
   check_not_released("quantize");
   if (!ops::packable(weight_)) return false;
   // A row-parallel rank holds a block of the inputs: its q4 groups must be whole ones, so that
@@ -134,7 +134,7 @@ bool Linear::quantize(const ops::QuantSpec& spec) {
                      local, " of the ", whole, " inputs (a multiple of the group is needed)");
   }
   packed_ = ops::pack_weight(weight_, spec);
-  if (packed_.quantized()) {
+  if (packed_.quantized() && replace_values) {
     autograd::NoGradGuard no_grad;
     weight_.copy_from(ops::dequantized(packed_));  // in place: the copy's source stays valid
   }
@@ -352,7 +352,8 @@ bool pack_module(const std::string& name, Module& module, const PackSpec& spec) 
   const bool quantize = spec.quantize.kind != ops::Quantization::none &&
                         !kept(name, table && table->serves_as_output(), spec.keep);
   try {
-    if (linear) return quantize ? linear->quantize(spec.quantize) : linear->pack(spec.dtype);
+    if (linear)
+      return quantize ? linear->quantize(spec.quantize, !spec.releasing) : linear->pack(spec.dtype);
     return quantize ? table->quantize(spec.quantize) : table->pack(spec.dtype);
   } catch (const InvalidArgument& e) {
     LIBAI_THROW(InvalidArgument, name.empty() ? std::string("the model") : name, ": ", e.what());

@@ -80,7 +80,9 @@ class Linear : public Module {
   bool pack(DType dtype = DType::f32);
   // The quantized copy (Note [Packed inference weights]); false for a weight that is not a CPU
   // f32 matrix. InvalidArgument for a q4 group that does not divide the input width.
-  bool quantize(const ops::QuantSpec& spec);
+  // `replace_values` false: the f32 weight keeps its values, for a caller that releases it
+  // at once (Note [Streaming packed loads]).
+  bool quantize(const ops::QuantSpec& spec, bool replace_values = true);
   // The quantized copy from a checkpoint's stored values (Note [Quantized checkpoints] in
   // ops/packed_linear.h), the weight already holding their dequantisation: nothing is
   // requantized. `what` names the tensor in errors.
@@ -200,6 +202,9 @@ struct PackSpec {
   DType dtype = DType::f32;
   ops::QuantSpec quantize;
   std::vector<std::string> keep;
+  // The f32 weights are released right after (Note [Streaming packed loads]): a quantized
+  // Linear's are not first replaced by their dequantised values.
+  bool releasing = false;
 };
 
 // Packs every Linear and Embedding under `root` (Note [Packed inference weights]) as `dtype`

@@ -397,6 +397,7 @@ Tensor GgufFile::tensor_f32(const std::string& name) const {
   int64_t n = 1;
   for (int64_t d : t.shape) n *= d;
   dequantize_row(t.type, state_->region.data + t.offset, out.data<float>(), n);
+  drop_pages(state_->region, size_t(t.offset), size_t(t.bytes));  // read once: not kept resident
   return out;
 }
 

@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <new>
 
@@ -54,6 +56,7 @@ ByteRegion map_file(const std::string& path) {
     mapping->address = address;
     mapping->length = region.size;
     region.data = static_cast<const uint8_t*>(address);
+    region.file_backed = true;
   } else {
     ::close(fd);
     static const uint8_t kEmpty = 0;
@@ -61,6 +64,15 @@ ByteRegion map_file(const std::string& path) {
   }
   region.owner = std::move(mapping);
   return region;
+}
+
+void drop_pages(const ByteRegion& region, size_t offset, size_t bytes) {
+  if (!region.file_backed || bytes == 0 || offset >= region.size) return;
+  static const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(region.data) + offset;
+  const uintptr_t end = begin + std::min(bytes, region.size - offset);
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 ByteRegion copy_bytes(const void* data, size_t size, std::string name) {

@@ -22,9 +22,14 @@ struct ByteRegion {
   size_t size = 0;
   std::shared_ptr<void> owner;  // keeps `data` valid (the mapping or the owned buffer)
   std::string name;             // the path, for error messages
+  bool file_backed = false;     // a private mapping of a file (map_file), read only by use
 };
 
 ByteRegion map_file(const std::string& path);
+// Drops the resident pages of [offset, offset + bytes) of a file-backed region, once read:
+// they are clean and come back from the file if touched again, so that reading a large file
+// tensor by tensor never keeps it all resident. Nothing for a region that owns its bytes.
+void drop_pages(const ByteRegion& region, size_t offset, size_t bytes);
 // Copies `size` bytes into a 64-byte aligned buffer owned by the region.
 ByteRegion copy_bytes(const void* data, size_t size, std::string name);
 
