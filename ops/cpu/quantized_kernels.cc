@@ -328,11 +328,54 @@ __attribute__((target("avx512f"))) void widen_panel_avx512(const QuantizedMatrix
     }
   }
 }
+
+// AVX2: the same, 48 columns as 6 vectors of 8 (a CPU without AVX-512 otherwise widened every
+// panel of a product of several rows value by value: a 1.1B Llama's 8-token prefill took 5 s).
+__attribute__((target("avx2,fma,f16c"))) void widen_panel_avx2(const QuantizedMatrix& b,
+                                                                int64_t p, float* dst) {
+  if (b.format == QuantFormat::int8) {
+    const auto* src = reinterpret_cast<const __m256i*>(b.panel(p));
+    __m256 scale[6];
+    for (int c = 0; c < 6; ++c) scale[c] = _mm256_loadu_ps(b.scales.data() + p * kPanel + 8 * c);
+    for (int64_t q = 0; q < b.quads(); ++q, src += 6) {
+      for (int c = 0; c < 6; ++c) {
+        const __m256i v = _mm256_loadu_si256(src + c);
+        const __m256 w[4] = {lane_byte8<0>(v), lane_byte8<1>(v), lane_byte8<2>(v),
+                             lane_byte8<3>(v)};
+        for (int t = 0; t < 4 && 4 * q + t < b.k; ++t)
+          _mm256_store_ps(dst + (4 * q + t) * kPanel + 8 * c, _mm256_mul_ps(w[t], scale[c]));
+      }
+    }
+    return;
+  }
+  const __m256i low_nibble = _mm256_set1_epi32(15);
+  for (int64_t g = 0; g < b.groups(); ++g) {
+    const uint8_t* block = b.panel(p) + g * b.group_bytes();
+    const uint16_t* scales = group_scales(b, block);
+    for (int c = 0; c < 6; ++c) {
+      const __m256 d =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 8 * c)));
+      const __m256 m = b.has_min ? _mm256_cvtph_ps(_mm_loadu_si128(
+                                       reinterpret_cast<const __m128i*>(scales + kPanel + 8 * c)))
+                                 : _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));
+      for (int64_t i = 0; i < b.group / 2; ++i) {
+        const __m256i x = _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + i * kPanel + 8 * c)));
+        float* row = dst + (g * b.group + 2 * i) * kPanel + 8 * c;
+        _mm256_store_ps(row, _mm256_fmadd_ps(
+                                 d, _mm256_cvtepi32_ps(_mm256_and_si256(x, low_nibble)), m));
+        _mm256_store_ps(row + kPanel,
+                        _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_srli_epi32(x, 4)), m));
+      }
+    }
+  }
+}
 #endif
 
 void widen_panel(PackedKernel kernel, const QuantizedMatrix& b, int64_t p, float* dst) {
 #if defined(__x86_64__)
   if (kernel == PackedKernel::avx512) return widen_panel_avx512(b, p, dst);
+  if (kernel == PackedKernel::avx2) return widen_panel_avx2(b, p, dst);
 #endif
   widen_panel_portable(b, p, dst);
 }
