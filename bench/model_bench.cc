@@ -15,6 +15,8 @@
 // encode:  pipelines::embed (tokenise, encoder, mean pooling, L2 norm) over every line of
 //          --texts in batches of --encode-batch, longest first (--encode-in-order: batches
 //          in file order, to measure what the length sort gains); sentences/s = lines / median.
+// Every line also gives load_s, load_peak_rss_mb and loaded_rss_mb (VmHWM and VmRSS right
+// after the load: the load's peak, what the model holds) and peak_rss_mb (at the end).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>

@@ -6,6 +6,7 @@ included), timed as bench/peer_models.py times; one JSON line like model_bench's
 """
 import argparse
 import os
+import resource
 import sys
 import time
 
@@ -30,6 +31,7 @@ def main():
     llm = llama_cpp.Llama(model_path=a.model, n_threads=a.threads, n_threads_batch=a.threads,
                           n_ctx=256, n_batch=64, logits_all=True, verbose=False)
     load_s = time.perf_counter() - t0
+    load_peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
     vocab = llm.n_vocab()
     prompt = [t % vocab for t in peer_models.PROMPT]
     out = []
@@ -45,7 +47,9 @@ def main():
         out[:] = tokens
 
     seconds = peer_models.time_reps(a, "decode", a.new_tokens, "tok", step)
-    extra = {"first_tokens": out[:8], "tokens": out, "llama_cpp_python": llama_cpp.__version__}
+    extra = {"first_tokens": out[:8], "tokens": out, "llama_cpp_python": llama_cpp.__version__,
+             "load_peak_rss_mb": load_peak_rss_mb,
+             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6}
     peer_models.print_result(a, {"batch": 1, "prompt": len(prompt), "new_tokens": a.new_tokens}, seconds,
                              a.new_tokens, "tokens_per_s", load_s, extra, impl="llama.cpp")
 

@@ -27,7 +27,10 @@ import statistics
 import sys
 import time
 
-import torch
+try:
+    import torch
+except ImportError:  # peer_llama_cpp.py needs only the timing helpers
+    torch = None
 
 # "The quick brown fox jumps over the lazy" in GPT-2's vocabulary (as in model_bench.cc).
 PROMPT = [464, 2068, 7586, 21831, 18045, 625, 262, 16931]
@@ -62,7 +65,7 @@ CPU_SECONDS = []  # process CPU seconds of the timed reps (all threads)
 
 
 def print_result(args, shape, seconds, units_per_rep, rate_name, load_s, extra, impl="torch"):
-    row = {"impl": impl, "mode": args.mode, **shape, "dtype": args.dtype, "threads": torch.get_num_threads(),
+    row = {"impl": impl, "mode": args.mode, **shape, "dtype": args.dtype, "threads": torch.get_num_threads() if torch else args.threads,
            "reps": args.reps, "median_ms": statistics.median(seconds) * 1e3,
            "min_ms": min(seconds) * 1e3, "max_ms": max(seconds) * 1e3,
            "cpu_ms": statistics.median(CPU_SECONDS) * 1e3,
