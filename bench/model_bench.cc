@@ -22,7 +22,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <string>
@@ -31,6 +30,7 @@
 #include "models/generation/generate.h"
 #include "models/layers/linear.h"
 #include "models/model.h"
+#include "runtime/memory_stats.h"
 #include "models/pipelines/pipelines.h"
 #include "ops/ops.h"
 #include "runtime/autograd.h"
@@ -107,13 +107,7 @@ struct Options {
 
 // The process's peak RSS and its RSS, in MB (/proc/self/status VmHWM, VmRSS), read right
 // after the model loaded (Note [Streaming packed loads]: the load's peak).
-double status_mb(const char* field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(field, 0) == 0) return double(std::stoll(line.substr(std::strlen(field)))) * 1024.0 / 1e6;
-  return -1;
-}
+double status_mb(const char* field) { return double(process_status_kb(field)) * 1024.0 / 1e6; }
 double g_load_peak_rss_mb = 0, g_loaded_rss_mb = 0;
 double loaded_seconds(Clock::time_point t0) {
   const double s = seconds_since(t0);

@@ -20,6 +20,7 @@
 #include "ops/ops.h"
 #include "runtime/autograd.h"
 #include "runtime/comm/spmd.h"
+#include "runtime/memory_stats.h"
 #include "runtime/threads.h"
 #include <thread>
 
@@ -31,17 +32,6 @@ namespace {
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-
-int64_t status_kb(const char* field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(std::strlen(field)));
-  return -1;
-}
-
-// Resets VmHWM to the current RSS (Linux >= 4.0), so a forked child measures its own peak.
-void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
 void make_gpt2(const fs::path& dir, int layers, int hidden, int heads, int vocab) {
   fs::create_directories(dir);
@@ -72,14 +62,14 @@ void load_ranks(const fs::path& dir, int tp) {
   const auto file_bytes = fs::file_size(dir / "model.safetensors");
   comm::run_spmd_processes(tp, [&](comm::Communicator& c) {
     std::shared_ptr<comm::Communicator> group(&c, [](comm::Communicator*) {});
-    reset_peak();
-    const int64_t base_kb = status_kb("VmRSS:");
+    reset_process_peak_rss();
+    const int64_t base_kb = process_status_kb("VmRSS:");
     const double start = now();
     auto model = models::load_model(dir, {.tp = group});
     const double load_s = now() - start;
     int64_t shard = 0;
     for (auto& [name, t] : model->named_parameters()) shard += int64_t(t->nbytes());
-    const int64_t peak_kb = status_kb("VmHWM:");
+    const int64_t peak_kb = process_status_kb("VmHWM:");
     const double peak = double(peak_kb - base_kb) * 1024.0;
     std::printf(
         "{\"rank\": %d, \"tp\": %d, \"file_mb\": %.1f, \"shard_mb\": %.1f, \"peak_rss_growth_mb\": %.1f, "

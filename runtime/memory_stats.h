@@ -8,8 +8,14 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace libai {
+
+// A field of /proc/self/status in kB ("VmRSS:", "VmHWM:" the peak); -1 where it is absent.
+int64_t process_status_kb(const char* field);
+// Restarts the peak RSS (VmHWM) from the current RSS (/proc/self/clear_refs, Linux >= 4.0).
+void reset_process_peak_rss();
 
 size_t cpu_requested_bytes();       // live now
 size_t cpu_requested_peak_bytes();  // the most live since the last reset

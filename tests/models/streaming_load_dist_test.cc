@@ -5,7 +5,6 @@
 // weights, which must hold them all: the measurement sees the difference.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <fstream>
 #include <random>
 
@@ -14,20 +13,13 @@
 #include "models/convert.h"
 #include "models/layers/linear.h"
 #include "models/model.h"
+#include "runtime/memory_stats.h"
 #include "tests/common/child_process.h"
 
 namespace libai::models {
 namespace {
 
 namespace fs = std::filesystem;
-
-int64_t status_kb(const char* field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(std::strlen(field)));
-  return -1;
-}
 
 // A GPT-2 of 6 layers of width 512 (75 MB of f32 Linear weights), random normal weights.
 void write_gpt2(const fs::path& dir) {
@@ -53,10 +45,10 @@ std::pair<double, double> load_peak_mb(const fs::path& dir, const LoadOptions& o
   const fs::path out = dir / "peak.txt";
   fs::remove(out);
   const int status = testing::run_in_child([&] {
-    std::ofstream("/proc/self/clear_refs") << "5";  // VmHWM restarts at the current RSS
-    const int64_t base = status_kb("VmRSS:");
+    reset_process_peak_rss();
+    const int64_t base = process_status_kb("VmRSS:");
     auto model = load_model(dir, options);
-    const int64_t peak = status_kb("VmHWM:");
+    const int64_t peak = process_status_kb("VmHWM:");
     double linear = 0;
     for (auto& [name, m] : model->named_modules())
       if (auto* l = dynamic_cast<Linear*>(m)) linear += double(l->weight().numel()) * 4;

@@ -10,6 +10,7 @@
 
 #include "runtime/error.h"
 #include "tests/schedule/error_of.h"
+#include "tests/schedule/every_split.h"
 
 namespace libai::schedule {
 namespace {
@@ -129,40 +130,25 @@ TEST(Precision, AutoAgainstEveryChoiceOrderAndSplit) {
     // Reference: per choice, the best bottleneck over orders and splits within memory.
     auto reference = [&](const std::vector<int>& choice) {
       const PlanRequest r = mix_precisions(by, choice);
-      std::vector<int> order(static_cast<size_t>(pp));
-      std::iota(order.begin(), order.end(), 0);
-      double best = std::numeric_limits<double>::infinity();
-      std::vector<int> cut(size_t(pp) + 1, 0);
-      std::function<void(int)> go = [&](int s) {
-        if (s == pp) {
-          if (cut[size_t(pp)] != L) return;
-          double worst = 0;
-          for (int k = 0; k < pp; ++k) {
-            const int slot = order[size_t(k)];
-            const double later = r.num_steps - 1;
-            double t = k == 0 ? r.embedding.time[size_t(slot)] * r.num_steps : 0.0;
-            if (k == pp - 1) t += r.head.time[size_t(slot)] * r.num_steps;
-            double m = (k == 0 ? r.slot_embedding_bytes[size_t(slot)] : 0.0) +
-                       (k == pp - 1 ? r.slot_head_bytes[size_t(slot)] : 0.0);
-            for (int l = cut[size_t(k)]; l < cut[size_t(k) + 1]; ++l) {
-              t += r.layer_time[size_t(slot)][size_t(l)] * (1 + later);
-              m += r.slot_weight_bytes[size_t(slot)][size_t(l)] +
-                   r.num_micro_batches * r.kv_cache_bytes[size_t(l)];
-            }
-            if (caps[size_t(slot)] > 0 && m > caps[size_t(slot)] * (1 + 1e-12)) return;
-            worst = std::max(worst, t);
+      return testing::best_over_orders_and_splits(pp, L, [&](const auto& order, const auto& cut) {
+        double worst = 0;
+        for (int k = 0; k < pp; ++k) {
+          const int slot = order[size_t(k)];
+          double t = k == 0 ? r.embedding.time[size_t(slot)] * r.num_steps : 0.0;
+          if (k == pp - 1) t += r.head.time[size_t(slot)] * r.num_steps;
+          double m = (k == 0 ? r.slot_embedding_bytes[size_t(slot)] : 0.0) +
+                     (k == pp - 1 ? r.slot_head_bytes[size_t(slot)] : 0.0);
+          for (int l = cut[size_t(k)]; l < cut[size_t(k) + 1]; ++l) {
+            t += r.layer_time[size_t(slot)][size_t(l)] * r.num_steps;
+            m += r.slot_weight_bytes[size_t(slot)][size_t(l)] +
+                 r.num_micro_batches * r.kv_cache_bytes[size_t(l)];
           }
-          best = std::min(best, worst);
-          return;
+          if (caps[size_t(slot)] > 0 && m > caps[size_t(slot)] * (1 + 1e-12))
+            return std::numeric_limits<double>::infinity();
+          worst = std::max(worst, t);
         }
-        for (int to = cut[size_t(s)] + 1; to <= L; ++to) {
-          cut[size_t(s) + 1] = to;
-          go(s + 1);
-        }
-      };
-      do go(0);
-      while (std::next_permutation(order.begin(), order.end()));
-      return best;
+        return worst;
+      });
     };
     struct Candidate {
       std::vector<int> choice;
@@ -199,8 +185,8 @@ TEST(Precision, AutoAgainstEveryChoiceOrderAndSplit) {
     given_up += best.steps_given_up > 0;
     for (const Candidate& other : fitting_choices) {
       EXPECT_LE(best.steps_given_up, other.steps) << "trial " << trial;
-      if (other.steps == best.steps_given_up)
-        EXPECT_LE(best.plan.timeline.step_time, other.step_time) << "trial " << trial;
+      if (other.steps != best.steps_given_up) continue;
+      EXPECT_LE(best.plan.timeline.step_time, other.step_time) << "trial " << trial;
     }
   }
   EXPECT_GT(fitting, 30);
