@@ -356,6 +356,36 @@ TEST_F(Cli, PlanOfAModelJobInSecondsAndBytes) {
       << r.out;
 }
 
+// train.dist.stage_precision auto over [f32, int8]: node 1 (150 000 bytes) holds neither an f32
+// layer with its KV cache (100 432 bytes) and the f32 head (96 960) nor the embedding (108 864)
+// with any layer, but an int8 layer (19 348 + 23 040) and the int8 head (24 240 + 96 x 4 / 4):
+// the plan puts node 1 last in int8 and prints each stage's precision; with 60 000 bytes
+// nothing fits, which is one error naming the choices.
+TEST_F(Cli, PlanOfPrecisionsPerStage) {
+  auto config = [&](int64_t small) {
+    return job_config(
+        scratch_, kGpt2Job,
+        "{pipeline_parallel_size: 2, balance: measured, stage_precision: auto, "
+        "stage_precision_choices: [f32, int8]}",
+        "{profiles: {node0:cpu:0: {matmul_gflops: 1, memory_bandwidth_gbs: 1, free_memory_bytes: "
+        "1e9}, node1:cpu:0: {matmul_gflops: 1, memory_bandwidth_gbs: 1, free_memory_bytes: " +
+            std::to_string(small) + "}}}");
+  };
+  const Result r = run("plan '" + config(150000) + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* text : {"weights per stage", "stage 0: layers 0-0 (1), node0:cpu:0",
+                           "stage 1: layers 1-1 (1), node1:cpu:0"})
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << "\nin:\n" << r.out;
+  EXPECT_NE(r.out.find(", weights f32, 1 input slot"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", weights int8, 2 input slots"), std::string::npos) << r.out;
+  const Result none = run("plan '" + config(60000) + "'");
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.err.find("train.dist.stage_precision auto: no choice of precisions per stage (of "
+                          "f32, int8) fits"),
+            std::string::npos)
+      << none.err;
+}
+
 // `plan` and `run` compile the same request: the same split and the same predicted time, for
 // synthetic stages (8 layers of 1 ms on the device of 100 GFLOP/s, 4 ms on the one of 25: the
 // fast one takes 7, 2 micro-batches take 7 + 4 + 7 = 18 ms) and for the GPT-2 fixture.
