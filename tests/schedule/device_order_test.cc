@@ -41,6 +41,28 @@ double brute_force(const DeviceCosts& c) {
   });
 }
 
+// The search against brute_force on `c`: the optimum's bottleneck, the reported split
+// evaluated from scratch on the reported order, within every device's memory; or one error
+// when nothing fits. Whether it fit.
+bool expect_optimal(const DeviceCosts& c, int trial) {
+  const double expected = brute_force(c);
+  if (std::isinf(expected)) {
+    EXPECT_THROW(balanced_partition_over_orders(c), InvalidArgument) << "trial " << trial;
+    return false;
+  }
+  const OrderedPartition best = balanced_partition_over_orders(c);
+  EXPECT_NEAR(best.partition.bottleneck, expected, 1e-9) << "trial " << trial;
+  const CostModel cost = cost_model_for(c, best.order);
+  const Partition again = evaluate(cost, best.partition.stage_of);
+  EXPECT_NEAR(again.bottleneck, expected, 1e-9) << "trial " << trial;
+  for (int s = 0; s < c.num_devices(); ++s) {
+    if (cost.memory_cap[size_t(s)] <= 0) continue;
+    EXPECT_LE(again.stage_memory[size_t(s)], cost.memory_cap[size_t(s)] * (1 + 1e-12))
+        << "trial " << trial << " stage " << s;
+  }
+  return true;
+}
+
 TEST(DeviceOrder, ExactAgainstEveryOrderAndSplit) {
   std::mt19937 rng(17);
   std::uniform_real_distribution<double> time(0.2, 2.0), mem(1.0, 3.0);
@@ -69,17 +91,7 @@ TEST(DeviceOrder, ExactAgainstEveryOrderAndSplit) {
       c.layer_memory.push_back(mem(rng));
       c.layer_activation_memory.push_back(mem(rng) / 4);
     }
-    const double expected = brute_force(c);
-    if (std::isinf(expected)) {
-      EXPECT_THROW(balanced_partition_over_orders(c), InvalidArgument) << "trial " << trial;
-      continue;
-    }
-    ++fitting;
-    const OrderedPartition best = balanced_partition_over_orders(c);
-    EXPECT_NEAR(best.partition.bottleneck, expected, 1e-9) << "trial " << trial;
-    // The reported split, evaluated from scratch on the reported order.
-    const Partition again = evaluate(cost_model_for(c, best.order), best.partition.stage_of);
-    EXPECT_NEAR(again.bottleneck, expected, 1e-9);
+    fitting += expect_optimal(c, trial);
   }
   EXPECT_GT(fitting, 40);
 }
@@ -123,22 +135,7 @@ TEST(DeviceOrder, ExactWithWeightsPerDevice) {
     }
     mixed += std::any_of(precision.begin(), precision.end(),
                          [&](int p) { return p != precision[0]; });
-    const double expected = brute_force(c);
-    if (std::isinf(expected)) {
-      EXPECT_THROW(balanced_partition_over_orders(c), InvalidArgument) << "trial " << trial;
-      continue;
-    }
-    ++fitting;
-    const OrderedPartition best = balanced_partition_over_orders(c);
-    EXPECT_NEAR(best.partition.bottleneck, expected, 1e-9) << "trial " << trial;
-    const CostModel cost = cost_model_for(c, best.order);
-    const Partition again = evaluate(cost, best.partition.stage_of);
-    EXPECT_NEAR(again.bottleneck, expected, 1e-9);
-    for (int s = 0; s < D; ++s) {
-      if (cost.memory_cap[size_t(s)] <= 0) continue;
-      EXPECT_LE(again.stage_memory[size_t(s)], cost.memory_cap[size_t(s)] * (1 + 1e-12))
-          << "trial " << trial << " stage " << s;
-    }
+    fitting += expect_optimal(c, trial);
   }
   EXPECT_GT(fitting, 40);
   EXPECT_GT(mixed, 60);
