@@ -81,11 +81,7 @@ void ConfigJob::read(const config::Config& cfg) {
               slowdown_.size(), " entries but the cluster has ", devices, " devices");
   check_profile_names();
 
-  if (kind_ == JobKind::synthetic)
-    for (const char* key : {"train.dist.stage_precision", "train.dist.stage_precision_choices"})
-      if (const config::Node* set = cfg.root().find_path(key); set && !set->is_null())
-        LIBAI_THROW(InvalidArgument, set->describe(), ": synthetic stages hold no weights; ", key,
-                    " is for generate, encode and serve jobs of a model");
+  read_stage_precision(cfg);
   if (training_) {
     read_synthetic_training(cfg);
   } else if (kind_ == JobKind::synthetic) {
@@ -104,7 +100,6 @@ void ConfigJob::read(const config::Config& cfg) {
     quantize_ = ops::parse_quantization(cfg.get_or<std::string>("model.quantize", "none"),
                                         "model.quantize");
     quantize_keep_ = cfg.get_or<std::vector<std::string>>("model.quantize_keep", {});
-    read_stage_precision(cfg);
     LIBAI_CHECK(quantize_.kind != ops::Quantization::none || !precisions_.empty() ||
                     quantize_keep_.empty(),
                 "model.quantize_keep is set but model.quantize is none");
@@ -163,68 +158,6 @@ void ConfigJob::read(const config::Config& cfg) {
               num_layers_, " layers of the model");
   LIBAI_CHECK(num_groups_ >= dp_, "the job has ", num_groups_,
               " groups of work but train.dist.data_parallel_size is ", dp_);
-}
-
-// train.dist.stage_precision (Note [Precision per pipeline stage] in schedule/precision.h):
-// entry k is pipeline slot k's precision (device (replica x pp + k) x tp + rank: with one
-// device a node and no data or tensor parallelism, node k's), or `auto`, chosen on node 0 from
-// stage_precision_choices. It replaces model.quantize, which must then be none.
-void ConfigJob::read_stage_precision(const config::Config& cfg) {
-  precisions_.clear();
-  slot_precision_.clear();
-  const config::Node* given = cfg.root().find_path("train.dist.stage_precision");
-  const config::Node* choices = cfg.root().find_path("train.dist.stage_precision_choices");
-  const bool set = given != nullptr && !given->is_null();
-  const bool automatic = set && given->kind() == config::Node::Kind::string;
-  LIBAI_CHECK(automatic || choices == nullptr || choices->is_null(), choices->describe(),
-              ": stage_precision_choices is read with train.dist.stage_precision: auto only");
-  if (!set) return;
-  LIBAI_CHECK(quantize_.kind == ops::Quantization::none, given->describe(),
-              ": set model.quantize or train.dist.stage_precision, not both (model.quantize is ",
-              ops::quantization_name(quantize_), ")");
-  LIBAI_CHECK(!searching_, given->describe(),
-              ": graph.auto_parallel with precisions per stage is not implemented (the search "
-              "prices one precision); set the layout, or leave stage_precision null");
-  auto index_of = [&](const ops::WeightPrecision& p) {
-    const auto at = std::find(precisions_.begin(), precisions_.end(), p);
-    if (at != precisions_.end()) return int(at - precisions_.begin());
-    precisions_.push_back(p);
-    return int(precisions_.size()) - 1;
-  };
-  if (!automatic) {
-    LIBAI_CHECK(int(given->items().size()) == pp_, given->describe(), ": ", given->items().size(),
-                " precisions for train.dist.pipeline_parallel_size ", pp_,
-                " (one per pipeline slot)");
-    for (const config::Node& item : given->items())
-      slot_precision_.push_back(
-          index_of(ops::parse_weight_precision(item.as_string(), item.describe())));
-    return;
-  }
-  std::vector<std::string> names = {"f32", "bf16", "int8", "q4"};
-  if (choices != nullptr && !choices->is_null()) {
-    names.clear();
-    for (const config::Node& item : choices->items()) names.push_back(item.as_string());
-    LIBAI_CHECK(!names.empty(), choices->describe(), ": no precisions to choose from");
-  }
-  for (size_t i = 0; i < names.size(); ++i) {
-    const auto p = ops::parse_weight_precision(names[i], str_cat("train.dist.stage_precision_choices[", i, "]"));
-    LIBAI_CHECK(std::find(precisions_.begin(), precisions_.end(), p) == precisions_.end(),
-                "train.dist.stage_precision_choices[", i, "]: '", names[i], "' is listed twice");
-    index_of(p);
-  }
-}
-
-std::vector<ops::WeightPrecision> ConfigJob::precision_of_stages(
-    const wire::Assignment& assignment) const {
-  if (precisions_.empty()) return {};
-  LIBAI_CHECK(int(slot_precision_.size()) == pp_,
-              "train.dist.stage_precision auto: node 0 has not chosen the precisions");
-  std::vector<ops::WeightPrecision> out;
-  for (int s = 0; s < pp_; ++s) {
-    const int slot = assignment.device_of_stage.empty() ? s : int(assignment.device_of_stage[size_t(s)]);
-    out.push_back(precisions_[size_t(slot_precision_[size_t(slot)])]);
-  }
-  return out;
 }
 
 // Note [Serve jobs]: `job._target_: serve` is a generate job without prompts: node 0 runs a
@@ -430,19 +363,7 @@ void ConfigJob::plan(wire::Assignment& assignment) {
   // Measured when the cluster formed, unless the config fixes them.
   if (!shape_->local_hop_seconds) shape_->local_hop_seconds = assignment.local_hop_seconds;
   if (!shape_->remote_hop_seconds) shape_->remote_hop_seconds = assignment.remote_hop_seconds;
-  if (shape_->mixed_precision() && shape_->slot_precision.empty()) {
-    // stage_precision auto: chosen here, and sent to the other nodes as a list in the config.
-    resolve_stage_precision(*shape_, assignment.devices);
-    slot_precision_ = shape_->slot_precision;
-    std::string names;
-    for (int index : slot_precision_)
-      names += str_cat(names.empty() ? "" : ", ", "\"",
-                       ops::weight_precision_name(precisions_[size_t(index)]), "\"");
-    logger("run")->info("train.dist.stage_precision auto: [{}]", names);
-    cfg_.apply_override("+train.dist.stage_precision=[" + names + "]");
-    cfg_.apply_override("+train.dist.stage_precision_choices=null");
-    assignment.config_yaml = cfg_.to_yaml();
-  }
+  choose_stage_precision(assignment);
   plan_ = compile_job_plan(*shape_, assignment.devices);
   check_job_plan(*plan_, assignment.devices, per_node_);
   assignment.stage_of.assign(plan_->stage_of.begin(), plan_->stage_of.end());

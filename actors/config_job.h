@@ -124,6 +124,7 @@ class ConfigJob : public ClusterJob {
   void read_synthetic_training(const config::Config& cfg);
   void read_serving(const config::Config& cfg, const models::HfConfig& hf);
   void read_stage_precision(const config::Config& cfg);
+  void choose_stage_precision(wire::Assignment& assignment);  // node 0's plan(), auto
   // The precision of each stage (of a job with precisions per slot), by the assignment's slots.
   std::vector<ops::WeightPrecision> precision_of_stages(const wire::Assignment& assignment) const;
   void check_profile_names() const;

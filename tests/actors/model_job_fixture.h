@@ -1,0 +1,61 @@
+// What the tests of config jobs' plans share: device profiles of given rates, a synthetic
+// job's config, and ModelJobPlan, a random 4-layer GPT-2 with a generate job over it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+#include "actors/config_job.h"
+#include "runtime/config/config.h"
+#include "tests/models/random_models.h"
+
+namespace libai::actors::testing {
+
+using libai::testing::families;
+using libai::testing::save_random_model;
+
+inline wire::DeviceProfile device(const std::string& name, double gflops, double gbs = 10,
+                                  double free_bytes = 1e9) {
+  return {name, gflops, gbs, uint64_t(free_bytes)};
+}
+
+inline config::Config synthetic_config(int layers, int pp, const std::string& balance,
+                                       int micro_batches, int steps) {
+  return config::Config::parse(
+      str_cat("train:\n  dist: {pipeline_parallel_size: ", pp, ", pipeline_num_layers: ", layers,
+              ", balance: ", balance, "}\n",
+              "job: {_target_: synthetic, layer_seconds: 0.001, num_micro_batches: ", micro_batches,
+              ", steps: ", steps, "}\n"));
+}
+
+
+class ModelJobPlan : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (auto f : families())
+      if (f.name == "gpt2") {
+        f.config["n_layer"] = 4;
+        model_ = save_random_model(f, "config_job_" + std::to_string(::getpid()));
+      }
+  }
+  void TearDown() override { std::filesystem::remove_all(model_); }
+
+  // Five prompts (the longest of 4 tokens) in 2 groups: 3 rows per group.
+  config::Config generate_config(const std::string& balance, int tp = 1, int per_node = 1) const {
+    return config::Config::parse(
+        str_cat("model: {weights: ", model_.string(), "}\n",
+                "train:\n  dist: {pipeline_parallel_size: 2, tensor_parallel_size: ", tp,
+                ", balance: ", balance, "}\n  cluster: {devices_per_node: ", per_node, "}\n",
+                "job:\n  _target_: generate\n  prompt_ids: [[5, 6, 7], [9], [11, 3, 30, 2], [8, "
+                "8], [20]]\n",
+                "  max_new_tokens: 6\n  num_groups: 2\n"));
+  }
+
+  std::filesystem::path model_;
+};
+
+
+}  // namespace libai::actors::testing
