@@ -26,7 +26,8 @@ void ConfigJob::read_stage_precision(const config::Config& cfg) {
               ": synthetic stages hold no weights; train.dist.stage_precision is for generate, "
               "encode and serve jobs of a model");
   const std::string quantize = cfg.get_or<std::string>("model.quantize", "none");
-  LIBAI_CHECK(quantize == "none", given->describe(),
+  LIBAI_CHECK(ops::parse_quantization(quantize, "model.quantize").kind == ops::Quantization::none,
+              given->describe(),
               ": set model.quantize or train.dist.stage_precision, not both (model.quantize is ",
               quantize, ")");
   LIBAI_CHECK(!searching_, given->describe(),

@@ -259,10 +259,10 @@ schedule::PlanRequest plan_request(const JobShape& job,
 
 void resolve_stage_precision(JobShape& job, const std::vector<wire::DeviceProfile>& devices) {
   if (!job.mixed_precision() || !job.slot_precision.empty()) return;
+  const std::vector<schedule::PlanRequest> requests = precision_requests(job, devices);
   try {
-    job.slot_precision =
-        schedule::choose_precisions(precision_requests(job, devices)).precision_of_slot;
-  } catch (const InvalidArgument& e) {
+    job.slot_precision = schedule::choose_precisions(requests).precision_of_slot;
+  } catch (const InvalidArgument& e) {  // the least precise plan's shortfall
     std::string names;
     for (const auto& p : job.precisions) names += (names.empty() ? "" : ", ") + ops::weight_precision_name(p);
     LIBAI_THROW(InvalidArgument, "train.dist.stage_precision auto: no choice of precisions per "

@@ -132,6 +132,12 @@ std::vector<std::string> stored_f32_layers(Module& module, const WeightSource& s
   return keep;
 }
 
+// Whether a load packs copies that replace the f32 weights (quantized, or bf16) and drops them.
+bool releases_f32_weights(const LoadOptions& options) {
+  return options.pack_weights && !options.keep_f32_weights &&
+         (options.quantize.kind != ops::Quantization::none || options.pack_dtype == DType::bf16);
+}
+
 void release_packed(Module& module, const LoadOptions& options) {
   // The pool would keep the released blocks (and a streaming load's temporaries) for tensors
   // of their sizes, which inference never asks for again: they go back to the system.
@@ -184,8 +190,7 @@ void pack_loaded(Module& module, const LoadOptions& options, bool whole,
     }
   }
   pack_for_inference(module, spec);
-  if (spec.quantize.kind != ops::Quantization::none || spec.dtype == DType::bf16)
-    release_packed(module, options);
+  if (releases_f32_weights(options)) release_packed(module, options);
 }
 
 // Note [Streaming packed loads]
@@ -195,10 +200,11 @@ void pack_loaded(Module& module, const LoadOptions& options, bool whole,
 // created uninitialized, so that no page of a weight is touched before its values are read,
 // and load_parameters calls back after each parameter: a Linear whose weight has just been
 // read (or an untied head's table) is packed as pack_for_inference would pack it (its keep
-// entry, its group checks) and released at once, and the freed block goes back to the system (the pool would keep it).
-// The load then holds the packed copies, what stays f32 (embeddings, norms, biases, kept
-// layers) and one layer's f32 weight at a time. Output tables, kept layers and the rest are
-// packed after the load, as before; pack_for_inference skips what is packed already. A
+// entry, its group checks) and released at once, and the freed block goes back to the system
+// (the pool would keep it). The load then holds the packed copies, what stays f32 (embeddings,
+// norms, biases, kept layers) and one layer's f32 weight at a time. What would not be released
+// (kept layers' f32 copies, a row-parallel rank's bf16 ones, tied tables) is packed after the
+// load, as before; pack_for_inference skips what was released already. A
 // quantized checkpoint (stored values) and a load that keeps its f32 weights pack after.
 LayerContext load_context(const LoadOptions& options) {
   return {.device = options.device,
@@ -209,11 +215,8 @@ LayerContext load_context(const LoadOptions& options) {
 
 std::function<void(const ParameterInfo&)> streaming_packer(Module& module, const LoadOptions& options,
                                                            const WeightSource& source) {
-  const bool quantized = options.quantize.kind != ops::Quantization::none;
-  if (!options.pack_weights || options.keep_f32_weights ||
-      source.quantization().kind != ops::Quantization::none ||
-      !(quantized || options.pack_dtype == DType::bf16) || !options.device.is_cpu() ||
-      options.dtype != DType::f32)
+  if (!releases_f32_weights(options) || source.quantization().kind != ops::Quantization::none ||
+      !options.device.is_cpu() || options.dtype != DType::f32)
     return {};
   // Linear layers, and output-only tables (an untied head, never looked up): what releases.
   auto packed = std::make_shared<std::map<std::string, std::pair<std::string, Module*>>>();

@@ -198,7 +198,7 @@ bool serves_every_forward(const ops::PackedWeight& packed, bool row_parallel) {
 }  // namespace
 
 int64_t Linear::release_weight() {
-  if (released_ || !serves_every_forward(packed_, parallel_ == Parallel::row && tp_)) return 0;
+  if (released_ || !serves_every_forward(packed_, row_parallel())) return 0;
   released_ = true;
   return replace_by_placeholder(weight_);
 }
@@ -351,6 +351,11 @@ bool pack_module(const std::string& name, Module& module, const PackSpec& spec) 
   if (!linear && !table) return false;
   const bool quantize = spec.quantize.kind != ops::Quantization::none &&
                         !kept(name, table && table->serves_as_output(), spec.keep);
+  // Releasing: only a copy that serves every forward (quantized, or bf16 off a row-parallel
+  // rank), which is released next; the rest is left for the pack after the load.
+  if (spec.releasing && !quantize &&
+      !(spec.dtype == DType::bf16 && !(linear && linear->row_parallel())))
+    return false;
   try {
     if (linear)
       return quantize ? linear->quantize(spec.quantize, !spec.releasing) : linear->pack(spec.dtype);

@@ -97,6 +97,8 @@ class Linear : public Module {
   int64_t release_weight();
   bool released() const { return released_; }
   Parallel parallel() const { return parallel_; }
+  // A row-parallel rank of a tensor-parallel group (its products are partial sums).
+  bool row_parallel() const { return parallel_ == Parallel::row && tp_ != nullptr; }
 
  private:
   // t (the weight or the bias) whose shared rows' gradient is summed over shared_.group.
@@ -202,8 +204,9 @@ struct PackSpec {
   DType dtype = DType::f32;
   ops::QuantSpec quantize;
   std::vector<std::string> keep;
-  // The f32 weights are released right after (Note [Streaming packed loads]): a quantized
-  // Linear's are not first replaced by their dequantised values.
+  // The f32 weights are released right after (Note [Streaming packed loads]): pack_module
+  // packs only what that releases (quantized copies, bf16 ones but a row-parallel rank's), and
+  // a quantized Linear's weight is not first replaced by its dequantised values.
   bool releasing = false;
 };
 

@@ -113,13 +113,8 @@ TEST_F(ModelJobPlan, QuantizedWeightsArePricedAtTheirBytes) {
   const schedule::PlanRequest r = plan_request(job.shape(), devices);
   EXPECT_DOUBLE_EQ(r.weight_bytes[2], 12704 * (0.5 + 2.0 / 32));
   EXPECT_EQ(r.kv_cache_bytes[2], 4.0 * 2 * 32 * 3 * 10);
-  const std::filesystem::path stored = model_.string() + "_int8";
-  models::convert_model(model_, stored, models::CheckpointLayout::libai, {ops::Quantization::int8});
-  config::Config plain = config::Config::parse(
-      str_cat("model: {weights: ", stored.string(), "}\n",
-              "train:\n  dist: {pipeline_parallel_size: 2}\n",
-              "job:\n  _target_: generate\n  prompt_ids: [[5, 6, 7]]\n  max_new_tokens: 6\n"));
-  ConfigJob from_folder(plain, 2);
+  const std::filesystem::path stored = quantized_copy({ops::Quantization::int8});
+  ConfigJob from_folder(folder_config(stored), 2);
   EXPECT_EQ(from_folder.shape().quantize, (ops::QuantSpec{ops::Quantization::int8}));
   EXPECT_DOUBLE_EQ(plan_request(from_folder.shape(), devices).weight_bytes[2], 12704.0);
   std::filesystem::remove_all(stored);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "actors/config_job.h"
+#include "models/convert.h"
 #include "runtime/config/config.h"
 #include "tests/models/random_models.h"
 
@@ -52,6 +53,20 @@ class ModelJobPlan : public ::testing::Test {
                 "job:\n  _target_: generate\n  prompt_ids: [[5, 6, 7], [9], [11, 3, 30, 2], [8, "
                 "8], [20]]\n",
                 "  max_new_tokens: 6\n  num_groups: 2\n"));
+  }
+
+  // model_ written by convert --quantize as `spec`, beside it.
+  std::filesystem::path quantized_copy(const ops::QuantSpec& spec) const {
+    const std::filesystem::path out = model_.string() + "_" + ops::quantization_name(spec);
+    models::convert_model(model_, out, models::CheckpointLayout::libai, spec);
+    return out;
+  }
+  // A generate job of one prompt over the model in `folder`, with `dist` as train.dist.
+  static config::Config folder_config(const std::filesystem::path& folder,
+                                      const std::string& dist = "pipeline_parallel_size: 2") {
+    return config::Config::parse(
+        str_cat("model: {weights: ", folder.string(), "}\n", "train:\n  dist: {", dist, "}\n",
+                "job:\n  _target_: generate\n  prompt_ids: [[5, 6, 7]]\n  max_new_tokens: 6\n"));
   }
 
   std::filesystem::path model_;

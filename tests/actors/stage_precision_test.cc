@@ -9,6 +9,7 @@
 #include "actors/config_job.h"
 #include "models/convert.h"
 #include "tests/actors/model_job_fixture.h"
+#include "tests/common/error_of.h"
 
 namespace libai::actors {
 namespace {
@@ -17,14 +18,7 @@ using testing::device;
 using testing::ModelJobPlan;
 using testing::synthetic_config;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+const auto error_of = libai::testing::error_message_of;
 
 // train.dist.stage_precision (Note [Precision per pipeline stage]): slot 1 in q4 holds its
 // layers and the head at q4's bytes, slot 0 in bf16 at half of f32's; each device's layer
@@ -114,12 +108,8 @@ TEST_F(ModelJobPlan, StagePrecisionBadInputIsOneError) {
                 .find("listed twice"),
             std::string::npos);
   // A quantized checkpoint runs as stored.
-  const std::filesystem::path stored = model_.string() + "_q4";
-  models::convert_model(model_, stored, models::CheckpointLayout::libai, {ops::Quantization::q4});
-  config::Config c = config::Config::parse(
-      str_cat("model: {weights: ", stored.string(), "}\n",
-              "train:\n  dist: {pipeline_parallel_size: 2, stage_precision: [f32, q4]}\n",
-              "job:\n  _target_: generate\n  prompt_ids: [[5, 6, 7]]\n  max_new_tokens: 6\n"));
+  const std::filesystem::path stored = quantized_copy({ops::Quantization::q4});
+  const config::Config c = folder_config(stored, "pipeline_parallel_size: 2, stage_precision: [f32, q4]");
   EXPECT_NE(error_of([&] { ConfigJob job(c, 2); }).find("is a quantized checkpoint"),
             std::string::npos);
   std::filesystem::remove_all(stored);
