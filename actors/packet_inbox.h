@@ -85,7 +85,7 @@ struct NodePlane {
 //
 // Note [Choosing the message plane]
 // The plane follows the data plane's communicator (Note [Choosing the transport] in
-// actors/cluster_node.h): over the shm communicator, the shm message plane's own rings (the
+// actors/cluster/cluster_node.h): over the shm communicator, the shm message plane's own rings (the
 // communicator only tells where they are); over any other (ucx between hosts), the
 // communicator's own point-to-point transfers (make_p2p_message_plane).
 NodePlane start_node_plane(std::shared_ptr<comm::Communicator> data_plane,

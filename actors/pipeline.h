@@ -1,7 +1,7 @@
 // Pipelines of stage actors: the layout of a job's slots (data-parallel replica x pipeline
 // stage x tensor-parallel rank, each on a node and a device), the routes between them, and a
 // whole pipeline in one process (LocalPipeline) for embedding and for tests. The cluster
-// (actors/cluster.h) builds the same layout across node processes.
+// (actors/cluster/cluster.h) builds the same layout across node processes.
 //
 //   PipelineLayout layout = make_layout({.dp = 1, .pp = 4, .tp = 1}, /*groups=*/8);
 //   LocalPipeline pipeline(system, layout, [&](const SlotSpec& slot) { return compute_of(slot); });

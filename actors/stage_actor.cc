@@ -114,7 +114,7 @@ void fail(Self* self, const std::string& what) {
 void run_action(caf::actor me, const StageSetup& setup, const StageRoutes& routes,
                 const PacketPtr& in) {
   try {
-    // Note [Liveness] in actors/cluster_node.h: each action is a piece of progress.
+    // Note [Liveness] in actors/cluster/cluster_node.h: each action is a piece of progress.
     ProgressScope progress(setup.progress.get(), "computing " + key_name({in->step, in->group}));
     Packet result{.group = in->group, .step = in->step, .done = in->done, .tensors = {}};
     double seconds = 0;
@@ -168,7 +168,7 @@ std::uint64_t tensor_bytes(const Packet& packet) {
 // back to back. Program order is kept (the cursor advances at firing; the thread runs jobs in
 // post order), credits are taken at firing, and the upstream's credit returns when an action
 // is computed, so the quotas bound memory exactly as before.
-// What the stage waits for, for the watchdog (Note [Liveness] in actors/cluster_node.h).
+// What the stage waits for, for the watchdog (Note [Liveness] in actors/cluster/cluster_node.h).
 void waiting(Self* self, std::string what) {
   if (self->state.setup.progress) self->state.setup.progress->waiting(std::move(what));
 }

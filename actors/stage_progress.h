@@ -1,4 +1,4 @@
-// What a stage is doing, for the cluster's watchdog (Note [Liveness] in actors/cluster_node.h):
+// What a stage is doing, for the cluster's watchdog (Note [Liveness] in actors/cluster/cluster_node.h):
 // the action on its pinned thread and since when, what its next action waits for, and how
 // many actions it ended. The pinned thread and the stage actor write it; the node's control
 // loop reads it (a snapshot) for node 0's heartbeat, from any thread, even when the stage's

@@ -26,17 +26,6 @@ models::TensorMap SyntheticCompute::forward(int, const models::TensorMap& inputs
   return {{"x", x}};
 }
 
-double time_synthetic_layer(double layer_seconds, double slowdown, int repetitions) {
-  LIBAI_CHECK(repetitions >= 1, "time_synthetic_layer: repetitions must be at least 1");
-  SyntheticCompute layer(layer_seconds);
-  const EmulatedSpeed speed(slowdown);
-  const models::TensorMap inputs{{"x", Tensor::zeros({1}, DType::f32)}};
-  double fastest = 1e30;
-  for (int i = 0; i < repetitions; ++i)
-    fastest = std::min(fastest, speed.run([&] { layer.forward(0, inputs); }));
-  return fastest;
-}
-
 std::vector<std::vector<float>> run_synthetic_job(PipelineClient& client, const PipelineLayout& layout,
                                                   int steps, int64_t elements) {
   const int groups = [&] {

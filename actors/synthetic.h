@@ -12,6 +12,7 @@
 #include <atomic>
 
 #include "actors/pipeline.h"
+#include "plan/timed_layers.h"
 
 namespace libai::actors {
 
@@ -28,12 +29,6 @@ class SyntheticCompute : public StageCompute {
   Wait wait_;
   std::atomic<int> released_{0};
 };
-
-// Times one synthetic layer of `layer_seconds` on a device of slow-down `slowdown` as a stage
-// runs it (the stage's emulated slow-down included): the fastest of `repetitions`, in seconds
-// (a loaded host only ever delays a sleeper's wake-up, so the minimum is the cost). What a
-// synthetic job's devices report as their measured layer time.
-double time_synthetic_layer(double layer_seconds, double slowdown, int repetitions = 9);
 
 // Feeds every group of `layout` for `steps` steps (a group's step t + 1 enters when its step
 // t came out of the last stage, as tokens do), then its done packet. Each packet carries "x"

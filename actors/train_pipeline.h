@@ -1,7 +1,7 @@
 // Training pipelines of stage actors: the routes between training stages (per model chunk,
 // both directions), the train driver that starts each step on every stage and gathers their
 // summaries, and a whole training pipeline in one process (LocalTrainPipeline). The cluster
-// (actors/cluster.h) builds the same across node processes.
+// (actors/cluster/cluster.h) builds the same across node processes.
 //
 //   PipelineLayout layout = make_train_layout({.dp = 2, .pp = 4, .tp = 1});
 //   TrainPrograms programs{schedule::one_f_one_b(4, 8), 1};
@@ -28,14 +28,13 @@
 
 #include "actors/pipeline.h"
 #include "actors/train_stage_actor.h"
+#include "schedule/train_programs.h"
 
 namespace libai::actors {
 
-// One step's program per pipeline device (all replicas and ranks run their device's).
-struct TrainPrograms {
-  schedule::PipelineProgram programs;  // [device]
-  int chunks = 1;                      // model chunks per device (virtual stages: chunks x pp)
-};
+// A training job's programs, and the schedules by name (schedule/train_programs.h).
+using schedule::TrainPrograms;
+using schedule::train_programs;
 
 // Checks that `programs` fits `layout` (one program per device, chunks in range, every
 // (micro-batch, chunk) forwarded and backwarded once per device); throws InvalidArgument.

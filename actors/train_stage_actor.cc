@@ -93,7 +93,7 @@ void run_action(caf::actor me, const TrainStageSetup& setup, const TrainRoutes& 
     const models::TensorMap& in = arrival ? arrival->tensors : kNoInputs;
     const TrainLink& link = routes.chunks[size_t(action.chunk)];
     const bool forward = action.kind == ActionKind::forward;
-    // Note [Liveness] in actors/cluster_node.h: each action is a piece of progress.
+    // Note [Liveness] in actors/cluster/cluster_node.h: each action is a piece of progress.
     ProgressScope progress(setup.progress.get(), "computing " + name_of(action, step));
     Packet result{.group = action.micro_batch, .step = step, .done = false, .tensors = {},
                   .gradient = !forward,
@@ -134,7 +134,7 @@ void end_step(Self* self) {
 
 // Fires the program's next actions while their inputs and credits are there (Note [Keeping the
 // pinned thread fed] in stage_actor.cc: up to kStageActionsInFlight queued on the thread).
-// What the stage waits for, for the watchdog (Note [Liveness] in actors/cluster_node.h).
+// What the stage waits for, for the watchdog (Note [Liveness] in actors/cluster/cluster_node.h).
 void waiting(Self* self, std::string what) {
   if (self->state.setup.progress) self->state.setup.progress->waiting(std::move(what));
 }

@@ -36,7 +36,7 @@
 
 #include "actors/synthetic.h"
 #include "actors/synthetic_train.h"
-#include "actors/train_programs.h"
+#include "schedule/train_programs.h"
 #include "bench/summary.h"
 #include "runtime/error.h"
 #include "schedule/plan.h"

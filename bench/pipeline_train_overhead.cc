@@ -27,7 +27,7 @@
 #include <sstream>
 
 #include "actors/synthetic_train.h"
-#include "actors/train_programs.h"
+#include "schedule/train_programs.h"
 #include "bench/summary.h"
 #include "runtime/error.h"
 

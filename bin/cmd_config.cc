@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "bin/commands.h"
-#include "runtime/config/libai_schema.h"
+#include "app/schema.h"
 
 namespace libai::cli {
 

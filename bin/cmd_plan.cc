@@ -13,7 +13,7 @@
 // (default 1) for `job.max_new_tokens` steps (default 32); any other target runs one forward over
 // `job.num_micro_batches` micro-batches (default: one per stage) of `job.micro_batch_size`.
 //
-// Real costs, as `libai-actor run` plans (actors/job_plan.h, the same request and compiler):
+// Real costs, as `libai-actor run` plans (plan/run_plan.h, the same request and compiler):
 // when the config is a job `run` runs with known costs (job._target_ generate or encode with
 // model.weights, or synthetic), the plan uses the model's per-layer flops and bytes (or
 // job.layer_seconds) on the cluster's devices: dp x pp x tp devices on nodes of
@@ -25,7 +25,7 @@
 // seconds and bytes, and names the device that lacks memory by its name.
 //
 // A model's training (job._target_ train with model.config or model.weights and graph.enabled
-// true) is planned as `libai-actor train` plans it (actors/train_plan.h): per layer the
+// true) is planned as `libai-actor train` plans it (plan/train_plan.h): per layer the
 // model's flops and bytes for a micro-batch of train_micro_batch_size x data.seq_length tokens,
 // calibrated by one layer's forward and backward timed on cpu:0 (every node assumed like this
 // machine, each device slowed by train.cluster.device_slowdown), weights + gradients + AdamW
@@ -55,12 +55,12 @@
 #include <string>
 #include <vector>
 
-#include "actors/auto_parallel.h"
-#include "actors/config_job.h"
-#include "actors/job_plan.h"
-#include "actors/train_plan.h"
+#include "plan/auto_parallel.h"
+#include "plan/run_job.h"
+#include "plan/run_plan.h"
+#include "plan/train_plan.h"
 #include "bin/commands.h"
-#include "runtime/config/libai_schema.h"
+#include "app/schema.h"
 #include "runtime/config/unimplemented.h"
 #include "runtime/error.h"
 #include "schedule/plan.h"
@@ -217,35 +217,35 @@ bool is_model_training(const config::Config& cfg) {
   return !weights.empty() || !config_file.empty();
 }
 
-// graph.auto_parallel.enabled (actors/auto_parallel.h): every layout of the cluster's devices
+// graph.auto_parallel.enabled (plan/auto_parallel.h): every layout of the cluster's devices
 // estimated on devices like this one; the chosen one, the next best and why the others lost,
 // then the chosen layout's plan in full.
 int plan_auto_parallel(const PlanOptions& options, const config::Config& cfg,
                        const models::HfConfig& hf, const std::string& model_name) {
-  const actors::AutoParallelRun run = actors::run_auto_parallel(cfg, hf, model_name);
+  const plan::AutoParallelRun run = plan::run_auto_parallel(cfg, hf, model_name);
   const auto& [setup, profiles, costs, result] = run;
   if (options.json) {
-    std::cout << actors::auto_parallel_json(setup, result).dump(2) << "\n" << std::flush;
+    std::cout << plan::auto_parallel_json(setup, result).dump(2) << "\n" << std::flush;
     return result.ranked.empty() ? kExitError : kExitOk;
   }
   std::ostringstream out;
   out << "devices: every node like this one (cpu:0 measured with " << setup.base.threads
       << " thread(s), a layer's forward and backward timed), train.cluster.device_slowdown and "
          "train.cluster.profiles applied\n";
-  actors::print_auto_parallel(out, setup, result);
+  plan::print_auto_parallel(out, setup, result);
   if (!result.ranked.empty()) {
     const schedule::ParallelChoice& chosen = result.ranked.front().choice;
     schedule::Plan plan;
     schedule::estimate_training(costs, chosen, &plan);
     out << "\nthe chosen layout's plan:\n";
-    actors::print_train_plan(out, actors::shape_of(setup, chosen), plan, profiles, options.width);
+    plan::print_train_plan(out, plan::shape_of(setup, chosen), plan, profiles, options.width);
   }
   std::cout << out.str() << std::flush;
   return result.ranked.empty() ? kExitError : kExitOk;
 }
 
 // The training plan `libai-actor train` with graph.enabled true would choose on nodes like
-// this one (actors/train_plan.h): train.cluster.nodes nodes sharing the dp x pp x tp slots.
+// this one (plan/train_plan.h): train.cluster.nodes nodes sharing the dp x pp x tp slots.
 int plan_model_training(const PlanOptions& options, const config::Config& cfg) {
   const auto weights = cfg.get_or<std::string>("model.weights", "");
   const auto config_file = cfg.get_or<std::string>("model.config", "");
@@ -255,7 +255,7 @@ int plan_model_training(const PlanOptions& options, const config::Config& cfg) {
                                               ? std::filesystem::path(config_file)
                                               : std::filesystem::path(weights) / "config.json";
   const models::HfConfig hf = models::HfConfig::load(json_path);
-  LIBAI_CHECK_KIND(Unsupported, actors::has_train_costs(hf), options.config,
+  LIBAI_CHECK_KIND(Unsupported, plan::has_train_costs(hf), options.config,
                    ": the planner has no costs for model_type '", hf.model_type(),
                    "' (gpt2, bert, roberta, t5, mt5)");
   if (cfg.get_or<bool>("graph.auto_parallel.enabled", false))
@@ -267,29 +267,29 @@ int plan_model_training(const PlanOptions& options, const config::Config& cfg) {
   LIBAI_CHECK(nodes >= 1 && (dp * tp * pp) % nodes == 0, options.config, ": train.dist: ", dp,
               " x ", tp, " x ", pp, " = ", dp * tp * pp, " slots do not divide over ", nodes,
               " nodes (train.cluster.nodes)");
-  const actors::ModelTrainShape shape = actors::model_train_shape(
+  const plan::ModelTrainShape shape = plan::model_train_shape(
       cfg, hf, weights.empty() ? config_file : weights, dp * tp * pp / nodes);
-  const schedule::PlanRequest request = actors::train_plan_request(
-      shape, std::vector<wire::DeviceProfile>(size_t(dp * tp * pp), {.name = "?",
+  const schedule::PlanRequest request = plan::train_plan_request(
+      shape, std::vector<DeviceProfile>(size_t(dp * tp * pp), {.name = "?",
                                                                       .matmul_gflops = 1,
                                                                       .memory_bandwidth_gbs = 1}));
   check_schedule(request, cfg, options.config);  // named by key before measuring anything
-  const std::vector<wire::DeviceProfile> profiles = actors::train_devices_like_this_node(cfg, shape);
-  const schedule::Plan plan = actors::compile_train_plan(shape, profiles);
+  const std::vector<DeviceProfile> profiles = plan::train_devices_like_this_node(cfg, shape);
+  const schedule::Plan plan = plan::compile_train_plan(shape, profiles);
   if (options.json) {
-    std::cout << actors::train_plan_json(shape, plan, profiles).dump(2) << "\n" << std::flush;
+    std::cout << plan::train_plan_json(shape, plan, profiles).dump(2) << "\n" << std::flush;
   } else {
     std::ostringstream out;
     out << "devices: every node like this one (cpu:0 measured with " << shape.threads
         << " thread(s), a layer's forward and backward timed), train.cluster.device_slowdown and "
            "train.cluster.profiles applied\n";
-    actors::print_train_plan(out, shape, plan, profiles, options.width);
+    plan::print_train_plan(out, shape, plan, profiles, options.width);
     std::cout << out.str() << std::flush;
   }
   if (!options.svg.empty())
     write_svg(options, plan, {.title = "libai-actor plan " + options.config});
   std::fflush(stdout);
-  actors::check_train_plan(plan, profiles, shape.devices_per_node);  // after it has been shown
+  plan::check_train_plan(plan, profiles, shape.devices_per_node);  // after it has been shown
   return kExitOk;
 }
 
@@ -305,26 +305,22 @@ int plan_job(const PlanOptions& options, const config::Config& cfg) {
   LIBAI_CHECK(devices % per_node == 0, options.config, ": data ", dp, " x pipeline ", pp,
               " x tensor ", tp, " = ", devices,
               " devices do not fill whole nodes of train.cluster.devices_per_node ", per_node);
-  actors::ConfigJob job(cfg, devices / per_node);
-  const std::vector<wire::DeviceProfile> profiles = job.devices_like_this_node();
+  plan::RunJob job(cfg, devices / per_node);
+  const std::vector<DeviceProfile> profiles = job.devices_like_this_node();
   std::ostringstream out;
   out << "devices: every node like this one (cpu:0 measured with "
       << cfg.get_or<int>("train.cluster.device_threads", 1)
       << " thread(s)), train.cluster.device_slowdown and train.cluster.profiles applied\n";
-  if (search) {
-    wire::Assignment assignment;
-    assignment.devices = profiles;
-    out << job.search_layout(assignment);
-  }
-  actors::JobShape shape = job.shape();
-  actors::resolve_stage_precision(shape, profiles);  // train.dist.stage_precision auto
-  const schedule::Plan plan = actors::compile_job_plan(shape, profiles);
-  actors::print_job_plan(out, shape, plan, profiles, options.width);
+  if (search) out << job.search_layout(profiles, 0, 0);
+  plan::JobShape shape = job.shape();
+  plan::resolve_stage_precision(shape, profiles);  // train.dist.stage_precision auto
+  const schedule::Plan plan = plan::compile_job_plan(shape, profiles);
+  plan::print_job_plan(out, shape, plan, profiles, options.width);
   std::cout << out.str() << std::flush;
   if (!options.svg.empty())
     write_svg(options, plan, {.title = "libai-actor plan " + options.config});
   std::fflush(stdout);
-  actors::check_job_plan(plan, profiles, per_node);  // after the plan has been shown
+  plan::check_job_plan(plan, profiles, per_node);  // after the plan has been shown
   return kExitOk;
 }
 

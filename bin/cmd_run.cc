@@ -5,7 +5,7 @@
 // train.cluster.* (runtime/cluster_env.h); the token from --token, LIBAI_CLUSTER_TOKEN or
 // train.cluster.token.
 //
-//   Node 0 plans the job as `libai-actor plan` does (actors/job_plan.h), from the devices' measured
+//   Node 0 plans the job as `libai-actor plan` does (plan/run_plan.h), from the devices' measured
 //   profiles, and prints the plan (split, devices, memory, predicted timeline) before the results.
 //   --json: node 0 prints one JSON document: the results ("sequences" as `generate --json`
 //   prints them, or "embeddings"), "plan" (stage_of: the split; device_of_stage: each stage's
@@ -29,12 +29,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "actors/config_job.h"
-#include "actors/prediction.h"
+#include "actors/jobs/config_job.h"
+#include "actors/jobs/prediction.h"
 #include "schedule/svg.h"
 #include "bin/commands.h"
 #include "ops/packed_linear.h"
-#include "runtime/config/libai_schema.h"
+#include "app/schema.h"
 #include "runtime/error.h"
 #include "runtime/logging.h"
 
@@ -133,11 +133,11 @@ int run(const RunOptions& options) {
                    {"predicted_utilisation", predicted.utilisation},
                    {"predicted_throughput", plan.throughput}};
     doc["plan"]["workload"] = schedule::workload_name(plan.workload);
-    const actors::JobShape shape = job.shape();
+    const plan::JobShape shape = job.shape();
     if (shape.mixed_precision()) {  // train.dist.stage_precision
       nlohmann::json precisions = nlohmann::json::array();
       for (const schedule::StagePlan& st : plan.stages)
-        precisions.push_back(actors::stage_precision_name(shape, st));
+        precisions.push_back(plan::stage_precision_name(shape, st));
       doc["plan"]["weights"] = "per stage";
       doc["plan"]["stage_precision"] = precisions;
     } else {

@@ -6,7 +6,7 @@
 //
 // `libai-actor serve CONFIG [key=value ...] [--nodes N --node-rank R --addr A --cluster-port P
 // --token T] [--host H] [--port N]`: the same server over pipeline stages on the nodes of a
-// cluster (job._target_: serve; actors/cluster_service.h). Run it on every node; node 0
+// cluster (job._target_: serve; actors/jobs/cluster_service.h). Run it on every node; node 0
 // serves HTTP, the others run their stages until node 0 stops. A node that dies or hangs ends
 // node 0's server with the job's error (exit 1).
 #include <signal.h>
@@ -20,11 +20,11 @@
 #include <memory>
 #include <string>
 
-#include "actors/cluster.h"
-#include "actors/cluster_service.h"
+#include "actors/cluster/cluster.h"
+#include "actors/jobs/cluster_service.h"
 #include "bin/commands.h"
 #include "bin/model_args.h"
-#include "runtime/config/libai_schema.h"
+#include "app/schema.h"
 #include "runtime/error.h"
 #include "service/http_server.h"
 #include "service/service.h"

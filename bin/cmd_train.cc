@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "actors/cluster.h"
-#include "actors/model_train_job.h"
+#include "actors/cluster/cluster.h"
+#include "actors/jobs/model_train_job.h"
 #include "bin/commands.h"
-#include "runtime/config/libai_schema.h"
+#include "app/schema.h"
 #include "runtime/logging.h"
 #include "train/trainer.h"
 
@@ -29,7 +29,7 @@ struct TrainOptions {
 };
 
 // graph.enabled: true: the actor runtime's training stages, on every node of the cluster
-// (actors/model_train_job.h).
+// (actors/jobs/model_train_job.h).
 train::TrainResult graph_training(const config::Config& cfg, const TrainOptions& options) {
   ClusterFlags flags;
   flags.nodes = options.nodes;

@@ -3,7 +3,7 @@
 # Included last, once every target exists, so that a layer library added later (libai_service)
 # is picked up by its `if(TARGET ...)` without a change here.
 #
-#   P/include/libai-actor/{runtime,ops,models,schedule,train,service}/*.h, actors/cluster_service.h
+#   P/include/libai-actor/{runtime,ops,models,schedule,train,app,plan,service}/*.h, actors/jobs/cluster_service.h
 #   P/lib/libai_<layer>.so.0.1.0 (+ .so.0.1, .so), libai_actors.so.0.1.0, libai_onnx_writer.so
 #   P/bin/libai-actor
 #   P/lib/cmake/LiBaiActor/   find_package(LiBaiActor CONFIG): libai::libai, libai::<layer>
@@ -13,7 +13,7 @@ include(CMakePackageConfigHelpers)
 
 # The layers a consumer compiles against, lowest first. libai_actors (CAF, Cap'n Proto, UCX)
 # is not one of them: none of its headers are part of the API (see its install below).
-set(LIBAI_API_LAYERS runtime ops models schedule train)
+set(LIBAI_API_LAYERS runtime ops models schedule train app plan)
 if(TARGET libai_service)
   list(APPEND LIBAI_API_LAYERS service)
 endif()
@@ -35,7 +35,7 @@ set_target_properties(${libai_installed_libraries} PROPERTIES
 install(TARGETS ${LIBAI_API_TARGETS} EXPORT LiBaiActorTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime
                 NAMELINK_COMPONENT development)
-# libai::actors is exported with one header, actors/cluster_service.h (a service joining a
+# libai::actors is exported with one header, actors/jobs/cluster_service.h (a service joining a
 # cluster: serve_cluster; no CAF in it), and libai::libai links it; its CAF, Cap'n Proto and
 # UCX stay behind BUILD_INTERFACE (cmake/LibaiLibrary.cmake), so a consumer needs their shared
 # libraries at run time but none of their headers.
@@ -49,8 +49,8 @@ if(TARGET libai-actor)
                                                INSTALL_RPATH_USE_LINK_PATH ON)
   install(TARGETS libai-actor RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 endif()
-install(FILES ${PROJECT_SOURCE_DIR}/actors/cluster_service.h
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/libai-actor/actors COMPONENT development)
+install(FILES ${PROJECT_SOURCE_DIR}/actors/jobs/cluster_service.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/libai-actor/actors/jobs COMPONENT development)
 
 # Headers: every header of the API layers but the CUDA backend's (included by .cc/.cu files
 # only), the ONNX writer plugin's (private to models/onnx) and runtime/logging.h (it exposes

@@ -5,7 +5,11 @@
 #   libai_train    train/     optimizers, LR schedules, clipping, loss scaling, loss heads, the step
 #   libai_schedule schedule/  (pure: standard library and runtime value types only)
 #   libai_service  service/   the facade for C++ services (request queues, continuous batching)
-#   libai_actors   actors/    the only place that knows CAF
+#   libai_app      app/       the application's own config schema (runtime/config is generic)
+#   libai_plan     plan/      the planner: device and cost models, run and training plans, the
+#                             auto-parallel searches (no CAF, no sockets; `libai-plan` links it alone)
+#   libai_actors   actors/    the only place that knows CAF: the actors, actors/cluster/ (formation,
+#                             liveness, control plane) and actors/jobs/ (run, train, serve drivers)
 # `libai` is the umbrella target the examples link in the tree; an installed package exports
 # libai::libai instead, without the actors (cmake/LibaiInstall.cmake, docs/PACKAGE.md).
 include(GNUInstallDirs)
@@ -113,11 +117,18 @@ target_link_libraries(libai_service PUBLIC libai_models)
 libai_layer_library(libai_schedule schedule)
 target_link_libraries(libai_schedule PUBLIC libai_runtime)
 
+libai_layer_library(libai_app app)
+target_link_libraries(libai_app PUBLIC libai_runtime)
+
+# The planner (plan/): over schedule/ and the models' costs; what `libai-plan` links.
+libai_layer_library(libai_plan plan)
+target_link_libraries(libai_plan PUBLIC libai_models libai_schedule libai_app)
+
 libai_layer_library(libai_actors actors)
 # CAF, Cap'n Proto (libai_wire) and UCX reach this tree's users of the actors (the binary,
 # tests, examples) but not an installed libai::actors: an API layer may use the actors in
 # its implementation without a consumer needing their headers (cmake/LibaiInstall.cmake).
-target_link_libraries(libai_actors PUBLIC libai_models libai_train libai_schedule libai_service
+target_link_libraries(libai_actors PUBLIC libai_plan libai_models libai_train libai_schedule libai_service
                                           $<BUILD_INTERFACE:libai_wire> $<BUILD_INTERFACE:libai_caf>
                                           $<BUILD_INTERFACE:ucx::ucp> $<BUILD_INTERFACE:ucx::ucs>)
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "actors/messages.h"
-#include "actors/model_jobs.h"
+#include "actors/jobs/model_jobs.h"
 #include "models/hf_config.h"
 #include "models/tokenizers/tokenizer.h"
 

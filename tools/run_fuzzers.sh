@@ -43,7 +43,7 @@ PACKET_SOURCES=(actors/packet_message.cc "${WIRE_SOURCES[@]}" runtime/tensor.cc
                 runtime/allocator.cc runtime/device.cc runtime/device_copy.cc runtime/autograd.cc)
 # The credit accounting is header-only; the config reader needs yaml-cpp.
 CREDITS_SOURCES=(runtime/error.cc)
-CONFIG_SOURCES=(runtime/config/*.cc runtime/error.cc)
+CONFIG_SOURCES=(runtime/config/*.cc app/*.cc runtime/error.cc)
 CONFIG_LIBS=(-lyaml-cpp)
 SANITIZE=address,undefined
 # The config writer names the version, as the CMake build defines it.

@@ -6,6 +6,43 @@
 #include <limits>
 
 namespace libai::wire {
+
+DeviceProfile to_wire(const libai::DeviceProfile& p) {
+  DeviceProfile out{.name = p.name,
+                    .matmul_gflops = p.matmul_gflops,
+                    .memory_bandwidth_gbs = p.memory_bandwidth_gbs,
+                    .free_memory_bytes = p.free_memory_bytes,
+                    .layer_seconds = p.layer_seconds,
+                    .layer_step_seconds = p.layer_step_seconds,
+                    .timings = {}};
+  for (const auto& t : p.timings) out.timings.push_back({t.precision, t.layer_seconds, t.layer_step_seconds});
+  return out;
+}
+
+libai::DeviceProfile from_wire(const DeviceProfile& p) {
+  libai::DeviceProfile out;
+  out.name = p.name;
+  out.matmul_gflops = p.matmul_gflops;
+  out.memory_bandwidth_gbs = p.memory_bandwidth_gbs;
+  out.free_memory_bytes = p.free_memory_bytes;
+  out.layer_seconds = p.layer_seconds;
+  out.layer_step_seconds = p.layer_step_seconds;
+  for (const auto& t : p.timings) out.timings.push_back({t.precision, t.layer_seconds, t.layer_step_seconds});
+  return out;
+}
+
+std::vector<DeviceProfile> to_wire(const std::vector<libai::DeviceProfile>& profiles) {
+  std::vector<DeviceProfile> out;
+  for (const auto& p : profiles) out.push_back(to_wire(p));
+  return out;
+}
+
+std::vector<libai::DeviceProfile> from_wire(const std::vector<DeviceProfile>& profiles) {
+  std::vector<libai::DeviceProfile> out;
+  for (const auto& p : profiles) out.push_back(from_wire(p));
+  return out;
+}
+
 namespace {
 
 [[noreturn]] void corrupt(std::size_t size, const std::string& why) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "actors/wire/control.capnp.h"
+#include "runtime/device_profile.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
 
@@ -46,6 +47,13 @@ struct DeviceProfile {
   std::vector<PrecisionTiming> timings;  // that layer per precision a stage may hold
   bool operator==(const DeviceProfile&) const = default;
 };
+
+// The planner's device description (runtime/device_profile.h) as it travels, and back: the
+// fields a plan reads (a profile's thread count and emulated slow-down stay on its node).
+DeviceProfile to_wire(const libai::DeviceProfile& profile);
+libai::DeviceProfile from_wire(const DeviceProfile& profile);
+std::vector<DeviceProfile> to_wire(const std::vector<libai::DeviceProfile>& profiles);
+std::vector<libai::DeviceProfile> from_wire(const std::vector<DeviceProfile>& profiles);
 
 struct JoinRequest {
   std::uint32_t node_rank = 0;

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/distributed_model.h"
+#include "actors/jobs/distributed_model.h"
 #include "byte_encoder.h"
 #include "models/pipeline/stage.h"
 #include "models/weights.h"

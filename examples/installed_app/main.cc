@@ -1,6 +1,6 @@
 // A service outside the tree: generates text from a model folder through the installed
 // headers and libraries only (libai::Service, docs/SERVICE.md), or through the pipeline
-// stages of a cluster that it joins as node 0 (a serve job config; actors/cluster_service.h).
+// stages of a cluster that it joins as node 0 (a serve job config; actors/jobs/cluster_service.h).
 //
 //   installed_app MODEL_DIR PROMPT [MAX_NEW_TOKENS]
 //   installed_app --config CONFIG PROMPT [MAX_NEW_TOKENS]   # the other nodes:
@@ -12,7 +12,7 @@
 #include <exception>
 #include <string>
 
-#include "actors/cluster_service.h"
+#include "actors/jobs/cluster_service.h"
 #include "service/service.h"
 
 namespace {

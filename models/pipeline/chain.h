@@ -68,7 +68,7 @@ class ChainedCausalLm : public generation::GenerativeModel {
 
 // generate() over a chain of an encoder-decoder model's stages (T5, MT5): each session is one
 // group of sequences, fed by Seq2SeqInputs through Seq2SeqLmSession, as the pipeline's groups
-// are (actors/model_jobs.h). The chain must outlive the model and its sessions.
+// are (actors/jobs/model_jobs.h). The chain must outlive the model and its sessions.
 class ChainedSeq2SeqLm : public generation::GenerativeModel {
  public:
   explicit ChainedSeq2SeqLm(StageChain& chain);  // InvalidArgument for a model not encoder-decoder

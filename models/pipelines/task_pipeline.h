@@ -17,7 +17,7 @@
 // The pipeline never knows how its model runs: a ModelRunner takes a batch of model inputs
 // and returns the whole model's outputs, on one device (EagerRunner) or through pipeline
 // stages, tensor-parallel ranks and data-parallel replicas (actors::DistributedModel in
-// actors/distributed_model.h, which needs the family's Family::make_stage). Both run without
+// actors/jobs/distributed_model.h, which needs the family's Family::make_stage). Both run without
 // autograd.
 #pragma once
 

@@ -208,7 +208,7 @@ void Rendezvous::listen_and_accept() {
   // sends it as soon as it connects. Candidates wait side by side (one poll over all of them),
   // so a client that connects and says nothing cannot hold the ranks behind it: it is dropped
   // after `hello_wait`, and one whose first bytes are not a hello at once. Both are logged with
-  // the peer's address, as the control port does (actors/guarded_publish.h).
+  // the peer's address, as the control port does (actors/cluster/guarded_publish.h).
   struct Candidate {
     int fd;
     std::string peer;

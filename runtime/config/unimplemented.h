@@ -26,7 +26,7 @@ enum class Purpose {
   // Eager training: train/ on one device or the eager SPMD harness (tensor and data parallel).
   training,
   // Graph-mode training (graph.enabled: true): the actor runtime's training stages
-  // (actors/model_train_job.h), pipeline, data and tensor parallel, in one process or several.
+  // (actors/jobs/model_train_job.h), pipeline, data and tensor parallel, in one process or several.
   graph_training,
   // `libai-actor plan` of a job without model costs: unit costs and train.dist's what-if keys.
   what_if_plan,

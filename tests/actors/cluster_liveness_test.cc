@@ -1,7 +1,7 @@
-// Liveness bookkeeping (Note [Liveness] in actors/cluster_node.h) on made-up clocks: when node 0
+// Liveness bookkeeping (Note [Liveness] in actors/cluster/cluster_node.h) on made-up clocks: when node 0
 // names a silent node or a stuck stage and when it must not (a slow stage, a waiting stage, its
 // own pause), and what a stage actor shows of itself while it computes and waits.
-#include "actors/cluster_liveness.h"
+#include "actors/cluster/cluster_liveness.h"
 
 #include <gtest/gtest.h>
 

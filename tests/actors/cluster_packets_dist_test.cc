@@ -10,7 +10,7 @@
 #include <cstring>
 #include <random>
 
-#include "actors/cluster.h"
+#include "actors/cluster/cluster.h"
 #include "runtime/error.h"
 #include "tests/common/child_process.h"
 

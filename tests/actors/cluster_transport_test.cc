@@ -1,7 +1,7 @@
 // Node 0's choice of the data plane between the nodes (Note [Choosing the transport]).
 #include <gtest/gtest.h>
 
-#include "actors/cluster_node.h"
+#include "actors/cluster/cluster_node.h"
 #include "runtime/error.h"
 
 namespace libai::actors::cluster {

@@ -1,4 +1,4 @@
-// The plan of a config job (actors/job_plan.h, ConfigJob::plan): the request compile_plan gets
+// The plan of a config job (plan/run_plan.h, ConfigJob::plan): the request compile_plan gets
 // from the job and the devices' profiles, checked against hand computations; the split, the
 // order of the pipeline slots and the layout that follows from them; a plan that does not fit,
 // named by the device's profile.
@@ -7,9 +7,9 @@
 #include <cmath>
 #include <sstream>
 
-#include "actors/config_job.h"
-#include "actors/prediction.h"
-#include "actors/model_jobs.h"
+#include "actors/jobs/config_job.h"
+#include "actors/jobs/prediction.h"
+#include "actors/jobs/model_jobs.h"
 #include "actors/synthetic.h"
 #include "models/convert.h"
 #include "tests/actors/model_job_fixture.h"

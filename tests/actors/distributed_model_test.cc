@@ -4,7 +4,7 @@
 // call; bad layouts and inputs are refused naming what was wrong.
 #include <gtest/gtest.h>
 
-#include "actors/distributed_model.h"
+#include "actors/jobs/distributed_model.h"
 #include "tests/actors/test_system.h"
 #include "tests/models/parity_util.h"
 #include "runtime/autograd.h"

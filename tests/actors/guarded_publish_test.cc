@@ -1,7 +1,7 @@
-// publish_guarded (actors/guarded_publish.h): bytes that are not CAF's BASP on the published
+// publish_guarded (actors/cluster/guarded_publish.h): bytes that are not CAF's BASP on the published
 // port are logged with the peer's address and the connection is dropped, while a real peer
 // (another actor system's middleman) still connects and talks to the published actor.
-#include "actors/guarded_publish.h"
+#include "actors/cluster/guarded_publish.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

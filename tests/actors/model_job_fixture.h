@@ -8,7 +8,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "actors/config_job.h"
+#include "actors/jobs/config_job.h"
 #include "models/convert.h"
 #include "runtime/config/config.h"
 #include "tests/models/random_models.h"

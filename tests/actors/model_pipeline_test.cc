@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/actors/test_system.h"
-#include "actors/model_jobs.h"
+#include "actors/jobs/model_jobs.h"
 #include "models/model.h"
 #include "tests/models/random_models.h"
 

@@ -1,4 +1,4 @@
-// Continuous batching through pipeline stages (actors/pipeline_service.h): requests from many
+// Continuous batching through pipeline stages (actors/jobs/pipeline_service.h): requests from many
 // threads at once, through PP = 2 (and TP = 2 x PP = 2) stages in lanes, get exactly the tokens
 // of the same requests made one at a time to the whole model in this process
 // (libai::Service::open). Lanes step independently (stages by arrival): a lone request
@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "tests/actors/test_system.h"
-#include "actors/model_jobs.h"
-#include "actors/pipeline_service.h"
+#include "actors/jobs/model_jobs.h"
+#include "actors/jobs/pipeline_service.h"
 #include "tests/models/random_models.h"
 
 namespace libai::actors {

@@ -6,7 +6,7 @@
 #include <functional>
 #include <sstream>
 
-#include "actors/config_job.h"
+#include "actors/jobs/config_job.h"
 #include "models/convert.h"
 #include "tests/actors/model_job_fixture.h"
 #include "tests/common/error_of.h"

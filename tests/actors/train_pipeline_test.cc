@@ -11,7 +11,7 @@
 #include <mutex>
 
 #include "actors/synthetic_train.h"
-#include "actors/train_programs.h"
+#include "schedule/train_programs.h"
 
 namespace libai::actors {
 namespace {

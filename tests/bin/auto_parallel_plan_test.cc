@@ -1,9 +1,9 @@
-// `libai-actor plan` with graph.auto_parallel.enabled (actors/auto_parallel.h): a GPT-2 of 8
+// `libai-actor plan` with graph.auto_parallel.enabled (plan/auto_parallel.h): a GPT-2 of 8
 // layers and 4 heads on 2 nodes x 2 devices whose profiles are fixed (train.cluster.profiles),
 // so the search is deterministic. The chosen layout fits and comes first, the ranking is by
 // predicted step time, the config's keys are constraints, memory rejections name the device's
 // capacity; with every key fixed and free links the prediction equals the training plan of the
-// same layout (actors/train_plan.h, tested on its own); bad settings are one clear error.
+// same layout (plan/train_plan.h, tested on its own); bad settings are one clear error.
 #include <gtest/gtest.h>
 
 #include <filesystem>

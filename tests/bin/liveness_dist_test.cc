@@ -1,4 +1,4 @@
-// Liveness of `libai-actor run` over real processes (Note [Liveness] in actors/cluster_node.h):
+// Liveness of `libai-actor run` over real processes (Note [Liveness] in actors/cluster/cluster_node.h):
 // a pipeline of 3 nodes where the first, the middle or the last node is killed, or the middle
 // node is stopped (SIGSTOP, as a stuck driver or a swapping host looks), and the UCX data plane
 // across 127.0.0.2. Every other node must end with one error naming the node within the

@@ -6,11 +6,11 @@
 
 #include <regex>
 
-#include "actors/config_job.h"
-#include "actors/model_jobs.h"
+#include "actors/jobs/config_job.h"
+#include "actors/jobs/model_jobs.h"
 #include "models/model.h"
 #include "models/pipelines/pipelines.h"
-#include "runtime/config/libai_schema.h"
+#include "app/schema.h"
 #include "tests/bin/cluster.h"
 #include "tests/models/random_models.h"
 

@@ -5,7 +5,7 @@
 // config on one device (graph.enabled false, the replicas' micro-batches accumulated there).
 // A node killed mid-step ends every other node within 5 s naming it. On devices of unequal
 // (emulated) speeds, train.dist.balance measured splits the layers by the plan
-// (actors/train_plan.h), the losses still one device's. Checkpoints: a graph-mode run over
+// (plan/train_plan.h), the losses still one device's. Checkpoints: a graph-mode run over
 // two processes resumed from its step-3 checkpoint continues with the uninterrupted run's
 // losses (bitwise at the same layout, within 1e-5 at another layout and eagerly), an eager
 // checkpoint resumes in graph mode; evaluation equals the eager pipeline's.

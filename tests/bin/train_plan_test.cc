@@ -1,5 +1,5 @@
 // `libai-actor plan` of a real model's training config (graph.enabled true, model.config): the
-// training plan from the model's costs (actors/train_plan.h). The devices' timings are fixed by
+// training plan from the model's costs (plan/train_plan.h). The devices' timings are fixed by
 // train.cluster.profiles, so the split is deterministic; the memory is checked against GPT-2's
 // parameters counted from its architecture (16 bytes each: weight, gradient, AdamW's moments).
 #include <gtest/gtest.h>

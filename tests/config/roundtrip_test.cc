@@ -7,7 +7,7 @@
 
 #include "runtime/config/config.h"
 #include "runtime/config/emit.h"
-#include "runtime/config/libai_schema.h"
+#include "app/schema.h"
 #include "tests/config/test_files.h"
 
 namespace libai::config {

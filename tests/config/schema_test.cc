@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/config/config.h"
-#include "runtime/config/libai_schema.h"
+#include "app/schema.h"
 #include "tests/config/test_files.h"
 
 namespace libai::config {

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "runtime/config/libai_schema.h"
+#include "app/schema.h"
 
 namespace libai::config {
 namespace {

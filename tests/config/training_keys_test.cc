@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "runtime/config/config.h"
-#include "runtime/config/libai_schema.h"
+#include "app/schema.h"
 #include "tests/config/test_files.h"
 
 namespace libai::config {

@@ -3,7 +3,7 @@
 // that can use them.
 #include <gtest/gtest.h>
 
-#include "runtime/config/libai_schema.h"
+#include "app/schema.h"
 #include "runtime/config/unimplemented.h"
 #include "tests/config/test_files.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "runtime/config/config.h"
-#include "runtime/config/libai_schema.h"
+#include "app/schema.h"
 #include "tests/fuzz/fuzz_harness.h"
 
 namespace {

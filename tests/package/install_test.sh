@@ -103,7 +103,7 @@ check_app() {  # check_app WHAT OUTPUT
 check_app "installed_app (CMake package)" "$("$work/app/installed_app" "$model" "$prompt" "$new_tokens" 2>/dev/null)"
 
 # The same through pipeline stages: installed_app as node 0 of a two-node serve job, the
-# installed libai-actor as node 1 (actors/cluster_service.h).
+# installed libai-actor as node 1 (actors/jobs/cluster_service.h).
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 printf '%s\n' "model:" "  weights: $model" "train:" "  dist:" "    pipeline_parallel_size: 2" \
   "  cluster:" "    nodes: 2" "    token: install-test" "    port: $port" \
