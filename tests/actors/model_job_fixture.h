@@ -9,9 +9,35 @@
 #include <unistd.h>
 
 #include "actors/jobs/config_job.h"
+#include "plan/timed_layers.h"
 #include "models/convert.h"
 #include "runtime/config/config.h"
 #include "tests/models/random_models.h"
+
+namespace libai::actors {
+
+// The planner takes runtime::DeviceProfile; these tests build the assignment's wire profiles
+// and plan with the same ones, converted as the cluster's node 0 converts them.
+inline schedule::PlanRequest plan_request(const JobShape& job,
+                                          const std::vector<wire::DeviceProfile>& devices) {
+  return plan::plan_request(job, wire::from_wire(devices));
+}
+inline schedule::Plan compile_job_plan(const JobShape& job,
+                                       const std::vector<wire::DeviceProfile>& devices) {
+  return plan::compile_job_plan(job, wire::from_wire(devices));
+}
+inline void check_job_plan(const schedule::Plan& p, const std::vector<wire::DeviceProfile>& devices,
+                           int devices_per_node) {
+  plan::check_job_plan(p, wire::from_wire(devices), devices_per_node);
+}
+inline void print_job_plan(std::ostream& out, const JobShape& job, const schedule::Plan& p,
+                           const std::vector<wire::DeviceProfile>& devices) {
+  plan::print_job_plan(out, job, p, wire::from_wire(devices));
+}
+using plan::time_model_layer;
+using plan::time_synthetic_layer;
+
+}  // namespace libai::actors
 
 namespace libai::actors::testing {
 

@@ -151,12 +151,13 @@ TEST(RunCluster, MixedPrecisionGenerationOverThreeNodesOfUnequalMemory) {
                                               "train.dist.stage_precision_choices=[f32, q4]"};
   // Node 2's memory from the plan's own per-layer bytes at both precisions.
   actors::ConfigJob job(config::load_libai_config(config, precision, {}), layout.nodes);
-  actors::JobShape shape = job.shape();
-  const std::vector<wire::DeviceProfile> any(3, wire::DeviceProfile{"any", 1, 1, 0});
+  plan::JobShape shape = job.shape();
+  const std::vector<DeviceProfile> any(
+      3, DeviceProfile{.name = "any", .matmul_gflops = 1, .memory_bandwidth_gbs = 1});
   shape.slot_precision = {0, 0, 0};
-  const auto f32 = actors::plan_request(shape, any);
+  const auto f32 = plan::plan_request(shape, any);
   shape.slot_precision = {1, 1, 1};
-  const auto q4 = actors::plan_request(shape, any);
+  const auto q4 = plan::plan_request(shape, any);
   const double f32_layer = f32.slot_weight_bytes[2][0] + f32.num_micro_batches * f32.kv_cache_bytes[0];
   const double q4_layer = q4.slot_weight_bytes[2][0] + q4.num_micro_batches * q4.kv_cache_bytes[0];
   const double small = 0.95 * f32_layer;
@@ -221,8 +222,9 @@ TEST(RunCluster, Gpt2GenerationWithStageZeroOnNodeOne) {
   const Layout layout{.nodes = 2, .pp = 2, .groups = 2};
   const std::string config = generate_config(cluster, model, layout);
   actors::ConfigJob job(config::load_libai_config(config, {}, {}), layout.nodes);
-  const auto r = actors::plan_request(
-      job.shape(), std::vector<wire::DeviceProfile>(2, wire::DeviceProfile{"any", 1, 1, 0}));
+  const auto r = plan::plan_request(
+      job.shape(), std::vector<DeviceProfile>(
+                       2, DeviceProfile{.name = "any", .matmul_gflops = 1, .memory_bandwidth_gbs = 1}));
   const double free = r.weight_bytes[0] + r.num_micro_batches * r.kv_cache_bytes[0] +
                       (r.head.bytes + r.embedding.bytes) / 2;
   ASSERT_LT(r.head.bytes, r.embedding.bytes);
