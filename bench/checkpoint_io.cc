@@ -24,7 +24,7 @@
 #include "runtime/comm/spmd.h"
 #include "runtime/threads.h"
 #include "train/pipeline_eager.h"
-#include "train/sharded_checkpoint.h"
+#include "train/checkpoint/sharded.h"
 
 namespace libai {
 namespace {

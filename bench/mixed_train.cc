@@ -36,6 +36,7 @@
 
 #include "actors/synthetic.h"
 #include "actors/synthetic_train.h"
+#include "plan/timed_layers.h"
 #include "schedule/train_programs.h"
 #include "bench/summary.h"
 #include "runtime/error.h"
@@ -136,7 +137,7 @@ Run in_process(const Options& o, const Case& c, bool balanced) {
   schedule::PlanRequest request;
   request.pp = p;
   for (double k : c.slowdown)
-    request.layer_time.emplace_back(size_t(o.layers), time_synthetic_layer(o.layer_ms * 1e-3, k));
+    request.layer_time.emplace_back(size_t(o.layers), libai::plan::time_synthetic_layer(o.layer_ms * 1e-3, k));
   request.weight_bytes.assign(size_t(o.layers), 0.0);
   request.workload = schedule::Workload::train;
   request.schedule = schedule::PipelineSchedule::one_f_one_b;

@@ -1,6 +1,7 @@
-// The driver: builds the CLI11 app from the command table, parses, runs, maps errors to exit
+// The driver: builds the CLI11 app from a command table, parses, runs, maps errors to exit
 // codes. Usage errors are one line saying what was wrong, then the usage, and exit 2; a
-// libai::Error is one line "libai-actor: error: ..." and exit 1.
+// libai::Error is one line "<program>: error: ..." and exit 1. A table of one command is the
+// whole program (`libai-plan CONFIG` is `libai-actor plan CONFIG`).
 #include <iostream>
 #include <optional>
 #include <string>
@@ -20,7 +21,7 @@ std::vector<CLI::App*> all_subcommands(CLI::App& level) {
 }
 
 std::string command_path(const std::vector<CLI::App*>& levels) {
-  std::string path = "libai-actor";
+  std::string path = levels.front()->get_name();
   for (std::size_t i = 1; i < levels.size(); ++i) path += " " + levels[i]->get_name();
   return path;
 }
@@ -99,15 +100,19 @@ std::string one_line(std::string text) {
 
 }  // namespace
 
-int run_cli(int argc, char** argv) {
-  CLI::App app("LiBai-Actor: train and serve transformer models across devices and nodes",
-               "libai-actor");
-  app.set_version_flag("--version", std::string("libai-actor ") + LIBAI_VERSION);
-  app.require_subcommand(1);
+int run_cli(int argc, char** argv, const Program& program) {
+  CLI::App app(program.description, program.name);
+  app.set_version_flag("--version", std::string(program.name) + " " + LIBAI_VERSION);
   std::vector<std::pair<CLI::App*, CommandAction>> actions;
-  for (const Command& command : commands()) {
-    CLI::App* sub = app.add_subcommand(command.name, command.summary);
-    actions.emplace_back(sub, command.setup(*sub));
+  const bool single = program.commands.size() == 1;
+  if (single) {
+    actions.emplace_back(&app, program.commands.front().setup(app));
+  } else {
+    app.require_subcommand(1);
+    for (const Command& command : program.commands) {
+      CLI::App* sub = app.add_subcommand(command.name, command.summary);
+      actions.emplace_back(sub, command.setup(*sub));
+    }
   }
 
   if (const std::optional<int> failed = check_subcommand_names(app, argc, argv)) return *failed;
@@ -123,10 +128,10 @@ int run_cli(int argc, char** argv) {
     for (auto& [sub, action] : actions)
       if (sub->parsed()) return action();
   } catch (const Error& e) {
-    std::cerr << "libai-actor: error: " << one_line(e.what()) << "\n";
+    std::cerr << program.name << ": error: " << one_line(e.what()) << "\n";
     return kExitError;
   } catch (const std::exception& e) {
-    std::cerr << "libai-actor: error: internal: " << one_line(e.what()) << "\n";
+    std::cerr << program.name << ": error: internal: " << one_line(e.what()) << "\n";
     return kExitError;
   }
   return kExitUsage;

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "bin/commands.h"
-#include "train/sharded_checkpoint.h"
+#include "train/checkpoint/sharded.h"
 
 namespace libai::cli {
 namespace {

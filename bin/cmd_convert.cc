@@ -2,7 +2,7 @@
 // project's layout (libai: fused q/k/v, this project's parameter names) or back in the model
 // family's Hugging Face layout (models/convert.h), with config.json and the tokenizer files.
 // --from may also be a training run's output folder: its last complete checkpoint is read
-// (train/checkpoint.h), so `convert --from OUT --to HF --format hf` exports a trained model.
+// (train/checkpoint/gathered.h), so `convert --from OUT --to HF --format hf` exports a trained model.
 // Prints one line: what was written, how many tensors and bytes, and how long it took.
 #include <chrono>
 #include <cstdio>
@@ -15,8 +15,8 @@
 #include "models/convert.h"
 #include "ops/packed_linear.h"
 #include "runtime/checkpoint/safetensors.h"
-#include "train/checkpoint.h"
-#include "train/sharded_checkpoint.h"
+#include "train/checkpoint/gathered.h"
+#include "train/checkpoint/sharded.h"
 
 namespace libai::cli {
 namespace {

@@ -35,10 +35,18 @@ struct Command {
   CommandSetup setup;
 };
 
+// libai-actor's table (bin/commands.cc).
 const std::vector<Command>& commands();
 
+struct Program {
+  const char* name;         // "libai-actor": usage lines, errors and --version
+  const char* description;  // the first line of --help
+  // Its subcommands; a table of one command is the whole program, with no subcommand name.
+  const std::vector<Command>& commands;
+};
+
 // Parses argv, runs the chosen command and turns errors into one line and an exit code.
-int run_cli(int argc, char** argv);
+int run_cli(int argc, char** argv, const Program& program);
 
 CommandAction setup_config(CLI::App& command);
 CommandAction setup_plan(CLI::App& command);

@@ -5,7 +5,7 @@
 #
 #   P/include/libai-actor/{runtime,ops,models,schedule,train,app,plan,service}/*.h, actors/jobs/cluster_service.h
 #   P/lib/libai_<layer>.so.0.1.0 (+ .so.0.1, .so), libai_actors.so.0.1.0, libai_onnx_writer.so
-#   P/bin/libai-actor
+#   P/bin/libai-actor, P/bin/libai-plan
 #   P/lib/cmake/LiBaiActor/   find_package(LiBaiActor CONFIG): libai::libai, libai::<layer>
 #   P/lib/pkgconfig/libai-actor.pc
 include(GNUInstallDirs)
@@ -45,9 +45,9 @@ install(TARGETS libai_actors EXPORT LiBaiActorTargets
                 NAMELINK_COMPONENT development)
 install(TARGETS libai_onnx_writer LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime)
 if(TARGET libai-actor)
-  set_target_properties(libai-actor PROPERTIES INSTALL_RPATH "$ORIGIN/${libai_bin_to_lib}"
-                                               INSTALL_RPATH_USE_LINK_PATH ON)
-  install(TARGETS libai-actor RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+  set_target_properties(libai-actor libai-plan PROPERTIES INSTALL_RPATH "$ORIGIN/${libai_bin_to_lib}"
+                                                          INSTALL_RPATH_USE_LINK_PATH ON)
+  install(TARGETS libai-actor libai-plan RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 endif()
 install(FILES ${PROJECT_SOURCE_DIR}/actors/jobs/cluster_service.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/libai-actor/actors/jobs COMPONENT development)

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
       prompts.emplace_back(ids.begin(), ids.end());
     }
     const auto config = models::HfConfig::load(folder);
-    const int layers = models::pipeline::pipeline_num_layers(config);
+    const int layers = models::stages::pipeline_num_layers(config);
     std::vector<int> stage_of;  // first half of the layers on stage 0, the rest on stage 1
     for (int l = 0; l < layers; ++l) stage_of.push_back(l < (layers + 1) / 2 ? 0 : 1);
 
@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     models::generation::GenerationConfig generation;
     generation.max_new_tokens = 8;
     auto results = actors::run_generation(pipeline.client(), layout,
-                                          models::pipeline::causal_lm_info(config),
+                                          models::stages::causal_lm_info(config),
                                           actors::split_into_groups(prompts, groups), generation);
     for (const auto& report : pipeline.wait())
       std::printf("%s: %llu actions, %.3f s busy\n", report.name.c_str(),

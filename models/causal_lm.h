@@ -12,7 +12,7 @@
 //     }
 //   };
 //
-// A pipeline (models/pipeline/) whose stages keep the caches uses the step-function form and
+// A pipeline (models/stages/) whose stages keep the caches uses the step-function form and
 // receives the same tensors CausalInputs builds:
 //
 //   CausalLmSession session(prompts, pad_id, [&](const TensorMap& in) {

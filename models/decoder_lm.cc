@@ -93,7 +93,7 @@ TensorMap DecoderLm::forward(const TensorMap& inputs) {
   return out;
 }
 
-// Note [Decoding through parts]: one step of one group (models/pipeline/stage.h's decoder-only
+// Note [Decoding through parts]: one step of one group (models/stages/stage.h's decoder-only
 // contract): every part first reorders its caches by select_rows (none left: fresh caches),
 // drops trim_front leading positions, and passes both on; the first embeds input_ids at
 // position_ids (past, past + 1, ... when absent), which every part passes on (rotary layers
@@ -186,7 +186,7 @@ TensorMap DecoderLm::decode_step(const TensorMap& in, DecodeState& state) {
 std::unique_ptr<generation::DecodeSession> DecoderLm::start(
     const std::vector<std::vector<int64_t>>& prompts) {
   LIBAI_CHECK(part_.is_whole(), shape_.name, ": generation needs the whole model, not ",
-              to_string(part_), " (pipelines generate through models/pipeline/ stages)");
+              to_string(part_), " (pipelines generate through models/stages/ stages)");
   for (const auto& p : prompts)
     for (int64_t id : p)
       LIBAI_CHECK(id >= 0 && id < shape_.vocab, shape_.name, ": token id ", id,

@@ -22,7 +22,7 @@
 
 namespace libai::models {
 
-namespace pipeline {
+namespace stages {
 class PipelineStage;
 }
 struct GgufArchitecture;
@@ -52,7 +52,7 @@ struct GenerationInfo {
   int64_t decoder_start_id = 0;  // seq2seq: the decoder's first token
 };
 
-// Planning estimates from config.json alone (models/pipeline/stage.h documents the numbers);
+// Planning estimates from config.json alone (models/stages/stage.h documents the numbers);
 // `bytes` is the size of one element of the parameters and activations.
 struct FamilyCosts {
   // One entry per layer in pipeline order; context: the keys each token attends to (> 0).
@@ -70,11 +70,11 @@ struct FlopsShape {
   int64_t attention_blocks = 0, attention_width = 0, tokens = 0;
 };
 
-// An inference pipeline stage (models/pipeline/stage.h): layers [first, last) with the KV
-// caches decoding keeps; pipeline::make_part_stage makes it from the config's head built for
+// An inference pipeline stage (models/stages/stage.h): layers [first, last) with the KV
+// caches decoding keeps; stages::make_part_stage makes it from the config's head built for
 // that part (Note [Decoding through parts] in models/model.h). The spec is checked by the
 // caller.
-using MakeStage = std::unique_ptr<pipeline::PipelineStage> (*)(const HfConfig&, const StageSpec&,
+using MakeStage = std::unique_ptr<stages::PipelineStage> (*)(const HfConfig&, const StageSpec&,
                                                                const LayerContext&);
 
 // ONNX export (models/onnx/export.h): declares the graphs of `model`, a whole model of this

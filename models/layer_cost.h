@@ -1,5 +1,5 @@
 // Planning estimates of one transformer layer from its shape, for the families' cost models
-// (models/family.h). The numbers are those models/pipeline/stage.h documents: flops, weight
+// (models/family.h). The numbers are those models/stages/stage.h documents: flops, weight
 // bytes, KV cache, activations kept for backward and the message passed on, per token.
 #pragma once
 

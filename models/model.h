@@ -68,7 +68,7 @@ void check_part(const HfConfig& config, const StageSpec& part, int num_layers);
 // "hidden_states" (floating, with its autograd graph: the backward of the part before starts
 // from its gradient) and the side inputs the later parts need (attention_mask, ...), which
 // carry no gradient. Every position is computed, as in training (decoding through stages
-// keeps KV caches: models/pipeline/stage.h). Inputs a part does not use (input_ids on a later
+// keeps KV caches: models/stages/stage.h). Inputs a part does not use (input_ids on a later
 // part, labels) are ignored, so the last part can be given its micro-batch merged with what
 // it received, which is how train::compute_loss runs on it. The per-layer outputs
 // "hidden_states.{i}" are returned by a whole model only. Every family and head can be cut:
@@ -86,12 +86,12 @@ class DecodeState {
 };
 
 // Note [Decoding through parts]
-// An inference pipeline stage (models/pipeline/stage.h) is a model part that also offers a
+// An inference pipeline stage (models/stages/stage.h) is a model part that also offers a
 // decode step: new_decode_state() makes the caches of one group of sequences and
 // decode_step() runs one micro-batch of that group through the part's layers under the stage
 // message contract of stage.h (one step's tokens, logits of the last position in f32 on the
 // last part). So the modules, names and checkpoint rules of a stage are the part's, and the
-// family declares its layers once: pipeline::part_stage wraps such a part as a stage. A family
+// family declares its layers once: stages::part_stage wraps such a part as a stage. A family
 // whose parts do not decode gives its stages another way (Family::make_stage) or none.
 
 // Note [Logits shard]: under tensor parallelism an LM head's logits are computed as one

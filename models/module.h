@@ -135,7 +135,7 @@ class Module {
   Tensor& add_parameter(const std::string& name, const Shape& shape, const LayerContext& ctx,
                         const std::vector<std::vector<TpRows>>& rows);
   // A child added under "" is transparent: its parameters and modules keep their own names
-  // (a pipeline stage wrapping a model part, models/pipeline/stage.h).
+  // (a pipeline stage wrapping a model part, models/stages/stage.h).
   template <typename M>
   M& add_module(const std::string& name, std::unique_ptr<M> module) {
     M& ref = *module;

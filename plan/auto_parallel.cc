@@ -9,13 +9,13 @@
 #include <thread>
 
 #include "plan/run_plan.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 #include "runtime/comm/local_communicator.h"
 #include "runtime/error.h"
 
 namespace libai::plan {
 
-namespace mp = models::pipeline;
+namespace mp = models::stages;
 
 namespace {
 

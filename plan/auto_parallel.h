@@ -17,7 +17,7 @@
 // train.dist.balance (null: uniform and measured splits both searched; memory is refused) and
 // train.dist.custom_pipeline_stage_id (must be null) concern the split.
 // Costs (Note [Auto parallel costs of a model] in auto_parallel.cc): per layer the model's flops
-// and bytes per sample (models/pipeline/stage.h layer_costs), calibrated on each device by one
+// and bytes per sample (models/stages/stage.h layer_costs), calibrated on each device by one
 // timed layer as the training plans are (plan/train_plan.h); the links from
 // graph.auto_parallel.intra_node / inter_node ({bandwidth_gbs, latency_seconds}); what they leave
 // null is probed (Note [The link probe]): inside a node, two ranks of this process all-reducing;

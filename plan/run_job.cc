@@ -5,7 +5,7 @@
 
 #include "models/gguf.h"
 #include "models/hf_config.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 #include "models/pipelines/pipelines.h"
 #include "models/tokenizers/tokenizer.h"
 #include "models/weights.h"
@@ -17,7 +17,7 @@
 
 namespace libai::plan {
 
-namespace mp = models::pipeline;
+namespace mp = models::stages;
 
 RunJob::RunJob(const config::Config& cfg, int nodes) : nodes_(nodes) { read(cfg); }
 

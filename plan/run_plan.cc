@@ -6,13 +6,13 @@
 #include <ostream>
 
 #include "models/hf_config.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 #include "runtime/error.h"
 #include "schedule/precision.h"
 
 namespace libai::plan {
 
-namespace mp = models::pipeline;
+namespace mp = models::stages;
 
 namespace {
 

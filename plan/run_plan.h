@@ -11,7 +11,7 @@
 //
 // Costs (Note [Decoding costs of a model job] in plan/run_plan.cc):
 //   model jobs   per layer and device, the roofline time (schedule::layer_time_from_profile) of
-//                the layer's flops and bytes (models/pipeline/stage.h layer_costs) on the
+//                the layer's flops and bytes (models/stages/stage.h layer_costs) on the
 //                device's measured GFLOP/s and GB/s: a group's prefill (rows x the longest
 //                prompt) and, when generating, one decoding step (rows tokens over the mean
 //                context, reading weights and KV caches); the embedding on the first stage and

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "models/hf_config.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 #include "runtime/autograd.h"
 #include "runtime/device_profile.h"
 #include "runtime/error.h"
@@ -16,7 +16,7 @@
 
 namespace libai::plan {
 
-namespace mp = models::pipeline;
+namespace mp = models::stages;
 
 std::optional<LayerTiming> time_model_layer(const std::filesystem::path& folder, Device device,
                                             double slowdown, int64_t rows, int64_t tokens,

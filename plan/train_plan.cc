@@ -7,8 +7,9 @@
 #include <thread>
 
 #include "plan/run_plan.h"
+#include "models/family.h"
 #include "models/model.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 #include "models/training_mode.h"
 #include "runtime/autograd.h"
 #include "runtime/device_profile.h"
@@ -18,7 +19,7 @@
 
 namespace libai::plan {
 
-namespace mp = models::pipeline;
+namespace mp = models::stages;
 
 ModelTrainShape model_train_shape(const config::Config& cfg, const models::HfConfig& model,
                                   std::string model_name, int devices_per_node) {
@@ -58,6 +59,10 @@ ModelTrainShape model_train_shape(const config::Config& cfg, const models::HfCon
           cfg.get_or<std::optional<double>>("train.cluster.remote_hop_seconds", std::nullopt))
     s.remote_hop_seconds = *hop;
   return s;
+}
+
+std::string families_with_train_costs() {
+  return models::family_names([](const models::Family& f) { return f.costs.layers != nullptr; });
 }
 
 bool has_train_costs(const models::HfConfig& model) {

@@ -20,7 +20,7 @@
 //            a parameter without ZeRO) by ZeRO's memory model at train.zero_optimization's
 //            stage over the dp replicas (Note [ZeRO memory model] in schedule/zero_memory.h);
 //            per layer and micro-batch the activations it keeps for backward
-//            (models/pipeline/stage.h layer_costs: activation_bytes_per_token x tokens, or only
+//            (models/stages/stage.h layer_costs: activation_bytes_per_token x tokens, or only
 //            its input, output_bytes_per_token x tokens, under activation checkpointing), which
 //            the planner multiplies by the micro-batches the schedule stashes at its peak.
 //   caps     each profile's free memory divided by the devices of its node.
@@ -69,8 +69,10 @@ struct ModelTrainShape {
 ModelTrainShape model_train_shape(const config::Config& cfg, const models::HfConfig& model,
                                   std::string model_name, int devices_per_node);
 
-// Whether the planner has costs for the model's family (models/pipeline/stage.h layer_costs).
+// Whether the planner has costs for the model's family (models/stages/stage.h layer_costs).
 bool has_train_costs(const models::HfConfig& model);
+// "gpt2, bert, ..." for messages: the registered families with a cost model.
+std::string families_with_train_costs();
 
 // One middle layer (layer 1) of the model, randomly initialised, trained on one micro-batch on
 // `device` at emulated slow-down `slowdown`: the fastest forward and backward of `repetitions`

@@ -60,7 +60,7 @@ class DecodeRows {
 };
 
 // One decoding step of a group of rows through a decoder-only model, whole or in pipeline
-// stages: inputs under the stage contract of models/pipeline/stage.h (input_ids,
+// stages: inputs under the stage contract of models/stages/stage.h (input_ids,
 // position_ids, attention_mask, select_rows, trim_front, join_rows), the last position's
 // logits [rows, vocab] back.
 using StepFunction = std::function<Tensor(const models::TensorMap&)>;

@@ -2,7 +2,7 @@
 """Checks that a trained checkpoint exported to the Hugging Face layout loads in transformers and
 gives the logits our runtime computes from the checkpoint itself.
 
-    # a training checkpoint (train/checkpoint.h): OUT/model_NNNNNNN/, or OUT with last_checkpoint
+    # a training checkpoint (train/checkpoint/gathered.h): OUT/model_NNNNNNN/, or OUT with last_checkpoint
     libai-actor convert --from OUT --to EXPORT --format hf
     libai-actor forward --model OUT/model_NNNNNNN --input-ids 1,2,3,4 --input-ids 5,6,7,8 \\
         --save ours.safetensors

@@ -7,7 +7,8 @@ packages=(build-essential cmake ninja-build pkg-config
   libgtest-dev libgmock-dev googletest libbenchmark-dev libopenblas-dev libdnnl-dev libyaml-cpp-dev
   nlohmann-json3-dev libcli11-dev libpcre2-dev libsentencepiece-dev libstb-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libcpp-httplib-dev
-  clang libclang-rt-14-dev clang-format)
+  clang libclang-rt-14-dev clang-format
+  python3)  # tools/check_layers.py (the layers.check_layers test)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,9 +4,9 @@
 #include <set>
 
 #include "models/init.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 #include "train/pipeline_eager.h"
-#include "train/sharded_checkpoint.h"
+#include "train/checkpoint/sharded.h"
 
 namespace libai::train {
 
@@ -40,7 +40,7 @@ class PipelineRunner final : public StepRunner {
                .micro_batch_size = t.batch.micro};
     const models::HfConfig config = training_model_config(cfg);
     const auto specs =
-        virtual_stage_parts(models::pipeline::pipeline_num_layers(config), mesh.pp * chunks);
+        virtual_stage_parts(models::stages::pipeline_num_layers(config), mesh.pp * chunks);
     const auto weights = cfg.get_or<std::string>("model.weights", "");
     for (int c = 0; c < chunks; ++c) {
       const models::StageSpec& spec = specs[size_t(c * mesh.pp + layout_.stage)];

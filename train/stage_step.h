@@ -105,7 +105,7 @@ class StageStep {
   int64_t optimizer_steps() const;
   // ZeRO's shards when TrainStepOptions::zero_stage > 0, else null.
   ZeroShards* zero();
-  // What this rank writes into a sharded checkpoint (train/sharded_checkpoint.h): ZeRO's
+  // What this rank writes into a sharded checkpoint (train/checkpoint/sharded.h): ZeRO's
   // owned slices; without ZeRO, dp rank 0's whole tensor-parallel blocks of its parts with
   // their optimizer state (nothing on other replicas). A weight tied across stages is written
   // by the first stage only. Stage 3: call between zero()->fetch_all() / release_all().

@@ -29,7 +29,7 @@
 
 #include "models/model.h"
 #include "runtime/config/config.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint/gathered.h"
 #include "train/data_config.h"
 #include "train/train_config.h"
 #include "train/train_step.h"
@@ -52,7 +52,7 @@ class StepRunner {
   // over the data-parallel replicas (eval_metrics below).
   virtual std::map<std::string, double> evaluate(
       const std::vector<std::vector<models::TensorMap>>& batches) = 0;
-  // Writes output_dir/name (train/checkpoint.h) with `progress`; every caller returns once it
+  // Writes output_dir/name (train/checkpoint/gathered.h) with `progress`; every caller returns once it
   // is complete.
   virtual void save(const std::filesystem::path& output_dir, const std::string& name,
                     const TrainingProgress& progress, int max_to_keep) = 0;

@@ -68,7 +68,7 @@ namespace libai::train {
 
 // What this rank owns of one parameter: a flat range of its tensor-parallel block (the
 // parameter as this rank's Module holds it), with the parameter's values and optimizer state
-// over that range. Checkpoints are written from these (train/sharded_checkpoint.h).
+// over that range. Checkpoints are written from these (train/checkpoint/sharded.h).
 struct OwnedSlice {
   models::ParameterInfo info;        // name, split dim, logical shape, tp rank / size
   Shape local_shape;                 // the tp block's shape (the Module's tensor)

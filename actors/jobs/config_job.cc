@@ -26,7 +26,7 @@
 
 namespace libai::actors {
 
-namespace mp = models::pipeline;
+namespace mp = models::stages;
 
 ConfigJob::ConfigJob(const config::Config& cfg, int nodes) : plan::RunJob(cfg, nodes) {}
 

@@ -28,7 +28,7 @@ DistributedModel::DistributedModel(const std::filesystem::path& folder,
   const int groups = options.groups > 0 ? options.groups : sizes.dp * sizes.pp;
   LIBAI_CHECK(groups >= sizes.dp, folder.string(), ": ", groups,
               " groups leave some of the ", sizes.dp, " replicas without work");
-  const int layers = models::pipeline::pipeline_num_layers(config_);
+  const int layers = models::stages::pipeline_num_layers(config_);
   std::vector<int> stage_of =
       options.stage_of.empty() ? even_stage_of(layers, sizes.pp) : options.stage_of;
   LIBAI_CHECK(int(stage_of.size()) == layers, folder.string(), ": stage_of lists ",

@@ -12,7 +12,7 @@
 // last stage's outputs back together along the first dimension. The stages run by arrival
 // (Note [Stage programs] in actors/stage_actor.h), so forward() can be called any number of
 // times, from one thread at a time; the destructor ends every group and joins the actors.
-// The family needs inference stages (Family::make_stage; pipeline::make_forward_stage for a
+// The family needs inference stages (Family::make_stage; stages::make_forward_stage for a
 // family whose parts run forward only).
 #pragma once
 

@@ -15,7 +15,7 @@
 
 namespace libai::actors {
 
-namespace mp = models::pipeline;
+namespace mp = models::stages;
 
 ModelStageCompute::ModelStageCompute(std::unique_ptr<mp::PipelineStage> stage)
     : stage_(std::move(stage)) {}

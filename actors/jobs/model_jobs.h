@@ -1,5 +1,5 @@
 // Jobs over pipelines of model stages: stage actors that run a model's layers (loaded alone
-// from its checkpoint, models/pipeline/stage.h), generation whose every decoding step goes
+// from its checkpoint, models/stages/stage.h), generation whose every decoding step goes
 // through the pipeline, and encoding of micro-batches. The jobs run on plain threads and
 // reach the pipeline through a PipelineClient, so they are the same in one process and on a
 // cluster.
@@ -26,21 +26,21 @@
 #include "actors/pipeline.h"
 #include "plan/timed_layers.h"
 #include "models/generation/generate.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 
 namespace libai::actors {
 
 // One model stage: its layers and, per group, its state (KV caches).
 class ModelStageCompute : public StageCompute {
  public:
-  explicit ModelStageCompute(std::unique_ptr<models::pipeline::PipelineStage> stage);
+  explicit ModelStageCompute(std::unique_ptr<models::stages::PipelineStage> stage);
   models::TensorMap forward(int group, const models::TensorMap& inputs) override;
   void release(int group) override;
-  models::pipeline::PipelineStage& stage() { return *stage_; }
+  models::stages::PipelineStage& stage() { return *stage_; }
 
  private:
-  std::unique_ptr<models::pipeline::PipelineStage> stage_;
-  std::map<int, std::unique_ptr<models::pipeline::StageState>> states_;
+  std::unique_ptr<models::stages::PipelineStage> stage_;
+  std::map<int, std::unique_ptr<models::stages::StageState>> states_;
 };
 
 // stage_of[layer] = pipeline stage. The factory loads, for each slot, its stage's layers; the
@@ -56,7 +56,7 @@ ComputeFactory model_stage_factory(const std::filesystem::path& folder, const Pi
                                    const std::vector<ops::WeightPrecision>& precision_of_stage = {});
 
 // The layer ranges of the stages of `stage_of`.
-std::vector<models::pipeline::StageSpec> stage_specs(const std::vector<int>& stage_of);
+std::vector<models::stages::StageSpec> stage_specs(const std::vector<int>& stage_of);
 
 // Prompts dealt into `groups` contiguous groups of nearly equal size (the first groups get
 // the remainder); groups <= prompts.
@@ -69,12 +69,12 @@ std::vector<std::vector<std::vector<int64_t>>> split_into_groups(
 // by Seq2SeqInputs: the prompts are the encoder's input, and the results hold the decoder's
 // new tokens, as eager generate() returns them.
 std::vector<std::vector<std::vector<models::generation::GeneratedSequence>>> run_generation(
-    PipelineClient& client, const PipelineLayout& layout, const models::pipeline::CausalLmInfo& info,
+    PipelineClient& client, const PipelineLayout& layout, const models::stages::CausalLmInfo& info,
     const std::vector<std::vector<std::vector<int64_t>>>& prompt_groups,
     const models::generation::GenerationConfig& config);
 std::vector<std::vector<std::vector<models::generation::GeneratedSequence>>> run_generation(
     PipelineClient& client, const PipelineLayout& layout,
-    const models::pipeline::Seq2SeqLmInfo& info,
+    const models::stages::Seq2SeqLmInfo& info,
     const std::vector<std::vector<std::vector<int64_t>>>& prompt_groups,
     const models::generation::GenerationConfig& config);
 // The one of the two that `model` (its config.json) needs.

@@ -21,8 +21,8 @@
 #include <memory>
 
 #include "runtime/error.h"
-#include "train/checkpoint.h"
-#include "train/sharded_checkpoint.h"
+#include "train/checkpoint/gathered.h"
+#include "train/checkpoint/sharded.h"
 #include "train/pipeline_eager.h"
 #include "train/step_runner.h"
 

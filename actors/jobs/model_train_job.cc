@@ -7,7 +7,7 @@
 #include "plan/run_plan.h"
 #include "actors/messages.h"
 #include "schedule/train_programs.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 #include "runtime/config/unimplemented.h"
 #include "runtime/logging.h"
 #include "runtime/threads.h"
@@ -65,7 +65,7 @@ GraphTrainSettings graph_train_settings(const config::Config& cfg, int nodes) {
                 " micro-batches (train.num_accumulation_steps) and virtual_pipeline_size ",
                 s.chunks, ": ", e.what());
   }
-  const int num_layers = models::pipeline::pipeline_num_layers(s.model_config);
+  const int num_layers = models::stages::pipeline_num_layers(s.model_config);
   const int virtual_stages = s.pp * s.chunks;
   LIBAI_CHECK(virtual_stages <= num_layers, "train.dist: pipeline_parallel_size ", s.pp,
               " x virtual_pipeline_size ", s.chunks, " = ", virtual_stages,
@@ -106,7 +106,7 @@ std::vector<models::StageSpec> virtual_stage_specs(const std::vector<int64_t>& s
 
 MicroBatchSource make_micro_batch_source(const config::Config& cfg, const GraphTrainSettings& s) {
   // build_data reads the model's config only: a one-layer part stands in for the model.
-  const int layers = models::pipeline::pipeline_num_layers(s.model_config);
+  const int layers = models::stages::pipeline_num_layers(s.model_config);
   auto probe = models::create_model(s.model_config, {}, models::StageSpec{0, 1, layers});
   const int64_t global = s.train.batch.global, micro = s.train.batch.micro;
   train::DataSplits data = train::build_data(
@@ -129,7 +129,7 @@ MicroBatchSource make_micro_batch_source(const config::Config& cfg, const GraphT
 ValidationSource make_validation_source(const config::Config& cfg, const train::TrainerFlags& flags,
                                         const GraphTrainSettings& s) {
   if (!flags.eval_only && !cfg.get_or<bool>("train.evaluation.enabled", false)) return nullptr;
-  const int layers = models::pipeline::pipeline_num_layers(s.model_config);
+  const int layers = models::stages::pipeline_num_layers(s.model_config);
   auto probe = models::create_model(s.model_config, {}, models::StageSpec{0, 1, layers});
   // The loop's own needs (train/step_runner.h), so the splits are the ones it reads.
   train::DataSplits data = train::build_data(
@@ -374,9 +374,9 @@ void ModelTrainJob::plan(wire::Assignment& assignment) {
   if (!plan::has_train_costs(settings_.model_config)) {
     LIBAI_CHECK(shape_.balance == "uniform" || custom, "train.dist.balance is ", shape_.balance,
                 ", but the planner has no costs for model_type '",
-                settings_.model_config.model_type(),
-                "' (gpt2, bert, roberta, t5, mt5): set train.dist.balance uniform or "
-                "train.dist.custom_pipeline_stage_id");
+                settings_.model_config.model_type(), "' (it has costs for ",
+                plan::families_with_train_costs(),
+                "): set train.dist.balance uniform or train.dist.custom_pipeline_stage_id");
     log->info("no training plan: no cost model for model_type '{}'; the layers split {}",
               settings_.model_config.model_type(), custom ? "as custom_pipeline_stage_id says" : "uniformly");
     return;
@@ -495,7 +495,7 @@ TrainComputeFactory ModelTrainJob::train_compute(const PipelineLayout& layout, c
 }
 
 void ModelTrainJob::train(TrainClient& client, const PipelineLayout&) {
-  const int layers = models::pipeline::pipeline_num_layers(settings_.model_config);
+  const int layers = models::stages::pipeline_num_layers(settings_.model_config);
   const models::Task task =
       models::create_model(settings_.model_config, {}, models::StageSpec{0, 1, layers})->task();
   const train::LoopRole role{.data_parallel_size = settings_.dp, .replicas = {0}, .writer = true};

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "models/hf_config.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 #include "models/pipelines/pipelines.h"
 #include "models/tokenizers/tokenizer.h"
 #include "runtime/error.h"
@@ -13,7 +13,7 @@ namespace libai::actors {
 
 namespace {
 
-namespace mp = models::pipeline;
+namespace mp = models::stages;
 
 // One group's steps: round trips through the pipeline, numbered for the stages.
 class GroupSteps {

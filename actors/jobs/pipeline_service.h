@@ -1,7 +1,7 @@
 // A libai::Service whose generation runs through a pipeline of model stages (one process or a
 // cluster): the engine of service/batcher.h with one lane per group (Note [Lanes]), each lane's
 // steps a round trip through the pipeline under the stage contract of
-// models/pipeline/stage.h, so a request's tokens are those of the same request on one model.
+// models/stages/stage.h, so a request's tokens are those of the same request on one model.
 //
 //   PipelineLayout layout = make_layout({.pp = 2}, /*groups=*/2);
 //   layout.by_arrival = true;                                  // lanes step when they have work

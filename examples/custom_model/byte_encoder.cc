@@ -2,7 +2,7 @@
 
 #include "models/layers/attention.h"
 #include "models/layers/linear.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 #include "ops/ops.h"
 #include "runtime/device_copy.h"
 #include "runtime/error.h"
@@ -182,7 +182,7 @@ const Family& byte_encoder_family() {
       .model_type = "byte_encoder",
       .heads = {{"", make}, {"ByteEncoderClassifier", make}},
       .num_layers = [](const HfConfig& c) { return int(ByteEncoderConfig(c).blocks); },
-      .make_stage = pipeline::make_forward_stage,
+      .make_stage = stages::make_forward_stage,
   };
   return family;
 }

@@ -24,7 +24,7 @@
 
 #include "actors/jobs/distributed_model.h"
 #include "byte_encoder.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 #include "models/weights.h"
 #include "ops/ops.h"
 #include "runtime/checkpoint/safetensors.h"
@@ -218,7 +218,7 @@ Figures train_flat(const Reference& ref, int dp, int tp, checkpoint::NamedTensor
 // Training at PP = 2 x tp: the eager SPMD pipeline, 1F1B, each rank holding its stage's part.
 Figures train_pipeline(const Reference& ref, int tp) {
   const comm::DeviceMesh mesh{.dp = 1, .pp = 2, .tp = tp};
-  const int layers = models::pipeline::pipeline_num_layers(models::HfConfig::load(ref.folder));
+  const int layers = models::stages::pipeline_num_layers(models::HfConfig::load(ref.folder));
   const std::vector<models::StageSpec> specs = train::virtual_stage_parts(layers, mesh.pp);
   Figures figures(size_t(mesh.size()));
   comm::run_spmd_threads(mesh.size(), [&](comm::Communicator& world_ref) {

@@ -218,7 +218,7 @@ class Bert : public Model {
     return out;
   }
 
-  // Note [Decoding through parts]: the encoders' stage contract of models/pipeline/stage.h
+  // Note [Decoding through parts]: the encoders' stage contract of models/stages/stage.h
   // (nothing kept between micro-batches; the last part returns last_hidden_state, pooling and
   // heads are the caller's).
   std::unique_ptr<DecodeState> new_decode_state() const override {

@@ -1,7 +1,7 @@
 // BERT's and RoBERTa's declarations (models/family.h): one encoder, two position schemes.
 #include "models/bert/bert.h"
 #include "models/family.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 
 namespace libai::models {
 
@@ -15,9 +15,9 @@ std::unique_ptr<Model> make(const HfConfig& config, const LayerContext& ctx,
 
 // The encoder's layers as inference stages: no pooler, no head (pooling is the caller's).
 template <bool roberta>
-std::unique_ptr<pipeline::PipelineStage> make_stage(const HfConfig& config, const StageSpec& spec,
+std::unique_ptr<stages::PipelineStage> make_stage(const HfConfig& config, const StageSpec& spec,
                                                     const LayerContext& ctx) {
-  return pipeline::part_stage(make_bert_model(config, ctx, BertHead::none, roberta, spec));
+  return stages::part_stage(make_bert_model(config, ctx, BertHead::none, roberta, spec));
 }
 
 template <bool roberta>

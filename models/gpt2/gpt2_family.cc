@@ -1,7 +1,7 @@
 // GPT-2's declaration (models/family.h): heads, layers, generation, costs, stages.
 #include "models/family.h"
 #include "models/gpt2/gpt2.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 
 namespace libai::models {
 
@@ -70,7 +70,7 @@ const Family& gpt2_family() {
       .generation = generation_info,
       .costs = {.layers = layer_costs, .embedding = embedding_cost, .head = head_cost},
       .flops = flops,
-      .make_stage = pipeline::make_part_stage,
+      .make_stage = stages::make_part_stage,
       .export_onnx = export_gpt2_onnx,
       .gguf = &gpt2_gguf(),
       .scaled_residual_init = true,

@@ -2,7 +2,7 @@
 // its layers, generation and costs; each model_type is one Family.
 #include "models/family.h"
 #include "models/llama/llama.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 
 namespace libai::models {
 
@@ -75,7 +75,7 @@ Family declare(const std::string& type, const std::string& architecture,
       .generation = generation_info,
       .costs = {.layers = layer_costs, .embedding = embedding_cost, .head = head_cost},
       .flops = flops,
-      .make_stage = pipeline::make_part_stage,
+      .make_stage = stages::make_part_stage,
       .export_onnx = export_llama_onnx,
       .gguf = gguf,
   };

@@ -288,7 +288,7 @@ class T5 : public Model, public generation::GenerativeModel {
     return out;
   }
 
-  // Note [Decoding through parts]: one step of one group under models/pipeline/stage.h's
+  // Note [Decoding through parts]: one step of one group under models/stages/stage.h's
   // encoder-decoder contract. Step 0 runs the encoder layers the part holds and fills its
   // decoder layers' cross-attention caches from encoder_hidden_states, keeping its mask;
   // later steps carry one token's decoder_hidden_states only.

@@ -1,6 +1,6 @@
 // T5's and MT5's declarations (models/family.h): encoder layers, then decoder layers.
 #include "models/family.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 #include "models/t5/t5.h"
 
 namespace libai::models {
@@ -102,7 +102,7 @@ Family declare(const char* model_type, const char* architecture) {
                 .embedding = embedding_cost<mt5>,
                 .head = head_cost<mt5>},
       .flops = flops<mt5>,
-      .make_stage = pipeline::make_part_stage,
+      .make_stage = stages::make_part_stage,
       .export_onnx = export_t5_onnx,
   };
 }

@@ -49,7 +49,7 @@ size_t expect_generation_matches_eager(const fs::path& folder, LayoutSizes sizes
                                        const GenerationConfig& config) {
   System sys;
   const auto hf = models::HfConfig::load(folder);
-  const int layers = models::pipeline::pipeline_num_layers(hf);
+  const int layers = models::stages::pipeline_num_layers(hf);
   PipelineLayout layout = make_layout(sizes, groups);
   LocalPipeline pipeline(*sys.system, layout,
                          model_stage_factory(folder, layout, even_split(layers, sizes.pp)));

@@ -58,7 +58,7 @@ struct ServingPipeline {
   PipelineLayout layout;
   std::unique_ptr<LocalPipeline> pipeline;
   ServingPipeline(const fs::path& folder, LayoutSizes sizes, int groups) {
-    const int layers = models::pipeline::pipeline_num_layers(models::HfConfig::load(folder));
+    const int layers = models::stages::pipeline_num_layers(models::HfConfig::load(folder));
     layout = make_layout(sizes, groups);
     layout.by_arrival = true;
     pipeline = std::make_unique<LocalPipeline>(

@@ -12,7 +12,7 @@
 #include "models/onnx/graph.h"
 #include "tests/bin/cli_fixture.h"
 #include "tests/models/random_models.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint/gathered.h"
 
 namespace libai::testing {
 namespace {

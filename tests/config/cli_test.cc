@@ -312,7 +312,7 @@ TEST_F(Cli, PlanNamesTheDeviceThatDoesNotFit) {
 
 // Plans with real costs: the GPT-2 fixture (2 layers, hidden 48, inner 100, vocabulary 503, 64
 // positions), 5 prompts (the longest of 4 tokens) in 2 groups of at most 3 rows, 6 new tokens,
-// on devices of 1 GFLOP/s and 1 GB/s. By hand (models/pipeline/cost.cc's formulas): a layer's
+// on devices of 1 GFLOP/s and 1 GB/s. By hand (models/stages/cost.cc's formulas): a layer's
 // prefill is 2 x 12 x (4 x 48^2 + 2 x 48 x 100) + 4 x 12 x 4 x 48 = 460800 flops (460.8 us), a
 // decoding step over the mean context 7 is 2 x 3 x 18816 + 4 x 3 x 7 x 48 = 116928 flops
 // (116.928 us; it reads 77392 bytes of weights and 8064 of KV cache: 85.456 us); the embedding

@@ -7,7 +7,7 @@
 #include <set>
 
 #include "models/family.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 #include "ops/ops.h"
 #include "random_models.h"
 
@@ -52,7 +52,7 @@ TEST(FamilyDeclarations, EachRandomModelIsBuiltCutCostedAndStagedAsItsFamilyDecl
     const Family& family = family_of(config);
     const int layers = family.num_layers(config);
     ASSERT_GT(layers, 0);
-    EXPECT_EQ(pipeline::pipeline_num_layers(config), layers);
+    EXPECT_EQ(stages::pipeline_num_layers(config), layers);
 
     auto whole = load_model(dir);
     EXPECT_EQ(whole->part(), (StageSpec{0, layers, layers}));
@@ -69,10 +69,10 @@ TEST(FamilyDeclarations, EachRandomModelIsBuiltCutCostedAndStagedAsItsFamilyDecl
     if (generative) {
       EXPECT_EQ(generative->is_encoder_decoder(), family.generates == GenerationKind::seq2seq);
       EXPECT_EQ(family.generation(config).vocab_size, generative->vocab_size());
-      EXPECT_EQ(pipeline::is_encoder_decoder(config), generative->is_encoder_decoder());
-      EXPECT_EQ(pipeline::is_decoder_only(config), !generative->is_encoder_decoder());
+      EXPECT_EQ(stages::is_encoder_decoder(config), generative->is_encoder_decoder());
+      EXPECT_EQ(stages::is_decoder_only(config), !generative->is_encoder_decoder());
     }
-    if (family.costs.layers) EXPECT_EQ(int(pipeline::layer_costs(config, 8).size()), layers);
+    if (family.costs.layers) EXPECT_EQ(int(stages::layer_costs(config, 8).size()), layers);
     if (family.flops) EXPECT_GT(family.flops(config).matrix_parameters, 0);
 
     // An inference stage loads the tensors of the model part with the same layers (the
@@ -80,7 +80,7 @@ TEST(FamilyDeclarations, EachRandomModelIsBuiltCutCostedAndStagedAsItsFamilyDecl
     if (!family.make_stage) continue;
     for (int i = 0; i < layers; ++i) {
       const StageSpec spec{i, i + 1, layers};
-      auto stage = pipeline::load_stage(dir, spec);
+      auto stage = stages::load_stage(dir, spec);
       auto part = load_model(dir, {.part = spec});
       const auto stage_names = parameter_names(*stage), part_names = parameter_names(*part);
       for (const auto& name : stage_names)

@@ -1,4 +1,4 @@
-// Pipeline stages (models/pipeline/) against the whole model that load_model builds: GPT-2,
+// Pipeline stages (models/stages/) against the whole model that load_model builds: GPT-2,
 // BERT and RoBERTa fixtures and random models with more layers, cut at every split, chained
 // eagerly, give the whole model's outputs; GPT-2's decoding steps (with beam reorders) are
 // checked against the whole model recomputed without caches, and generate() gives the same
@@ -11,14 +11,14 @@
 
 #include "models/convert.h"
 #include "models/generation/generate.h"
-#include "models/pipeline/chain.h"
+#include "models/stages/chain.h"
 #include "ops/ops.h"
 #include "parity_util.h"
 #include "random_models.h"
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/comm/spmd.h"
 
-namespace libai::models::pipeline {
+namespace libai::models::stages {
 namespace {
 
 namespace fs = std::filesystem;
@@ -515,4 +515,4 @@ TEST(StageCosts, Gpt2LayerByHand) {
 }
 
 }  // namespace
-}  // namespace libai::models::pipeline
+}  // namespace libai::models::stages

@@ -1,4 +1,4 @@
-// T5 and MT5 pipeline stages (models/pipeline/) against the whole model that load_model
+// T5 and MT5 pipeline stages (models/stages/) against the whole model that load_model
 // builds: step 0 and decoding steps with beam reorders at every split (the encoder and decoder
 // stacks cut anywhere) against the whole model recomputed without caches, the messages at the
 // cuts, generate(), each stage's own parameters, named errors and tensor parallelism inside a
@@ -8,13 +8,13 @@
 #include <algorithm>
 
 #include "models/generation/generate.h"
-#include "models/pipeline/chain.h"
+#include "models/stages/chain.h"
 #include "ops/ops.h"
 #include "parity_util.h"
 #include "random_models.h"
 #include "runtime/comm/spmd.h"
 
-namespace libai::models::pipeline {
+namespace libai::models::stages {
 namespace {
 
 namespace fs = std::filesystem;
@@ -324,4 +324,4 @@ TEST(T5Stages, TensorParallelStagesGiveTheSingleDeviceLogits) {
 }
 
 }  // namespace
-}  // namespace libai::models::pipeline
+}  // namespace libai::models::stages

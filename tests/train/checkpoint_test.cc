@@ -1,4 +1,4 @@
-// Training checkpoints (train/checkpoint.h) on the tiny torch-trained fixtures of
+// Training checkpoints (train/checkpoint/gathered.h) on the tiny torch-trained fixtures of
 // tools/make_training_fixtures.py:
 // - resume: save, load into a fresh model + optimizer, and the following steps give bitwise the
 //   losses and weights of the run that never stopped (GPT-2 with dropout on, so the RNG position
@@ -32,7 +32,7 @@
 #include "runtime/comm/mesh.h"
 #include "runtime/comm/spmd.h"
 #include "tests/runtime/checkpoint_fixtures.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint/gathered.h"
 #include "training_fixtures.h"
 
 namespace libai::train {

@@ -1,10 +1,10 @@
 // Training FLOPs per token (train/flops.h) against Megatron-LM's closed form for GPT-2 and BERT
-// written out here, against three times the forward estimates of models/pipeline/cost.cc (a
+// written out here, against three times the forward estimates of models/stages/cost.cc (a
 // separate count of the same products, made for pipeline planning) for GPT-2 and T5, and
 // against a hand count for ViT-B/16, and for Llama 3 8B against its published parameter count.
 #include <gtest/gtest.h>
 
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 #include "train/flops.h"
 
 namespace libai::train {
@@ -17,8 +17,8 @@ models::HfConfig config(const char* text) {
 // 3 x (layers + head) forward FLOPs per token, as pipeline planning counts them.
 double three_forwards(const models::HfConfig& c, int64_t sequence) {
   double forward = 0;
-  for (const auto& layer : models::pipeline::layer_costs(c, sequence)) forward += layer.flops;
-  forward += models::pipeline::head_cost(c, sequence).flops;
+  for (const auto& layer : models::stages::layer_costs(c, sequence)) forward += layer.flops;
+  forward += models::stages::head_cost(c, sequence).flops;
   return 3 * forward / double(sequence);
 }
 

@@ -21,7 +21,7 @@
 
 #include "../models/random_models.h"
 #include "tests/common/shards.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 #include "ops/ops.h"
 #include "runtime/comm/spmd.h"
 #include "train/pipeline_eager.h"
@@ -176,7 +176,7 @@ void PrintTo(const Case& c, std::ostream* os) { *os << describe(c); }
 Run pipeline(const Case& c) {
   const comm::DeviceMesh mesh{.dp = c.dp, .pp = 2, .tp = c.tp};
   const fs::path dir = random_model(c.model);
-  const int layers = models::pipeline::pipeline_num_layers(models::HfConfig::load(dir));
+  const int layers = models::stages::pipeline_num_layers(models::HfConfig::load(dir));
   std::vector<models::StageSpec> specs = virtual_stage_parts(layers, mesh.pp);
   if (c.cut) specs = {{0, c.cut, layers}, {c.cut, layers, layers}};
   Run run;
@@ -276,7 +276,7 @@ const Run& reference(const std::string& model) {
 TEST(PipelineSharedWeights, AWeightOnTwoMiddleStagesIsRefusedNamingIt) {
   const comm::DeviceMesh mesh{.dp = 1, .pp = 4, .tp = 1};
   const fs::path dir = random_model("t5");
-  const int layers = models::pipeline::pipeline_num_layers(models::HfConfig::load(dir));
+  const int layers = models::stages::pipeline_num_layers(models::HfConfig::load(dir));
   ASSERT_EQ(layers, 4);
   const std::vector<models::StageSpec> specs = virtual_stage_parts(layers, mesh.pp);
   std::vector<std::string> errors(size_t(mesh.size()));

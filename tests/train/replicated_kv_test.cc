@@ -13,8 +13,8 @@
 #include "runtime/checkpoint/safetensors.h"
 #include "tests/models/parity_util.h"
 #include "tests/models/random_models.h"
-#include "train/checkpoint.h"
-#include "train/sharded_checkpoint.h"
+#include "train/checkpoint/gathered.h"
+#include "train/checkpoint/sharded.h"
 #include "train/train_step.h"
 
 namespace libai::train {

@@ -1,4 +1,4 @@
-// Sharded checkpoints (train/sharded_checkpoint.h) on the tiny GPT-2 of tests/data/training:
+// Sharded checkpoints (train/checkpoint/sharded.h) on the tiny GPT-2 of tests/data/training:
 // - several fake layouts (ranks as threads, run_spmd_threads) each write the pieces they would
 //   own: tensor-parallel blocks split along dim 0 (the vocabulary of 97 over 2 and 3 ranks,
 //   32-element vectors over 3: uneven, padded), and each block's flat range split over the
@@ -18,7 +18,7 @@
 #include "runtime/autograd.h"
 #include "runtime/comm/spmd.h"
 #include "tests/runtime/checkpoint_fixtures.h"
-#include "train/sharded_checkpoint.h"
+#include "train/checkpoint/sharded.h"
 #include "training_fixtures.h"
 
 namespace libai::train {

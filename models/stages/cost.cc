@@ -1,9 +1,9 @@
 // Planning estimates of layers, embeddings and heads from config.json alone (stage.h): each
 // family's cost model (models/family.h), found through the registry.
 #include "models/family.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 
-namespace libai::models::pipeline {
+namespace libai::models::stages {
 
 namespace {
 
@@ -36,4 +36,4 @@ LayerCost head_cost(const HfConfig& config, int64_t tokens, DType dtype) {
   return costs_of(config).head(config, double(tokens), double(dtype_size(dtype)));
 }
 
-}  // namespace libai::models::pipeline
+}  // namespace libai::models::stages

@@ -49,7 +49,7 @@
 #include <vector>
 
 #include "runtime/comm/communicator.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint/gathered.h"
 #include "train/stage_step.h"
 #include "train/zero.h"
 

@@ -1,6 +1,6 @@
-#include "models/pipeline/chain.h"
+#include "models/stages/chain.h"
 
-namespace libai::models::pipeline {
+namespace libai::models::stages {
 
 StageChain::StageChain(std::vector<std::unique_ptr<PipelineStage>> stages, HfConfig config)
     : stages_(std::move(stages)), config_(std::move(config)) {
@@ -76,4 +76,4 @@ std::unique_ptr<generation::DecodeSession> ChainedSeq2SeqLm::start(
                                             });
 }
 
-}  // namespace libai::models::pipeline
+}  // namespace libai::models::stages

@@ -99,7 +99,7 @@
 #include "models/model.h"
 #include "models/seq2seq_lm.h"
 
-namespace libai::models::pipeline {
+namespace libai::models::stages {
 
 // Which part of a model one pipeline stage holds (models/model.h, Note [Model parts]).
 using models::StageSpec;
@@ -211,4 +211,4 @@ std::vector<LayerCost> layer_costs(const HfConfig& config, int64_t tokens, DType
 LayerCost embedding_cost(const HfConfig& config, int64_t tokens, DType dtype = DType::f32);
 LayerCost head_cost(const HfConfig& config, int64_t tokens, DType dtype = DType::f32);
 
-}  // namespace libai::models::pipeline
+}  // namespace libai::models::stages

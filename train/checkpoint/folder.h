@@ -1,6 +1,7 @@
-// Internal: the file mechanics both checkpoint formats share (train/checkpoint.cc and
-// train/sharded_checkpoint.cc): synced writes, the publishing steps of Note [Checkpoint
-// atomicity], trainer.json and the checks a loader makes of a folder's metadata.
+// Internal: the file mechanics both checkpoint formats share (gathered.cc and sharded.cc in this
+// folder): synced writes, the publishing steps of Note [Checkpoint atomicity], trainer.json and
+// the checks a loader makes of a folder's metadata. folder.cc also holds the public names of
+// gathered.h that both formats use (checkpoint_name, last_checkpoint, the write hook).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "train/checkpoint.h"
+#include "train/checkpoint/gathered.h"
 
 namespace libai::train::checkpoint_files {
 
@@ -19,6 +20,10 @@ using Json = nlohmann::json;
 
 // trainer.json's "format" (both layouts: layout.json says which one the tensors are in).
 inline constexpr const char* kTrainerFormat = "libai-actor-training-checkpoint";
+// The files of a complete gathered checkpoint (a sharded one has layout.json and shards in
+// place of the two .safetensors).
+inline constexpr const char* kRequiredFiles[] = {"config.json", "model.safetensors",
+                                                 "optimizer.safetensors", "trainer.json"};
 
 // A crash point for set_checkpoint_write_hook.
 void at_phase(const std::string& phase);

@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "models/generation/session.h"
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 
-namespace libai::models::pipeline {
+namespace libai::models::stages {
 
 // One StageState per stage: what the pipeline keeps for one group of sequences.
 using ChainState = std::vector<std::unique_ptr<StageState>>;
@@ -83,4 +83,4 @@ class ChainedSeq2SeqLm : public generation::GenerativeModel {
   Seq2SeqLmInfo info_;
 };
 
-}  // namespace libai::models::pipeline
+}  // namespace libai::models::stages

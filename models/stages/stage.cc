@@ -1,11 +1,11 @@
-#include "models/pipeline/stage.h"
+#include "models/stages/stage.h"
 
 #include "models/convert.h"
 #include "models/family.h"
 #include "ops/ops.h"
 #include "runtime/autograd.h"
 
-namespace libai::models::pipeline {
+namespace libai::models::stages {
 
 namespace {
 
@@ -175,4 +175,4 @@ Seq2SeqLmInfo seq2seq_lm_info(const HfConfig& config) {
   return {.vocab_size = info.vocab_size, .pad_id = info.pad_id, .decoder_start_id = info.decoder_start_id};
 }
 
-}  // namespace libai::models::pipeline
+}  // namespace libai::models::stages
