@@ -115,10 +115,15 @@ class ModelCommands : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_EQ(missing_binary(), ""); }
 
-  Result run(const std::string& arguments) {
+  Result run(const std::string& arguments) { return run_program(kBinary, arguments); }
+
+  // `program arguments` (from folder `cwd` when given): exit code, stdout, stderr.
+  Result run_program(const std::string& program, const std::string& arguments,
+                     const std::string& cwd = "") {
     const std::string err_path = scratch_.file("stderr.txt");
-    const std::string command =
-        shell_quote(kBinary) + " " + arguments + " 2>" + shell_quote(err_path);
+    const std::string command = (cwd.empty() ? "" : "cd " + shell_quote(cwd) + " && ") +
+                                shell_quote(program) + " " + arguments + " 2>" +
+                                shell_quote(err_path);
     Result result;
     FILE* pipe = popen(command.c_str(), "r");
     if (pipe == nullptr) return result;

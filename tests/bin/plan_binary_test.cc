@@ -34,23 +34,9 @@ class PlanBinary : public ModelCommands {
         << "libai-plan is not built (" << kPlanBinary << "): build the libai-plan target";
   }
 
+  // From the source tree: the shipped configs name their model folders relative to it.
   Result run_plan(const std::string& arguments) {
-    const std::string err_path = scratch_.file("plan_stderr.txt");
-    // From the source tree: the shipped configs name their model folders relative to it.
-    const std::string command = "cd " + shell_quote(kSource) + " && " + shell_quote(kPlanBinary) +
-                                " " + arguments + " 2>" + shell_quote(err_path);
-    Result result;
-    FILE* pipe = popen(command.c_str(), "r");
-    if (pipe == nullptr) return result;
-    char buffer[4096];
-    size_t n;
-    while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.out.append(buffer, n);
-    const int status = pclose(pipe);
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::stringstream text;
-    text << std::ifstream(err_path).rdbuf();
-    result.err = text.str();
-    return result;
+    return run_program(kPlanBinary, arguments, kSource);
   }
 
   // `libai-actor plan ARGS` and `libai-plan ARGS`: the same output, exit code and error (each
