@@ -29,7 +29,6 @@
 //
 // The command itself only dispatches and writes files: every plan is built and printed by plan/
 // (libai_plan), so this file links into `libai-plan` too, a binary without the actor library.
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -47,7 +46,6 @@
 #include "plan/what_if.h"
 #include "bin/commands.h"
 #include "app/schema.h"
-#include "runtime/config/unimplemented.h"
 #include "runtime/error.h"
 #include "schedule/plan.h"
 #include "schedule/svg.h"
